@@ -1,0 +1,283 @@
+"""Settings: one typed, immutable object, loadable from an INI file.
+
+Option names and defaults follow Nova.  There is no global configuration:
+build a :class:`Settings` (or :func:`load_settings`) and pass it along.
+
+INI layout (Nova's sections)::
+
+    [DEFAULT]
+    host = compute1
+    compute_driver = fake
+    state_path = /var/lib/nova-lite
+    instances_path = /var/lib/nova-lite/instances
+    reserved_host_memory_mb = 512
+    cpu_allocation_ratio = 16.0
+    vcpu_pin_set = 0-7
+    update_resources_interval = 60
+
+    [compute]
+    cpu_shared_set = 0-3
+    cpu_dedicated_set = 4-7
+
+    [database]
+    connection = sqlite:////var/lib/nova-lite/nova-lite.db
+
+    [libvirt]
+    connection_uri = qemu:///system
+
+Sections a plugin owns (``[ironic]``, ...) are kept as raw strings: see
+:meth:`Settings.section`.
+"""
+
+import configparser
+import math
+import os
+import socket
+import types
+
+import attrs
+
+from nova_lite.exception import InvalidConfig, InvalidCPUSpec
+from nova_lite.resources import to_ratio
+
+DEFAULT_STATE_PATH = "/var/lib/nova-lite"
+DEFAULT_DRIVER_TIMEOUT = 60.0
+
+
+def _int_option(minimum=0, maximum=2 ** 53):
+    def check(instance, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidConfig(attribute.name, value, "must be an integer")
+        if not minimum <= value <= maximum:
+            raise InvalidConfig(attribute.name, value,
+                                f"must be between {minimum} and {maximum}")
+    return check
+
+
+def _ratio_option(optional):
+    def check(instance, attribute, value):
+        if value is None and optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value <= 0:
+            raise InvalidConfig(attribute.name, value, "must be a finite number > 0")
+    return check
+
+
+def _seconds_option(instance, attribute, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise InvalidConfig(attribute.name, value, "must be a number of seconds > 0")
+
+
+def _cpu_set_option(instance, attribute, value):
+    if value is None:
+        return
+    from nova_lite.hardware import parse_cpu_spec
+    if not isinstance(value, str):
+        raise InvalidConfig(attribute.name, value, "must be a CPU spec string like '0-3,^2'")
+    try:
+        cpus = parse_cpu_spec(value)
+    except InvalidCPUSpec as exc:
+        raise InvalidConfig(attribute.name, value, str(exc)) from None
+    if not cpus:
+        raise InvalidConfig(attribute.name, value, "leaves no CPUs")
+
+
+def _str_option(instance, attribute, value):
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidConfig(attribute.name, value, "must be a non-empty string")
+
+
+def _default_database_url(settings):
+    return "sqlite:///" + os.path.join(settings.state_path, "nova-lite.db")
+
+
+def _default_instances_path(settings):
+    return os.path.join(settings.state_path, "instances")
+
+
+def _sections(value):
+    return types.MappingProxyType(
+        {name: types.MappingProxyType(dict(opts)) for name, opts in (value or {}).items()})
+
+
+@attrs.frozen
+class Settings:
+    """Every option nova-lite reads, with Nova's names and defaults.
+
+    Memory amounts are MiB, disk amounts MB (``reserved_host_disk_mb``, as
+    in Nova), intervals seconds.  A ``*_allocation_ratio`` left as None
+    means "use ``initial_*_allocation_ratio`` for new nodes and keep
+    whatever the node has afterwards" (Nova's semantics).
+    """
+
+    host: str = attrs.field(factory=socket.gethostname, validator=_str_option)
+    compute_driver: str = attrs.field(default="fake", validator=_str_option)
+    state_path: str = attrs.field(default=DEFAULT_STATE_PATH, validator=_str_option)
+    instances_path: str = attrs.field(
+        default=attrs.Factory(_default_instances_path, takes_self=True),
+        validator=_str_option)
+    database_url: str = attrs.field(
+        default=attrs.Factory(_default_database_url, takes_self=True), validator=_str_option,
+        repr=False)
+    reserved_host_memory_mb: int = attrs.field(default=512, validator=_int_option())
+    reserved_host_disk_mb: int = attrs.field(default=0, validator=_int_option())
+    reserved_host_cpus: int = attrs.field(default=0, validator=_int_option())
+    cpu_allocation_ratio: float = attrs.field(default=None, validator=_ratio_option(True))
+    ram_allocation_ratio: float = attrs.field(default=None, validator=_ratio_option(True))
+    disk_allocation_ratio: float = attrs.field(default=None, validator=_ratio_option(True))
+    initial_cpu_allocation_ratio: float = attrs.field(default=4.0,
+                                                      validator=_ratio_option(False))
+    initial_ram_allocation_ratio: float = attrs.field(default=1.0,
+                                                      validator=_ratio_option(False))
+    initial_disk_allocation_ratio: float = attrs.field(default=1.0,
+                                                       validator=_ratio_option(False))
+    vcpu_pin_set: str = attrs.field(default=None, validator=_cpu_set_option)
+    cpu_shared_set: str = attrs.field(default=None, validator=_cpu_set_option)
+    cpu_dedicated_set: str = attrs.field(default=None, validator=_cpu_set_option)
+    update_resources_interval: float = attrs.field(default=60, validator=_seconds_option)
+    service_down_time: float = attrs.field(default=60, validator=_seconds_option)
+    report_interval: float = attrs.field(default=10, validator=_seconds_option)
+    driver_timeout: float = attrs.field(default=DEFAULT_DRIVER_TIMEOUT,
+                                        validator=_seconds_option)
+    claim_retries: int = attrs.field(default=10, validator=_int_option(1, 1000))
+    libvirt_connection_uri: str = attrs.field(default="qemu:///system",
+                                              validator=_str_option)
+    sections: object = attrs.field(factory=dict, converter=_sections, repr=False, eq=False)
+
+    def __attrs_post_init__(self):
+        if self.vcpu_pin_set and (self.cpu_shared_set or self.cpu_dedicated_set):
+            # Nova refuses the legacy option beside the new ones.
+            raise InvalidConfig(
+                "vcpu_pin_set", self.vcpu_pin_set,
+                "cannot be combined with cpu_shared_set or cpu_dedicated_set")
+        if self.cpu_shared_set and self.cpu_dedicated_set:
+            from nova_lite.hardware import parse_cpu_spec
+            both = parse_cpu_spec(self.cpu_shared_set) & parse_cpu_spec(self.cpu_dedicated_set)
+            if both:
+                raise InvalidConfig(
+                    "cpu_dedicated_set", self.cpu_dedicated_set,
+                    f"overlaps cpu_shared_set {self.cpu_shared_set!r} on CPUs "
+                    f"{sorted(both)}")
+
+    def allocation_ratio(self, kind):
+        """Effective ratio of ``kind`` ("cpu", "ram" or "disk") for a new node.
+
+        Returns an exact Fraction: the explicit ``<kind>_allocation_ratio``
+        if set, else ``initial_<kind>_allocation_ratio``.
+        """
+        explicit = getattr(self, f"{kind}_allocation_ratio")
+        value = explicit if explicit is not None else getattr(
+            self, f"initial_{kind}_allocation_ratio")
+        return to_ratio(value, f"{kind}_allocation_ratio")
+
+    def section(self, name):
+        """Raw options of an INI section a plugin owns, as a read-only mapping."""
+        return self.sections.get(name, types.MappingProxyType({}))
+
+    def redacted_database_url(self):
+        """The database URL with any password replaced by ``***``."""
+        return redact_url(self.database_url)
+
+
+def redact_url(url):
+    """Hide the password of a database URL (``user:***@host``)."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, tail = rest.rsplit("@", 1)
+    if ":" in creds:
+        creds = creds.split(":", 1)[0] + ":***"
+    return f"{scheme}://{creds}@{tail}"
+
+
+# INI (section, option) -> Settings field.
+_INI_OPTIONS = {
+    ("DEFAULT", "host"): "host",
+    ("DEFAULT", "compute_driver"): "compute_driver",
+    ("DEFAULT", "state_path"): "state_path",
+    ("DEFAULT", "instances_path"): "instances_path",
+    ("DEFAULT", "reserved_host_memory_mb"): "reserved_host_memory_mb",
+    ("DEFAULT", "reserved_host_disk_mb"): "reserved_host_disk_mb",
+    ("DEFAULT", "reserved_host_cpus"): "reserved_host_cpus",
+    ("DEFAULT", "cpu_allocation_ratio"): "cpu_allocation_ratio",
+    ("DEFAULT", "ram_allocation_ratio"): "ram_allocation_ratio",
+    ("DEFAULT", "disk_allocation_ratio"): "disk_allocation_ratio",
+    ("DEFAULT", "initial_cpu_allocation_ratio"): "initial_cpu_allocation_ratio",
+    ("DEFAULT", "initial_ram_allocation_ratio"): "initial_ram_allocation_ratio",
+    ("DEFAULT", "initial_disk_allocation_ratio"): "initial_disk_allocation_ratio",
+    ("DEFAULT", "vcpu_pin_set"): "vcpu_pin_set",
+    ("DEFAULT", "update_resources_interval"): "update_resources_interval",
+    ("DEFAULT", "service_down_time"): "service_down_time",
+    ("DEFAULT", "report_interval"): "report_interval",
+    ("DEFAULT", "driver_timeout"): "driver_timeout",
+    ("DEFAULT", "claim_retries"): "claim_retries",
+    ("compute", "cpu_shared_set"): "cpu_shared_set",
+    ("compute", "cpu_dedicated_set"): "cpu_dedicated_set",
+    ("database", "connection"): "database_url",
+    ("libvirt", "connection_uri"): "libvirt_connection_uri",
+}
+_FIELD_TYPES = {f.name: f.type for f in attrs.fields(Settings)}
+
+
+def _convert(section, option, field, raw):
+    kind = _FIELD_TYPES[field]
+    where = f"[{section}] {option}"
+    text = raw.strip()
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise InvalidConfig(where, raw, "must be an integer") from None
+    if kind is float:
+        try:
+            number = float(text)
+        except ValueError:
+            raise InvalidConfig(where, raw, "must be a number") from None
+        return int(number) if number.is_integer() and field.endswith("interval") else number
+    return text
+
+
+def load_settings(path, **overrides):
+    """Read an INI file into :class:`Settings`; ``overrides`` win over the file.
+
+    Raises :class:`InvalidConfig` naming ``[section] option`` and the value
+    for any bad value, and for an unknown option in a section nova-lite owns.
+    """
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            parser.read_file(handle)
+    except OSError as exc:
+        raise InvalidConfig("config file", path, f"cannot be read: {exc.strerror}") from None
+    except configparser.Error as exc:
+        raise InvalidConfig("config file", path, f"is not valid INI: {exc}") from None
+    values, raw_sections = {}, {}
+    owned = {s for s, _ in _INI_OPTIONS}
+    for section in ["DEFAULT"] + parser.sections():
+        items = parser.defaults() if section == "DEFAULT" else {
+            k: val for k, val in parser.items(section) if k not in parser.defaults()}
+        raw_sections.setdefault(section, {}).update(items)
+        for option, raw in items.items():
+            field = _INI_OPTIONS.get((section, option))
+            if field is None:
+                if section in owned and section != "libvirt":
+                    raise InvalidConfig(f"[{section}] {option}", raw, "unknown option")
+                continue
+            if raw.strip() == "" and _FIELD_TYPES[field] is not str:
+                continue
+            values[field] = _convert(section, option, field, raw)
+    values.update(overrides)
+    try:
+        return Settings(sections=raw_sections, **values)
+    except InvalidConfig as exc:
+        where = _where_in_ini(exc.option)
+        raise InvalidConfig(where, exc.value, exc.reason) from None
+
+
+def _where_in_ini(field):
+    for (section, option), name in _INI_OPTIONS.items():
+        if name == field:
+            return f"[{section}] {option}"
+    return field

@@ -1,0 +1,76 @@
+"""Exceptions shared across nova-lite.
+
+Every error says what was wrong and where, so that an operator can act on
+the message alone.
+"""
+
+
+class NovaLiteError(Exception):
+    """Base class of every error nova-lite raises on purpose."""
+
+
+class InvalidInput(NovaLiteError, ValueError):
+    """A value given to nova-lite is malformed; the message names it."""
+
+
+class InvalidNodeResources(InvalidInput):
+    """A driver's resource report is malformed.
+
+    ``problems`` lists every missing or malformed key, one message each.
+    """
+
+    def __init__(self, problems, nodename=None):
+        self.problems = list(problems)
+        self.nodename = nodename
+        where = f" for node {nodename!r}" if nodename else ""
+        super().__init__(
+            f"Invalid resource report{where}: " + "; ".join(self.problems))
+
+
+class InvalidCPUSpec(InvalidInput):
+    """A CPU-set specification such as ``"0-3,^2"`` could not be parsed."""
+
+
+class InvalidConfig(InvalidInput):
+    """A configuration option has a bad value; names the option and value."""
+
+    def __init__(self, option, value, reason):
+        self.option = option
+        self.value = value
+        self.reason = reason
+        super().__init__(
+            f"Invalid value {value!r} for option {option!r}: {reason}")
+
+
+class CapacityExceeded(NovaLiteError, ValueError):
+    """An amount does not fit an inventory (capacity or unit rules)."""
+
+
+class NodeNotFound(NovaLiteError, LookupError):
+    """A compute node is not known to this tracker or store."""
+
+    def __init__(self, nodename, host=None):
+        self.nodename = nodename
+        self.host = host
+        where = f" on host {host!r}" if host else ""
+        super().__init__(f"Compute node {nodename!r} not found{where}")
+
+
+class InstanceNotFound(NovaLiteError, LookupError):
+    """An instance is not tracked where it was looked for."""
+
+    def __init__(self, instance_uuid, where=""):
+        self.instance_uuid = instance_uuid
+        super().__init__(
+            f"Instance {instance_uuid} not found" + (f" {where}" if where else ""))
+
+
+class StoreError(NovaLiteError):
+    """The record store failed; the message names the operation and cause.
+
+    Nothing was written when this is raised from a claim or an audit.
+    """
+
+
+class ClaimRaceLost(StoreError):
+    """A claim lost its generation race more times than allowed."""

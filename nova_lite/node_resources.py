@@ -1,0 +1,261 @@
+"""``NodeResources``: what a driver reports about one node, typed.
+
+It carries what Nova's ``get_available_resource`` dict carried.  Legacy
+dicts are accepted through :meth:`NodeResources.from_dict`, which reports
+every missing or malformed key at once.
+"""
+
+import json
+import math
+
+import attrs
+
+from nova_lite import validators as v
+from nova_lite.exception import InvalidInput, InvalidNodeResources
+from nova_lite.objects import (
+    CpuInfo, CpuTopology, MemPage, NUMACell, NUMATopology, PciDevice, SupportedInstance)
+from nova_lite.resources import ResourceClass, validate_resource_class
+
+
+def _reserved_mapping(value):
+    proxy = v.frozen_mapping(value)
+    out = {}
+    for rc, amount in proxy.items():
+        rc = validate_resource_class(str(rc))
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+            raise InvalidInput(
+                f"NodeResources.reserved[{rc}] must be a non-negative integer, got {amount!r}")
+        out[rc] = amount
+    return v.frozen_mapping(out)
+
+
+@attrs.frozen
+class NodeResources:
+    """One node's resources as its driver sees them.
+
+    Sizes: ``memory_mb``/``memory_mb_used`` in MiB; ``local_gb``,
+    ``local_gb_used`` and ``disk_available_least`` in GiB (the last may be
+    negative when guest disks are over-committed).  ``vcpus`` counts CPUs
+    for shared vCPUs, ``pcpus`` CPUs dedicated to pinned guests.
+    ``resource_class`` names a bare-metal node's single custom class.
+    ``reserved`` holds amounts the driver itself holds back per resource
+    class (added to the configured reserved host amounts).
+    """
+
+    vcpus: int = attrs.field(validator=v.non_negative_int)
+    memory_mb: int = attrs.field(validator=v.non_negative_int)
+    local_gb: int = attrs.field(validator=v.non_negative_int)
+    vcpus_used: int = attrs.field(default=0, validator=v.non_negative_int)
+    memory_mb_used: int = attrs.field(default=0, validator=v.non_negative_int)
+    local_gb_used: int = attrs.field(default=0, validator=v.non_negative_int)
+    disk_available_least: int = attrs.field(default=None, validator=v.optional(v.any_int))
+    hypervisor_type: str = attrs.field(default="fake", validator=v.string)
+    hypervisor_version: int = attrs.field(default=0, validator=v.non_negative_int)
+    hypervisor_hostname: str = attrs.field(default="", validator=v.string)
+    cpu_info: CpuInfo = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(CpuInfo)))
+    numa_topology: NUMATopology = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(NUMATopology)))
+    pci_devices: tuple = attrs.field(factory=tuple, converter=v.tuple_of(PciDevice))
+    stats: object = attrs.field(factory=dict, converter=v.str_mapping, eq=False)
+    supported_instances: tuple = attrs.field(
+        factory=tuple, converter=v.tuple_of(SupportedInstance))
+    resource_class: str = attrs.field(default=None, validator=v.optional(v.non_empty_str))
+    uuid: str = attrs.field(default=None, validator=v.optional(v.non_empty_str))
+    pcpus: int = attrs.field(default=0, validator=v.non_negative_int)
+    reserved: object = attrs.field(factory=dict, converter=_reserved_mapping, eq=False)
+
+    def __attrs_post_init__(self):
+        totals = self.totals()
+        for rc, amount in self.reserved.items():
+            total = totals.get(rc, 0)
+            if amount > total:
+                raise InvalidInput(
+                    f"NodeResources.reserved[{rc}] = {amount} is greater than the "
+                    f"total {total}")
+
+    def totals(self):
+        """Total amount per resource class this report offers (zeros left out)."""
+        totals = {
+            ResourceClass.VCPU.value: self.vcpus,
+            ResourceClass.PCPU.value: self.pcpus,
+            ResourceClass.MEMORY_MB.value: self.memory_mb,
+            ResourceClass.DISK_GB.value: self.local_gb,
+        }
+        if self.resource_class:
+            totals[self.resource_class] = 1
+        return {rc: n for rc, n in totals.items() if n}
+
+    @classmethod
+    def from_dict(cls, data, nodename=None):
+        """Build a record from a Nova-style resources dict.
+
+        Raises :class:`InvalidNodeResources` listing every missing or
+        malformed key (its ``problems`` attribute holds one entry each).
+        """
+        return _LegacyParser(data, nodename).parse()
+
+    def to_dict(self):
+        """A JSON-serialisable dict that :meth:`from_dict` reads back."""
+        return {
+            "vcpus": self.vcpus, "memory_mb": self.memory_mb, "local_gb": self.local_gb,
+            "vcpus_used": self.vcpus_used, "memory_mb_used": self.memory_mb_used,
+            "local_gb_used": self.local_gb_used,
+            "disk_available_least": self.disk_available_least,
+            "hypervisor_type": self.hypervisor_type,
+            "hypervisor_version": self.hypervisor_version,
+            "hypervisor_hostname": self.hypervisor_hostname,
+            "cpu_info": None if self.cpu_info is None else {
+                "arch": self.cpu_info.arch, "model": self.cpu_info.model,
+                "vendor": self.cpu_info.vendor,
+                "topology": attrs.asdict(self.cpu_info.topology),
+                "features": sorted(self.cpu_info.features)},
+            "numa_topology": None if self.numa_topology is None else {
+                "cells": [_cell_to_dict(c) for c in self.numa_topology.cells]},
+            "pci_passthrough_devices": [attrs.asdict(d) for d in self.pci_devices],
+            "stats": dict(self.stats),
+            "supported_instances": [
+                [s.arch, s.hypervisor_type, s.vm_mode] for s in self.supported_instances],
+            "resource_class": self.resource_class, "uuid": self.uuid,
+            "pcpus": self.pcpus, "reserved": dict(self.reserved),
+        }
+
+
+def _cell_to_dict(cell):
+    return {"id": cell.id, "cpuset": sorted(cell.cpuset), "pcpuset": sorted(cell.pcpuset),
+            "memory_mb": cell.memory_mb, "siblings": [sorted(s) for s in cell.siblings],
+            "mempages": [attrs.asdict(p) for p in cell.mempages]}
+
+
+_REQUIRED_INTS = ("vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used",
+                  "local_gb_used")
+_REQUIRED_STRS = ("hypervisor_type", "hypervisor_hostname")
+
+
+class _LegacyParser:
+    """Reads a legacy dict, collecting every problem before raising."""
+
+    def __init__(self, data, nodename):
+        self.data = data
+        self.nodename = nodename
+        self.problems = []
+
+    def problem(self, text):
+        self.problems.append(text)
+
+    def parse(self):
+        data = self.data
+        if not isinstance(data, dict):
+            raise InvalidNodeResources(
+                [f"expected a dict of resources, got {type(data).__name__}"], self.nodename)
+        fields = {}
+        for key in _REQUIRED_INTS:
+            fields[key] = self.integer(key, required=True, minimum=0)
+        fields["hypervisor_version"] = self.integer("hypervisor_version", required=True,
+                                                    minimum=0)
+        for key in _REQUIRED_STRS:
+            fields[key] = self.string(key, required=True)
+        fields["disk_available_least"] = self.integer("disk_available_least")
+        fields["pcpus"] = self.integer("pcpus", minimum=0, default=0)
+        fields["cpu_info"] = self.guarded("cpu_info", self.cpu_info)
+        fields["numa_topology"] = self.guarded("numa_topology", self.numa_topology)
+        fields["pci_devices"] = self.guarded("pci_passthrough_devices", self.pci_devices) or ()
+        fields["supported_instances"] = self.guarded(
+            "supported_instances", self.supported_instances) or ()
+        fields["stats"] = self.guarded("stats", self.stats) or {}
+        fields["resource_class"] = self.string("resource_class")
+        fields["uuid"] = self.string("uuid")
+        fields["reserved"] = data.get("reserved") or {}
+        if self.problems:
+            raise InvalidNodeResources(self.problems, self.nodename)
+        try:
+            return NodeResources(**{k: val for k, val in fields.items() if val is not None
+                                    or k in ("disk_available_least",)})
+        except InvalidInput as exc:
+            raise InvalidNodeResources([str(exc)], self.nodename) from None
+
+    def integer(self, key, required=False, minimum=None, default=None):
+        if key not in self.data or self.data[key] is None:
+            if required:
+                self.problem(f"missing key {key!r}")
+            return default
+        value = self.data[key]
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(f"{key!r} must be an integer, got {value!r}")
+            return default
+        if minimum is not None and value < minimum:
+            self.problem(f"{key!r} must be >= {minimum}, got {value}")
+            return default
+        if abs(value) > v.MAX_AMOUNT:
+            self.problem(f"{key!r} is absurdly large: {value}")
+            return default
+        return value
+
+    def string(self, key, required=False):
+        if key not in self.data or self.data[key] is None:
+            if required:
+                self.problem(f"missing key {key!r}")
+            return None
+        value = self.data[key]
+        if not isinstance(value, str):
+            self.problem(f"{key!r} must be a string, got {value!r}")
+            return None
+        return value
+
+    def guarded(self, key, parse):
+        value = self.data.get(key)
+        if value is None or value == "":
+            return None
+        if isinstance(value, str) and key != "stats":
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                self.problem(f"{key!r} is not valid JSON: {exc}")
+                return None
+        try:
+            return parse(value)
+        except (InvalidInput, TypeError, ValueError, KeyError, AttributeError) as exc:
+            self.problem(f"{key!r} is malformed: {exc}")
+            return None
+
+    @staticmethod
+    def cpu_info(value):
+        if isinstance(value, CpuInfo):
+            return value
+        topo = value.get("topology") or {}
+        return CpuInfo(arch=value.get("arch", ""), model=value.get("model", ""),
+                       vendor=value.get("vendor", ""),
+                       topology=CpuTopology(**topo), features=value.get("features", ()))
+
+    @staticmethod
+    def numa_topology(value):
+        if isinstance(value, NUMATopology):
+            return value
+        cells = []
+        for cell in value["cells"]:
+            cells.append(NUMACell(
+                id=cell["id"], cpuset=cell.get("cpuset", ()),
+                pcpuset=cell.get("pcpuset", ()),
+                memory_mb=cell.get("memory_mb", cell.get("memory")),
+                siblings=cell.get("siblings", ()),
+                mempages=[p if isinstance(p, MemPage) else MemPage(**p)
+                          for p in cell.get("mempages", ())]))
+        return NUMATopology(cells=cells)
+
+    @staticmethod
+    def pci_devices(value):
+        return tuple(d if isinstance(d, PciDevice) else PciDevice(**d) for d in value)
+
+    @staticmethod
+    def supported_instances(value):
+        return tuple(s if isinstance(s, SupportedInstance) else SupportedInstance(*s)
+                     for s in value)
+
+    @staticmethod
+    def stats(value):
+        if not isinstance(value, dict):
+            raise InvalidInput(f"expected a mapping, got {value!r}")
+        return value

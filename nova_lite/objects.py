@@ -1,0 +1,330 @@
+"""Typed records that cross nova-lite's public boundaries.
+
+All records are frozen attrs classes: build a changed copy with
+``attrs.evolve(record, field=value)``.  Units are in the field names
+(``memory_mb`` is MiB, ``*_gb`` is GiB, ``swap`` is MiB as in Nova).
+"""
+
+import attrs
+
+from nova_lite import validators as v
+from nova_lite.exception import InvalidInput
+from nova_lite.resources import Inventory
+
+# Nova's vm_state strings.
+ACTIVE = "active"
+BUILDING = "building"
+PAUSED = "paused"
+SUSPENDED = "suspended"
+STOPPED = "stopped"
+RESCUED = "rescued"
+RESIZED = "resized"
+SOFT_DELETED = "soft-delete"
+DELETED = "deleted"
+ERROR = "error"
+SHELVED = "shelved"
+SHELVED_OFFLOADED = "shelved_offloaded"
+VM_STATES = frozenset({ACTIVE, BUILDING, PAUSED, SUSPENDED, STOPPED, RESCUED, RESIZED,
+                       SOFT_DELETED, DELETED, ERROR, SHELVED, SHELVED_OFFLOADED})
+#: vm_states whose instance holds no resources on its node.
+STATES_WITHOUT_RESOURCES = frozenset({DELETED, SHELVED_OFFLOADED})
+
+# Migration statuses that still hold resources (Nova's "in progress" set).
+MIGRATION_IN_PROGRESS = frozenset({
+    "accepted", "pre-migrating", "migrating", "post-migrating", "finished",
+    "preparing", "running", "queued"})
+MIGRATION_DONE = frozenset({"confirmed", "reverted", "error", "failed", "done",
+                            "completed", "cancelled"})
+
+CPU_POLICIES = frozenset({"shared", "dedicated"})
+PCI_DEV_TYPES = frozenset({"type-PCI", "type-PF", "type-VF"})
+PCI_NUMA_POLICIES = frozenset({"legacy", "required", "preferred"})
+
+
+@attrs.frozen
+class Overhead:
+    """Extra resources a driver needs for one instance beyond its flavor."""
+
+    memory_mb: int = attrs.field(default=0, validator=v.non_negative_int)
+    disk_gb: int = attrs.field(default=0, validator=v.non_negative_int)
+    vcpus: int = attrs.field(default=0, validator=v.non_negative_int)
+
+
+ZERO_OVERHEAD = Overhead()
+
+
+@attrs.frozen
+class CpuTopology:
+    """Sockets, cores per socket and threads per core of a host."""
+
+    sockets: int = attrs.field(default=1, validator=v.positive_int)
+    cores: int = attrs.field(default=1, validator=v.positive_int)
+    threads: int = attrs.field(default=1, validator=v.positive_int)
+
+
+@attrs.frozen
+class CpuInfo:
+    """What Nova's ``cpu_info`` JSON carried, typed."""
+
+    arch: str = attrs.field(default="x86_64", validator=v.string)
+    model: str = attrs.field(default="", validator=v.string)
+    vendor: str = attrs.field(default="", validator=v.string)
+    topology: CpuTopology = attrs.field(factory=CpuTopology,
+                                        validator=attrs.validators.instance_of(CpuTopology))
+    features: frozenset = attrs.field(factory=frozenset, converter=frozenset)
+
+
+@attrs.frozen
+class SupportedInstance:
+    """One (architecture, hypervisor type, VM mode) a node can run."""
+
+    arch: str = attrs.field(validator=v.non_empty_str)
+    hypervisor_type: str = attrs.field(validator=v.non_empty_str)
+    vm_mode: str = attrs.field(validator=v.non_empty_str)
+
+
+@attrs.frozen
+class MemPage:
+    """Pages of one size on a NUMA cell: ``size_kb`` KiB each, ``total`` pages."""
+
+    size_kb: int = attrs.field(validator=v.positive_int)
+    total: int = attrs.field(validator=v.non_negative_int)
+    used: int = attrs.field(default=0, validator=v.non_negative_int)
+
+
+@attrs.frozen
+class NUMACell:
+    """One host NUMA cell.
+
+    ``cpuset`` holds the CPUs for shared (floating) vCPUs, ``pcpuset`` those
+    for dedicated (pinned) vCPUs; ``siblings`` groups hyperthread siblings;
+    ``memory_mb`` is the cell's memory in MiB.
+    """
+
+    id: int = attrs.field(validator=v.non_negative_int)
+    cpuset: frozenset = attrs.field(converter=v.frozen_int_set)
+    memory_mb: int = attrs.field(validator=v.non_negative_int)
+    pcpuset: frozenset = attrs.field(factory=frozenset, converter=v.frozen_int_set)
+    siblings: tuple = attrs.field(
+        factory=tuple, converter=lambda s: tuple(v.frozen_int_set(x) for x in s))
+    mempages: tuple = attrs.field(factory=tuple, converter=v.tuple_of(MemPage))
+
+    @property
+    def all_cpus(self):
+        """Every CPU of the cell, shared and dedicated."""
+        return self.cpuset | self.pcpuset
+
+
+@attrs.frozen
+class NUMATopology:
+    """A host's NUMA cells."""
+
+    cells: tuple = attrs.field(converter=v.tuple_of(NUMACell))
+
+    def __attrs_post_init__(self):
+        ids = [c.id for c in self.cells]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput(f"NUMATopology has duplicate cell ids: {ids}")
+
+    def cell(self, cell_id):
+        """The cell with ``cell_id``; raises KeyError naming it."""
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(f"no NUMA cell {cell_id}")
+
+
+@attrs.frozen
+class PciDevice:
+    """A PCI device the host can pass through.
+
+    ``address`` is the PCI address ("0000:81:00.1"); ``vendor_id`` and
+    ``product_id`` are 4-digit hex strings; ``parent_addr`` is the PF of a VF.
+    """
+
+    address: str = attrs.field(validator=v.non_empty_str)
+    vendor_id: str = attrs.field(validator=v.non_empty_str)
+    product_id: str = attrs.field(validator=v.non_empty_str)
+    dev_type: str = attrs.field(default="type-PCI", validator=v.one_of(PCI_DEV_TYPES))
+    numa_node: int = attrs.field(default=None, validator=v.optional(v.non_negative_int))
+    parent_addr: str = attrs.field(default=None, validator=v.optional(v.string))
+
+
+@attrs.frozen
+class InstanceNUMACell:
+    """One guest NUMA cell request, and where it landed once claimed.
+
+    ``cpuset`` holds guest vCPU ids; with ``cpu_policy="dedicated"`` each gets
+    its own host CPU (``cpu_pinning`` maps guest vCPU -> host CPU once
+    claimed); ``host_cell`` is the host cell chosen by the claim.
+    """
+
+    id: int = attrs.field(validator=v.non_negative_int)
+    cpuset: frozenset = attrs.field(converter=v.frozen_int_set)
+    memory_mb: int = attrs.field(validator=v.positive_int)
+    cpu_policy: str = attrs.field(default="shared", validator=v.one_of(CPU_POLICIES))
+    pagesize_kb: int = attrs.field(default=None, validator=v.optional(v.positive_int))
+    host_cell: int = attrs.field(default=None, validator=v.optional(v.non_negative_int))
+    cpu_pinning: object = attrs.field(factory=dict, converter=v.frozen_mapping, eq=False)
+
+    @property
+    def pinned_host_cpus(self):
+        """Host CPUs this cell holds pinned (empty unless dedicated and claimed)."""
+        return frozenset(self.cpu_pinning.values())
+
+
+@attrs.frozen
+class InstanceNUMATopology:
+    """An instance's NUMA cells."""
+
+    cells: tuple = attrs.field(converter=v.tuple_of(InstanceNUMACell))
+
+    @property
+    def is_placed(self):
+        """True once every cell has a host cell."""
+        return all(c.host_cell is not None for c in self.cells)
+
+
+@attrs.frozen
+class PciRequest:
+    """A request for ``count`` devices of one vendor/product."""
+
+    count: int = attrs.field(validator=v.positive_int)
+    vendor_id: str = attrs.field(validator=v.non_empty_str)
+    product_id: str = attrs.field(validator=v.non_empty_str)
+    alias_name: str = attrs.field(default=None, validator=v.optional(v.string))
+    numa_policy: str = attrs.field(default="legacy", validator=v.one_of(PCI_NUMA_POLICIES))
+
+
+def _flavor_extra_specs(value):
+    return v.str_mapping(value)
+
+
+@attrs.frozen
+class Flavor:
+    """An instance size.
+
+    ``memory_mb`` and ``swap`` are MiB; ``root_gb`` and ``ephemeral_gb`` GiB.
+    ``extra_specs`` may hold Nova's ``resources:<CLASS>=<amount>`` overrides
+    (e.g. ``resources:CUSTOM_BAREMETAL=1`` with ``resources:VCPU=0``).
+    """
+
+    name: str = attrs.field(validator=v.non_empty_str)
+    vcpus: int = attrs.field(validator=v.positive_int)
+    memory_mb: int = attrs.field(validator=v.positive_int)
+    root_gb: int = attrs.field(default=0, validator=v.non_negative_int)
+    ephemeral_gb: int = attrs.field(default=0, validator=v.non_negative_int)
+    swap: int = attrs.field(default=0, validator=v.non_negative_int)
+    extra_specs: object = attrs.field(factory=dict, converter=_flavor_extra_specs, eq=False)
+    flavorid: str = attrs.field(default=None, validator=v.optional(v.string))
+
+
+@attrs.frozen
+class Instance:
+    """An instance as the tracker sees it.
+
+    ``host``/``node`` are where it lives once claimed; ``vm_state`` uses
+    Nova's strings (``objects.ACTIVE``, ``objects.DELETED``, ...).
+    """
+
+    uuid: str = attrs.field(validator=v.non_empty_str)
+    flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
+    project_id: str = attrs.field(default="", validator=v.string)
+    user_id: str = attrs.field(default="", validator=v.string)
+    host: str = attrs.field(default=None, validator=v.optional(v.string))
+    node: str = attrs.field(default=None, validator=v.optional(v.string))
+    vm_state: str = attrs.field(default=BUILDING, validator=v.one_of(VM_STATES))
+    task_state: str = attrs.field(default=None, validator=v.optional(v.string))
+    numa_topology: InstanceNUMATopology = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(InstanceNUMATopology)))
+    pci_requests: tuple = attrs.field(factory=tuple, converter=v.tuple_of(PciRequest))
+    pci_devices: tuple = attrs.field(factory=tuple, converter=tuple)
+    display_name: str = attrs.field(default="", validator=v.string)
+
+    @property
+    def holds_resources(self):
+        """False for deleted and shelved-offloaded instances."""
+        return self.vm_state not in STATES_WITHOUT_RESOURCES
+
+
+@attrs.frozen
+class Migration:
+    """A resize or migration between (or within) nodes."""
+
+    uuid: str = attrs.field(validator=v.non_empty_str)
+    instance_uuid: str = attrs.field(validator=v.non_empty_str)
+    source_compute: str = attrs.field(validator=v.string)
+    source_node: str = attrs.field(validator=v.string)
+    dest_compute: str = attrs.field(validator=v.string)
+    dest_node: str = attrs.field(validator=v.string)
+    old_flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
+    new_flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
+    status: str = attrs.field(default="pre-migrating", validator=v.string)
+    migration_type: str = attrs.field(
+        default="resize", validator=v.one_of({"resize", "migration", "live-migration",
+                                              "evacuation"}))
+
+    @property
+    def in_progress(self):
+        """True while the migration still holds resources."""
+        return self.status in MIGRATION_IN_PROGRESS
+
+    @property
+    def same_node(self):
+        """True for a resize that stays on one node (both flavors count)."""
+        return (self.source_compute, self.source_node) == (self.dest_compute, self.dest_node)
+
+
+@attrs.frozen
+class NUMACellUsage:
+    """What claims hold on one host NUMA cell."""
+
+    id: int
+    pinned_cpus: frozenset = frozenset()
+    shared_vcpus: int = 0
+    memory_mb: int = 0
+    pages_used: object = attrs.field(factory=dict, converter=v.frozen_mapping, eq=False)
+
+
+@attrs.frozen
+class ComputeNode:
+    """A compute node record as tracked: inventories, usage and views.
+
+    ``usage`` counts instances and in-progress migrations only; reserved
+    host amounts live in ``inventories`` (so free = capacity - used).
+    ``resources`` is the last report the driver gave (the hypervisor view).
+    """
+
+    uuid: str
+    host: str
+    nodename: str
+    generation: int = 0
+    inventories: object = attrs.field(factory=dict, converter=v.frozen_mapping, eq=False)
+    usage: object = attrs.field(factory=dict, converter=v.frozen_mapping, eq=False)
+    resources: object = attrs.field(default=None, eq=False)
+    numa_usage: tuple = attrs.field(factory=tuple, eq=False)
+    pci_in_use: frozenset = attrs.field(factory=frozenset, converter=frozenset, eq=False)
+    last_error: str = attrs.field(default=None, eq=False)
+
+    def inventory(self, rc):
+        """The :class:`Inventory` of ``rc`` (an empty one if not offered)."""
+        inv = self.inventories.get(str(rc))
+        return inv if inv is not None else Inventory(total=0)
+
+    def capacity(self, rc):
+        """Usable amount of ``rc`` after reserved and allocation ratio."""
+        return self.inventory(rc).capacity
+
+    def used(self, rc):
+        """Amount of ``rc`` held by instances and migrations."""
+        return self.usage.get(str(rc), 0)
+
+    def free(self, rc):
+        """``capacity(rc) - used(rc)``; may be negative after a shrink."""
+        return self.capacity(rc) - self.used(rc)
+
+
+# NodeResources lives in its own module because it carries the legacy-dict
+# parser; it is part of this module's public names all the same.
+from nova_lite.node_resources import NodeResources  # noqa: E402,F401

@@ -1,0 +1,1 @@
+"""Virt drivers: the plugin contract, the loader and the fake hypervisor."""

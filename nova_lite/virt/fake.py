@@ -1,0 +1,199 @@
+"""The fake hypervisor: drivers that need no hardware.
+
+- :class:`FakeDriver`: one node named after the host, Nova's default sizes
+  (1000 vCPU, 800000 MB, 600000 GB).
+- :class:`SmallFakeDriver`, :class:`MediumFakeDriver`: smaller sizes.
+- :class:`FakeMultiNodeDriver`: many nodes; :meth:`~FakeDriver.set_nodes`
+  changes them while it runs.
+
+Guests made by ``spawn`` count in the hypervisor view (``*_used``).  Tests
+can change a node's sizes (:meth:`~FakeDriver.set_node_size`) and inject
+faults (:meth:`~FakeDriver.inject_fault`).
+"""
+
+import threading
+import time
+
+import attrs
+
+from nova_lite.objects import (
+    CpuInfo, NodeResources, NUMATopology, Overhead, PciDevice, SupportedInstance,
+    ZERO_OVERHEAD)
+from nova_lite.virt import driver
+
+
+@attrs.frozen
+class NodeSize:
+    """Sizes of one fake node: CPUs, MiB of memory, GiB of disk."""
+
+    vcpus: int
+    memory_mb: int
+    local_gb: int
+    pcpus: int = 0
+
+
+@attrs.frozen
+class Fault:
+    """What a fake node does instead of reporting.
+
+    ``exception``: raised by get_available_resource; ``hang_seconds``: slept
+    before answering; ``report``: returned as is (e.g. a malformed dict).
+    """
+
+    exception: BaseException = None
+    hang_seconds: float = 0
+    report: object = None
+
+
+class FakeDriver(driver.ComputeDriver):
+    """One fake node named after the host.
+
+    Keyword arguments: ``vcpus``, ``memory_mb``, ``local_gb``, ``pcpus``
+    (sizes, default the class's), ``nodes`` (node names; default the host),
+    ``numa_topology`` (a NUMATopology), ``pci_devices`` (PciDevice records),
+    ``overhead`` (an Overhead added per instance).
+    """
+
+    size = NodeSize(vcpus=1000, memory_mb=800000, local_gb=600000)
+    capabilities = driver.Capabilities(
+        supports_lifecycle=True, supports_numa=True, supports_pci=True, supports_pcpus=True,
+        supports_same_host_resize=True, supports_node_deletion_check=True)
+
+    def __init__(self, settings=None, vcpus=None, memory_mb=None, local_gb=None, pcpus=None,
+                 nodes=None, numa_topology=None, pci_devices=(), overhead=None):
+        super().__init__(settings=settings)
+        self._default_size = NodeSize(
+            vcpus=self.size.vcpus if vcpus is None else vcpus,
+            memory_mb=self.size.memory_mb if memory_mb is None else memory_mb,
+            local_gb=self.size.local_gb if local_gb is None else local_gb,
+            pcpus=self.size.pcpus if pcpus is None else pcpus)
+        self._lock = threading.Lock()
+        self._node_names = list(nodes) if nodes is not None else None
+        self._sizes = {}
+        self._faults = {}
+        self._guests = {}   # instance uuid -> (nodename, flavor)
+        self._numa = numa_topology if numa_topology is None else NUMATopology(
+            cells=numa_topology.cells)
+        self._pci = tuple(pci_devices)
+        self._overhead = overhead if overhead is not None else ZERO_OVERHEAD
+
+    # -- contract ---------------------------------------------------------
+    def init_host(self, host):
+        """Remember ``host``; with no explicit nodes, the node is named after it."""
+        self.host = host
+        if self._node_names is None:
+            self._node_names = [host]
+
+    def get_available_nodes(self, refresh=False):
+        """The current node names."""
+        with self._lock:
+            return list(self._node_names or [])
+
+    def get_available_resource(self, nodename):
+        """A NodeResources for ``nodename``, counting the guests spawned on it."""
+        with self._lock:
+            if nodename not in (self._node_names or []):
+                raise LookupError(f"fake node {nodename!r} does not exist")
+            fault = self._faults.get(nodename)
+            size = self._sizes.get(nodename, self._default_size)
+            guests = [flavor for node, flavor in self._guests.values() if node == nodename]
+        if fault is not None:
+            if fault.hang_seconds:
+                time.sleep(fault.hang_seconds)
+            if fault.exception is not None:
+                raise fault.exception
+            if fault.report is not None:
+                return fault.report
+        return NodeResources(
+            vcpus=size.vcpus, memory_mb=size.memory_mb, local_gb=size.local_gb,
+            pcpus=size.pcpus,
+            vcpus_used=sum(f.vcpus for f in guests),
+            memory_mb_used=sum(f.memory_mb for f in guests),
+            local_gb_used=sum(f.root_gb + f.ephemeral_gb for f in guests),
+            disk_available_least=size.local_gb - sum(f.root_gb + f.ephemeral_gb
+                                                     for f in guests),
+            hypervisor_type="fake", hypervisor_version=1000,
+            hypervisor_hostname=nodename,
+            cpu_info=CpuInfo(arch="x86_64", model="fake", vendor="nova-lite"),
+            numa_topology=self._numa,
+            pci_devices=self._pci,
+            supported_instances=(SupportedInstance("x86_64", "fake", "hvm"),))
+
+    def estimate_instance_overhead(self, instance_or_flavor):
+        """The ``overhead`` given at construction (zero by default)."""
+        driver.instance_flavor(instance_or_flavor)  # type check: Instance or Flavor
+        return self._overhead
+
+    def is_node_deleted(self, nodename):
+        """A fake node is deleted once it is no longer in the node list."""
+        return nodename not in self.get_available_nodes()
+
+    def spawn(self, instance):
+        """Create a guest on ``instance.node`` (or the first node)."""
+        with self._lock:
+            node = instance.node or (self._node_names or [None])[0]
+            if node not in (self._node_names or []):
+                raise LookupError(f"fake node {node!r} does not exist")
+            self._guests[instance.uuid] = (node, instance.flavor)
+
+    def destroy(self, instance):
+        """Remove the guest of ``instance``; a missing guest is not an error."""
+        with self._lock:
+            self._guests.pop(instance.uuid, None)
+
+    def list_instances(self):
+        """UUIDs of the spawned guests."""
+        with self._lock:
+            return sorted(self._guests)
+
+    # -- test controls ----------------------------------------------------
+    def set_nodes(self, names):
+        """Replace the node list: nodes appear and disappear at once."""
+        with self._lock:
+            self._node_names = list(names)
+
+    def set_node_size(self, nodename, vcpus=None, memory_mb=None, local_gb=None, pcpus=None):
+        """Change the sizes ``nodename`` reports from now on."""
+        with self._lock:
+            current = self._sizes.get(nodename, self._default_size)
+            changes = {k: val for k, val in dict(vcpus=vcpus, memory_mb=memory_mb,
+                                                 local_gb=local_gb, pcpus=pcpus).items()
+                       if val is not None}
+            self._sizes[nodename] = attrs.evolve(current, **changes)
+
+    def inject_fault(self, nodename, exception=None, hang_seconds=0, report=None):
+        """Make ``nodename`` raise, hang or return ``report`` instead of its resources."""
+        with self._lock:
+            self._faults[nodename] = Fault(exception=exception, hang_seconds=hang_seconds,
+                                           report=report)
+
+    def clear_faults(self):
+        """Undo every :meth:`inject_fault`."""
+        with self._lock:
+            self._faults.clear()
+
+
+class SmallFakeDriver(FakeDriver):
+    """A fake node of 1 vCPU, 8192 MB and 1024 GB (Nova's small fake)."""
+
+    size = NodeSize(vcpus=1, memory_mb=8192, local_gb=1024)
+
+
+class MediumFakeDriver(FakeDriver):
+    """A fake node of 10 vCPU, 8192 MB and 1028 GB (Nova's medium fake)."""
+
+    size = NodeSize(vcpus=10, memory_mb=8192, local_gb=1028)
+
+
+class FakeMultiNodeDriver(FakeDriver):
+    """Many fake nodes; ``nodes`` names them (default: ``<host>-node0..1``)."""
+
+    def init_host(self, host):
+        """Name two default nodes after ``host`` unless ``nodes`` was given."""
+        self.host = host
+        if self._node_names is None:
+            self._node_names = [f"{host}-node0", f"{host}-node1"]
+
+
+__all__ = ["FakeDriver", "SmallFakeDriver", "MediumFakeDriver", "FakeMultiNodeDriver",
+           "NodeSize", "Fault", "Overhead", "PciDevice"]
