@@ -58,13 +58,13 @@ class NodeResources:
         default=None,
         validator=attrs.validators.optional(attrs.validators.instance_of(NUMATopology)))
     pci_devices: tuple = attrs.field(factory=tuple, converter=v.tuple_of(PciDevice))
-    stats: object = attrs.field(factory=dict, converter=v.str_mapping, eq=False)
+    stats: object = attrs.field(factory=dict, converter=v.str_mapping, hash=False)
     supported_instances: tuple = attrs.field(
         factory=tuple, converter=v.tuple_of(SupportedInstance))
     resource_class: str = attrs.field(default=None, validator=v.optional(v.non_empty_str))
     uuid: str = attrs.field(default=None, validator=v.optional(v.non_empty_str))
     pcpus: int = attrs.field(default=0, validator=v.non_negative_int)
-    reserved: object = attrs.field(factory=dict, converter=_reserved_mapping, eq=False)
+    reserved: object = attrs.field(factory=dict, converter=_reserved_mapping, hash=False)
 
     def __attrs_post_init__(self):
         totals = self.totals()

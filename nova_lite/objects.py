@@ -165,7 +165,7 @@ class InstanceNUMACell:
     cpu_policy: str = attrs.field(default="shared", validator=v.one_of(CPU_POLICIES))
     pagesize_kb: int = attrs.field(default=None, validator=v.optional(v.positive_int))
     host_cell: int = attrs.field(default=None, validator=v.optional(v.non_negative_int))
-    cpu_pinning: object = attrs.field(factory=dict, converter=v.frozen_mapping, eq=False)
+    cpu_pinning: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
 
     @property
     def pinned_host_cpus(self):
@@ -215,7 +215,7 @@ class Flavor:
     root_gb: int = attrs.field(default=0, validator=v.non_negative_int)
     ephemeral_gb: int = attrs.field(default=0, validator=v.non_negative_int)
     swap: int = attrs.field(default=0, validator=v.non_negative_int)
-    extra_specs: object = attrs.field(factory=dict, converter=_flavor_extra_specs, eq=False)
+    extra_specs: object = attrs.field(factory=dict, converter=_flavor_extra_specs, hash=False)
     flavorid: str = attrs.field(default=None, validator=v.optional(v.string))
 
 
@@ -277,6 +277,35 @@ class Migration:
 
 
 @attrs.frozen
+class Allocation:
+    """What one consumer (an instance, or a migration) holds on one node.
+
+    ``resources`` maps resource class -> amount (flavor plus overhead);
+    ``numa_topology`` and ``pci_devices`` (PCI addresses) are what the claim
+    placed on the node.
+    """
+
+    consumer_uuid: str
+    consumer_type: str = attrs.field(validator=v.one_of({"instance", "migration"}))
+    instance_uuid: str
+    node_uuid: str
+    resources: object = attrs.field(converter=v.frozen_mapping, hash=False)
+    flavor: Flavor
+    numa_topology: InstanceNUMATopology = None
+    pci_devices: tuple = attrs.field(factory=tuple, converter=tuple)
+
+
+@attrs.frozen
+class NodeUsage:
+    """Everything the live allocations of one node hold, at one generation."""
+
+    generation: int
+    amounts: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
+    numa_placements: tuple = ()
+    pci_in_use: frozenset = attrs.field(factory=frozenset, converter=frozenset)
+
+
+@attrs.frozen
 class NUMACellUsage:
     """What claims hold on one host NUMA cell."""
 
@@ -284,7 +313,7 @@ class NUMACellUsage:
     pinned_cpus: frozenset = frozenset()
     shared_vcpus: int = 0
     memory_mb: int = 0
-    pages_used: object = attrs.field(factory=dict, converter=v.frozen_mapping, eq=False)
+    pages_used: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
 
 
 @attrs.frozen
@@ -300,12 +329,20 @@ class ComputeNode:
     host: str
     nodename: str
     generation: int = 0
-    inventories: object = attrs.field(factory=dict, converter=v.frozen_mapping, eq=False)
-    usage: object = attrs.field(factory=dict, converter=v.frozen_mapping, eq=False)
-    resources: object = attrs.field(default=None, eq=False)
-    numa_usage: tuple = attrs.field(factory=tuple, eq=False)
-    pci_in_use: frozenset = attrs.field(factory=frozenset, converter=frozenset, eq=False)
-    last_error: str = attrs.field(default=None, eq=False)
+    inventories: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
+    usage: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
+    resources: object = attrs.field(default=None, hash=False)
+    numa_placements: tuple = attrs.field(factory=tuple, hash=False)
+    pci_in_use: frozenset = attrs.field(factory=frozenset, converter=frozenset, hash=False)
+    last_error: str = attrs.field(default=None, hash=False)
+
+    def numa_usage(self):
+        """Per host NUMA cell usage (NUMACellUsage records); () without NUMA."""
+        topology = self.resources.numa_topology if self.resources is not None else None
+        if topology is None:
+            return ()
+        from nova_lite.numa import numa_usage_for
+        return numa_usage_for(topology, self.numa_placements)
 
     def inventory(self, rc):
         """The :class:`Inventory` of ``rc`` (an empty one if not offered)."""

@@ -124,33 +124,28 @@ def _ratio_converter(value):
     return to_ratio(value)
 
 
-def _default_max_unit(inventory):
-    total, min_unit = inventory.total, inventory.min_unit
-    if isinstance(total, int) and isinstance(min_unit, int):
-        return max(total, min_unit)
-    return total
-
-
 @attrs.frozen
 class Inventory:
     """One resource class offered by one node.
 
     ``total``/``reserved`` are in the class's unit (MB for MEMORY_MB, GB for
     DISK_GB, CPUs for VCPU/PCPU).  ``used`` is what instances and migrations
-    consume; reserved amounts are never part of it.
+    consume; reserved amounts are never part of it.  ``max_unit`` None means
+    one request may take up to the whole capacity.
     """
 
     total: int = attrs.field(validator=_check_int("total", 0))
     reserved: int = attrs.field(default=0, validator=_check_int("reserved", 0))
     min_unit: int = attrs.field(default=1, validator=_check_int("min_unit", 1))
-    max_unit: int = attrs.field(
-        default=attrs.Factory(_default_max_unit, takes_self=True))
+    max_unit: int = attrs.field(default=None)
     step_size: int = attrs.field(default=1, validator=_check_int("step_size", 1))
     allocation_ratio: Fraction = attrs.field(default=Fraction(1), converter=_ratio_converter)
     used: int = attrs.field(default=0, validator=_check_int("used", 0))
 
     @max_unit.validator
     def _check_max_unit(self, attribute, value):
+        if value is None:
+            return   # no cap beyond capacity
         _check_int("max_unit", 1)(self, attribute, value)
         if value < self.min_unit:
             raise InvalidInput(
@@ -177,7 +172,7 @@ class Inventory:
         """Return why ``amount`` breaks min_unit/max_unit/step_size, or None."""
         if amount < self.min_unit:
             return f"requested {amount} is below min_unit {self.min_unit}"
-        if amount > self.max_unit:
+        if self.max_unit is not None and amount > self.max_unit:
             return f"requested {amount} is above max_unit {self.max_unit}"
         if amount % self.step_size:
             return f"requested {amount} is not a multiple of step_size {self.step_size}"

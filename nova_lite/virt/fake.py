@@ -167,6 +167,11 @@ class FakeDriver(driver.ComputeDriver):
             self._faults[nodename] = Fault(exception=exception, hang_seconds=hang_seconds,
                                            report=report)
 
+    def destroy_all(self):
+        """Remove every guest (test clean-up)."""
+        with self._lock:
+            self._guests.clear()
+
     def clear_faults(self):
         """Undo every :meth:`inject_fault`."""
         with self._lock:

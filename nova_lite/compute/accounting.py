@@ -1,0 +1,167 @@
+"""The accounting rules: inventories from a report, amounts a claim asks
+for, and whether they fit.
+
+Pure functions over records; the tracker orchestrates them.
+"""
+
+import math
+
+from nova_lite.exception import InvalidInput
+from nova_lite.objects import NodeUsage
+from nova_lite.resources import Inventory, ResourceClass, validate_resource_class
+
+VCPU, PCPU = ResourceClass.VCPU.value, ResourceClass.PCPU.value
+MEMORY_MB, DISK_GB = ResourceClass.MEMORY_MB.value, ResourceClass.DISK_GB.value
+
+#: Nova's scheduler limit keys -> resource class.
+LIMIT_KEYS = {"memory_mb": MEMORY_MB, "disk_gb": DISK_GB, "vcpu": VCPU}
+#: (label, unit) of each class in rejection reasons, in Nova's words.
+_WORDS = {MEMORY_MB: ("memory", "MB"), DISK_GB: ("disk", "GB"), VCPU: ("vcpu", "VCPU"),
+          PCPU: ("pcpu", "PCPU")}
+#: The order reasons are reported in (Nova tests memory, then disk, then vCPUs).
+_ORDER = {MEMORY_MB: 0, DISK_GB: 1, VCPU: 2, PCPU: 3}
+
+
+def build_inventories(report, settings):
+    """``{rc: Inventory}`` for one node from its report and the settings.
+
+    Reserved host amounts come from settings (``reserved_host_disk_mb`` is
+    rounded up to whole GB) plus what the driver reserves itself; ratios
+    from ``<kind>_allocation_ratio`` or the ``initial_*`` default.  Classes
+    with a total of 0 are left out.  Raises :class:`InvalidInput` naming the
+    option when a reserved amount exceeds the node's total.
+    """
+    driver_reserved = report.reserved
+    plan = [
+        (VCPU, report.vcpus, settings.reserved_host_cpus, "reserved_host_cpus",
+         settings.allocation_ratio("cpu")),
+        (PCPU, report.pcpus, 0, None, 1),
+        (MEMORY_MB, report.memory_mb, settings.reserved_host_memory_mb,
+         "reserved_host_memory_mb", settings.allocation_ratio("ram")),
+        (DISK_GB, report.local_gb, math.ceil(settings.reserved_host_disk_mb / 1024),
+         "reserved_host_disk_mb", settings.allocation_ratio("disk")),
+    ]
+    if report.resource_class:
+        plan.append((validate_resource_class(report.resource_class), 1, 0, None, 1))
+    inventories = {}
+    for rc, total, reserved, option, ratio in plan:
+        if not total:
+            continue
+        reserved += driver_reserved.get(rc, 0)
+        if reserved > total:
+            raise InvalidInput(
+                f"{option or 'driver reserved ' + rc} = {reserved} is greater than the "
+                f"node's {rc} total {total}")
+        inventories[rc] = Inventory(total=total, reserved=reserved, allocation_ratio=ratio)
+    return inventories
+
+
+def wants_dedicated_cpus(flavor, numa_topology=None):
+    """True if the instance asks for pinned CPUs (PCPU, not VCPU)."""
+    if flavor.extra_specs.get("hw:cpu_policy") == "dedicated":
+        return True
+    return bool(numa_topology and any(c.cpu_policy == "dedicated"
+                                      for c in numa_topology.cells))
+
+
+def requested_resources(flavor, overhead, numa_topology=None):
+    """``{rc: amount}`` a claim asks for: flavor plus driver overhead.
+
+    Swap (MiB) counts as disk, rounded up to whole GB.  Flavor extra specs
+    ``resources:<CLASS>=<n>`` replace the amount of that class (and take
+    no overhead), as Nova's flavors for bare metal do.  Zero amounts are
+    left out.
+    """
+    cpu_class = PCPU if wants_dedicated_cpus(flavor, numa_topology) else VCPU
+    derived = {
+        cpu_class: flavor.vcpus + overhead.vcpus,
+        MEMORY_MB: flavor.memory_mb + overhead.memory_mb,
+        DISK_GB: flavor.root_gb + flavor.ephemeral_gb + math.ceil(flavor.swap / 1024)
+        + overhead.disk_gb,
+    }
+    for key, value in flavor.extra_specs.items():
+        if not key.startswith("resources:"):
+            continue
+        rc = validate_resource_class(key.split(":", 1)[1])
+        try:
+            amount = int(value)
+        except ValueError:
+            raise InvalidInput(
+                f"flavor {flavor.name!r} extra spec {key}={value!r} is not an integer") from None
+        if amount < 0:
+            raise InvalidInput(f"flavor {flavor.name!r} extra spec {key}={value!r} is negative")
+        derived[rc] = amount
+    return {rc: n for rc, n in derived.items() if n}
+
+
+def _free_text(rc, free, requested):
+    label, unit = _WORDS.get(rc, (rc, rc))
+    return f"Free {label} {free:.2f} {unit} < requested {requested} {unit}"
+
+
+def amount_problems(inventories, used, requested, limits=None):
+    """Every reason ``requested`` does not fit, in Nova's words (may be empty).
+
+    Only classes with a positive request are checked, so a node over
+    capacity still accepts changes that make it no worse.  ``limits``
+    (Nova's scheduler keys) narrow free to ``limit - reserved - used``.
+    """
+    limit_by_rc = _limits_by_class(limits)
+    reasons = []
+    for rc in sorted(requested, key=lambda r: (_ORDER.get(r, 9), r)):
+        amount = requested[rc]
+        if amount <= 0:
+            continue
+        inv = inventories.get(rc)
+        in_use = used.get(rc, 0)
+        if inv is None:
+            reasons.append(_free_text(rc, 0, amount))
+            continue
+        free = inv.capacity - in_use
+        if rc in limit_by_rc:
+            free = min(free, limit_by_rc[rc] - inv.reserved - in_use)
+        if amount > free:
+            reasons.append(_free_text(rc, free, amount))
+            continue   # one reason per dimension: the amount is the first problem
+        unit_problem = inv.unit_problem(amount)
+        if unit_problem:
+            reasons.append(f"{rc}: {unit_problem}")
+    return reasons
+
+
+def _limits_by_class(limits):
+    if not limits:
+        return {}
+    out = {}
+    for key, value in dict(limits).items():
+        if key not in LIMIT_KEYS:
+            continue   # e.g. numa_topology limits: handled by NUMA fitting
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise InvalidInput(f"limit {key!r} must be a finite number, got {value!r}")
+        out[LIMIT_KEYS[key]] = value
+    return out
+
+
+def add_usage(usage, allocation, sign=1):
+    """A new NodeUsage with ``allocation`` added (``sign=-1``: removed)."""
+    amounts = dict(usage.amounts)
+    for rc, n in allocation.resources.items():
+        amounts[rc] = amounts.get(rc, 0) + sign * n
+        if not amounts[rc]:
+            del amounts[rc]
+    numa = list(usage.numa_placements)
+    pci = set(usage.pci_in_use)
+    if allocation.numa_topology is not None:
+        if sign > 0:
+            numa.append(allocation.numa_topology)
+        elif allocation.numa_topology in numa:
+            numa.remove(allocation.numa_topology)
+    if sign > 0:
+        pci.update(allocation.pci_devices)
+    else:
+        pci.difference_update(allocation.pci_devices)
+    return NodeUsage(generation=usage.generation, amounts=amounts,
+                     numa_placements=tuple(numa), pci_in_use=frozenset(pci))

@@ -1,0 +1,97 @@
+"""Claims: resources held for an instance build or a resize.
+
+A claim is made (and checked) by the ResourceTracker before the object is
+returned; used as a context manager, an exception in the block aborts it
+and propagates.
+"""
+
+import logging
+
+from nova_lite.exception import NovaLiteError
+
+LOG = logging.getLogger(__name__)
+
+
+class ComputeResourcesUnavailable(NovaLiteError):
+    """A claim was rejected; ``reasons`` lists every failing dimension.
+
+    The message reads "Insufficient compute resources: <reasons joined by
+    '; '>." in Nova's words.
+    """
+
+    def __init__(self, reasons):
+        self.reasons = list(reasons)
+        super().__init__("Insufficient compute resources: " + "; ".join(self.reasons) + ".")
+
+
+class NopClaim:
+    """A claim that holds nothing (e.g. a rebuild on the same node)."""
+
+    migration = None
+
+    def __init__(self, instance=None, nodename=None):
+        self.instance = instance
+        self.nodename = nodename
+        self.allocation = None
+
+    @property
+    def claimed(self):
+        """Resources held, ``{rc: amount}``: none."""
+        return {}
+
+    def abort(self):
+        """Nothing to give back."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.abort()
+        return False
+
+
+class Claim(NopClaim):
+    """Resources held on one node for one instance build.
+
+    ``instance`` is the instance as placed (host, node, NUMA pinning, PCI
+    devices); ``allocation`` the record of what it holds.
+    """
+
+    def __init__(self, tracker, instance, nodename, allocation):
+        super().__init__(instance, nodename)
+        self._tracker = tracker
+        self.allocation = allocation
+        self._aborted = False
+
+    @property
+    def claimed(self):
+        """Resources held, ``{rc: amount}`` (flavor plus overhead)."""
+        return dict(self.allocation.resources)
+
+    def abort(self):
+        """Give the resources back (idempotent)."""
+        if self._aborted:
+            return
+        self._aborted = True
+        LOG.debug("Aborting claim of instance %s on %s", self.instance.uuid, self.nodename)
+        self._tracker.abort_instance_claim(self.instance, self.nodename)
+
+
+class MoveClaim(Claim):
+    """Resources held on the destination of a resize or move.
+
+    ``migration`` is the Migration record created for it; aborting marks
+    it "error" and frees the destination.
+    """
+
+    def __init__(self, tracker, instance, nodename, allocation, migration):
+        super().__init__(tracker, instance, nodename, allocation)
+        self.migration = migration
+
+    def abort(self):
+        """Free the destination and mark the migration failed (idempotent)."""
+        if self._aborted:
+            return
+        self._aborted = True
+        self._tracker.abort_move_claim(self.migration)

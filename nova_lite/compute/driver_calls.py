@@ -1,0 +1,85 @@
+"""Driver calls with a timeout, so one hung node cannot stall an audit.
+
+:meth:`DriverCaller.map` runs the calls one after another in a worker
+thread and watches the clock: a call that outlives the timeout is marked
+timed out, its thread is abandoned, and a new worker goes on with the next
+node.  Per call this costs nothing beyond the call itself.
+"""
+
+import threading
+import time
+
+import attrs
+
+from nova_lite.exception import NovaLiteError
+
+
+class DriverCallTimeout(NovaLiteError):
+    """A driver call did not return within the timeout."""
+
+
+@attrs.frozen
+class Outcome:
+    """What one call gave: ``value`` or ``error`` (an exception)."""
+
+    item: object
+    value: object = None
+    error: BaseException = None
+
+
+class _Run:
+    """One worker's progress through the items, from ``start`` on."""
+
+    def __init__(self, fn, items, start):
+        self.fn, self.items, self.index = fn, items, start
+        self.results = {}
+        self.call_started = time.monotonic()
+        self.done = threading.Event()
+
+    def work(self):
+        for index in range(self.index, len(self.items)):
+            self.call_started = time.monotonic()   # before index: the watcher reads both
+            self.index = index
+            try:
+                self.results[index] = Outcome(self.items[index], value=self.fn(self.items[index]))
+            except Exception as exc:   # noqa: BLE001 - reported per node
+                self.results[index] = Outcome(self.items[index], error=exc)
+        self.index = len(self.items)
+        self.done.set()
+
+
+class DriverCaller:
+    """Calls into a driver with ``timeout`` seconds per call."""
+
+    def __init__(self, timeout):
+        self.timeout = timeout
+
+    def map(self, fn, items, what="driver call"):
+        """``[Outcome]`` of ``fn(item)`` for each item, in order."""
+        items = list(items)
+        outcomes = {}
+        start = 0
+        poll = min(0.05, self.timeout / 4)
+        while start < len(items):
+            run = _Run(fn, items, start)
+            threading.Thread(target=run.work, daemon=True,
+                             name=f"nova-lite {what}").start()
+            while not run.done.wait(poll):
+                stuck = run.index
+                if time.monotonic() - run.call_started > self.timeout and stuck not in run.results:
+                    outcomes.update(run.results)
+                    outcomes[stuck] = Outcome(items[stuck], error=DriverCallTimeout(
+                        f"{what}({items[stuck]!r}) did not return within {self.timeout:g} s"))
+                    start = stuck + 1
+                    break
+            else:
+                outcomes.update(run.results)
+                start = len(items)
+        return [outcomes[i] for i in range(len(items))]
+
+    def call(self, fn, *args, what="driver call"):
+        """``fn(*args)`` with the timeout; raises its error or DriverCallTimeout."""
+        outcome = self.map(lambda _: fn(*args), [None], what=what)[0]
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.value

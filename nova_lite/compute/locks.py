@@ -1,0 +1,89 @@
+"""Per-node fair locks: claims, drops and the audit's accounting of one node
+take that node's lock; other nodes are never held up."""
+
+import threading
+
+
+class FairLock:
+    """A re-entrant lock granted in arrival order (first come, first served)."""
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._next_ticket = 0
+        self._serving = 0
+        self._owner = None
+        self._depth = 0
+
+    def acquire(self):
+        """Wait for this thread's turn, then hold the lock."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner == me:
+                self._depth += 1
+                return
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            while ticket != self._serving:
+                self._cond.wait()
+            self._owner = me
+            self._depth = 1
+
+    def release(self):
+        """Give the lock to the next waiter once fully released."""
+        with self._cond:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("FairLock released by a thread that does not hold it")
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._serving += 1
+                self._cond.notify_all()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+
+class NodeLocks:
+    """One :class:`FairLock` per node name, created on first use."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._locks = {}
+
+    def __getitem__(self, nodename):
+        lock = self._locks.get(nodename)
+        if lock is None:
+            with self._guard:
+                lock = self._locks.setdefault(nodename, FairLock())
+        return lock
+
+    def holding(self, nodenames):
+        """A context manager holding the locks of ``nodenames`` (sorted, no deadlock)."""
+        return _Many([self[name] for name in sorted(set(nodenames))])
+
+
+class _Many:
+    def __init__(self, locks):
+        self._locks = locks
+
+    def __enter__(self):
+        taken = []
+        try:
+            for lock in self._locks:
+                lock.acquire()
+                taken.append(lock)
+        except BaseException:
+            for lock in reversed(taken):
+                lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for lock in reversed(self._locks):
+            lock.release()
+        return False

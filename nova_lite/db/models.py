@@ -1,0 +1,117 @@
+"""The record tables (SQLAlchemy Core), with Nova's keys.
+
+- ``services``: one row per (host, binary), with a heartbeat.
+- ``compute_nodes``: one row per (host, nodename), a stable ``uuid`` and a
+  ``generation`` bumped by every change to its inventory or allocations.
+- ``inventories``: one row per (node, resource class).
+- ``instances``, ``migrations``: what consumes resources.
+- ``allocations``: what each consumer holds on a node (one row per
+  consumer and node); usage is their sum.
+"""
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version", metadata,
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+services = sa.Table(
+    "services", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("binary", sa.String(255), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("report_count", sa.Integer, nullable=False, default=0),
+    sa.Column("disabled", sa.Boolean, nullable=False, default=False),
+    sa.UniqueConstraint("host", "binary", name="uniq_services0host0binary"),
+)
+
+compute_nodes = sa.Table(
+    "compute_nodes", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("nodename", sa.String(255), nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False, default=0),
+    sa.Column("resources", sa.Text),          # last NodeResources, as JSON
+    sa.Column("last_error", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("host", "nodename", name="uniq_compute_nodes0host0nodename"),
+)
+
+inventories = sa.Table(
+    "inventories", metadata,
+    sa.Column("node_uuid", sa.String(36), sa.ForeignKey("compute_nodes.uuid",
+                                                        ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("resource_class", sa.String(255), primary_key=True),
+    sa.Column("total", sa.BigInteger, nullable=False),
+    sa.Column("reserved", sa.BigInteger, nullable=False),
+    sa.Column("min_unit", sa.BigInteger, nullable=False),
+    sa.Column("max_unit", sa.BigInteger),
+    sa.Column("step_size", sa.BigInteger, nullable=False),
+    sa.Column("allocation_ratio", sa.String(64), nullable=False),  # exact, "7/10"
+)
+
+instances = sa.Table(
+    "instances", metadata,
+    sa.Column("uuid", sa.String(36), primary_key=True),
+    sa.Column("host", sa.String(255)),
+    sa.Column("node", sa.String(255)),
+    sa.Column("vm_state", sa.String(255), nullable=False),
+    sa.Column("task_state", sa.String(255)),
+    sa.Column("project_id", sa.String(255), nullable=False, default=""),
+    sa.Column("user_id", sa.String(255), nullable=False, default=""),
+    sa.Column("flavor", sa.Text, nullable=False),
+    sa.Column("numa_topology", sa.Text),
+    sa.Column("pci_requests", sa.Text),
+    sa.Column("pci_devices", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Index("instances_host_node_idx", "host", "node"),
+)
+
+migrations = sa.Table(
+    "migrations", metadata,
+    sa.Column("uuid", sa.String(36), primary_key=True),
+    sa.Column("instance_uuid", sa.String(36), nullable=False, index=True),
+    sa.Column("source_compute", sa.String(255), nullable=False),
+    sa.Column("source_node", sa.String(255), nullable=False),
+    sa.Column("dest_compute", sa.String(255), nullable=False),
+    sa.Column("dest_node", sa.String(255), nullable=False),
+    sa.Column("old_flavor", sa.Text, nullable=False),
+    sa.Column("new_flavor", sa.Text, nullable=False),
+    sa.Column("status", sa.String(255), nullable=False),
+    sa.Column("migration_type", sa.String(255), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+allocations = sa.Table(
+    "allocations", metadata,
+    sa.Column("consumer_uuid", sa.String(36), primary_key=True),
+    sa.Column("node_uuid", sa.String(36), sa.ForeignKey("compute_nodes.uuid",
+                                                        ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("consumer_type", sa.String(16), nullable=False),   # instance | migration
+    sa.Column("instance_uuid", sa.String(36), nullable=False, index=True),
+    sa.Column("vcpu", sa.BigInteger, nullable=False, default=0),
+    sa.Column("pcpu", sa.BigInteger, nullable=False, default=0),
+    sa.Column("memory_mb", sa.BigInteger, nullable=False, default=0),
+    sa.Column("disk_gb", sa.BigInteger, nullable=False, default=0),
+    sa.Column("other", sa.Text),            # JSON {class: amount} for the rest
+    sa.Column("flavor", sa.Text, nullable=False),
+    sa.Column("numa_topology", sa.Text),
+    sa.Column("pci_devices", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("allocations_node_idx", "node_uuid"),
+)
+
+#: Resource classes stored in their own allocation columns.
+ALLOCATION_COLUMNS = {"VCPU": "vcpu", "PCPU": "pcpu", "MEMORY_MB": "memory_mb",
+                      "DISK_GB": "disk_gb"}
