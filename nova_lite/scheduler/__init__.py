@@ -1,0 +1,1 @@
+"""The scheduler view: host states from the records, filters and weighers."""

@@ -1,0 +1,31 @@
+# The two set-up commands of the README, and friends.
+.PHONY: run test bench docs lint clean
+
+STATE ?= $(CURDIR)/nova-lite-state
+
+# Run the compute service once on the embedded default (SQLite file, fake
+# driver): shows the nodes, their inventories and one admitted and one
+# rejected claim.
+run:
+	@tools/bootstrap.sh core
+	@.venv/bin/nova-lite --state-path "$(STATE)" compute --once --demo
+
+# Install everything (Debian packages, drivers, the real-Ironic venv) and
+# run every test suite; ends with "N passed, N failed, N skipped".
+test:
+	@tools/bootstrap.sh all
+	@tools/run-tests.sh
+
+bench:
+	@tools/bootstrap.sh core
+	@.venv/bin/python -m bench.run_all
+
+docs:
+	@tools/bootstrap.sh all
+	@.venv/bin/sphinx-build -W -b html doc/source doc/build/html
+
+lint:
+	@.venv/bin/ruff check nova_lite drivers tests bench tools
+
+clean:
+	rm -rf .venv .venv-* .stestr drivers/*/.stestr doc/build nova-lite-state

@@ -1,0 +1,120 @@
+"""``ComputeService``: the periodic life of one compute host.
+
+One pass (:meth:`ComputeService.run_once`): heartbeat, audit every node,
+handle orphan node records.  :meth:`ComputeService.run` repeats it every
+``update_resources_interval`` seconds until :meth:`stop` or SIGTERM.
+"""
+
+import logging
+import signal
+import threading
+import time
+
+import attrs
+
+from nova_lite import conf
+from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.db.store import COMPUTE_BINARY, Store
+
+LOG = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class PassResult:
+    """What one pass did: audit outcome and orphan node records."""
+
+    audited: tuple = ()
+    failed: object = attrs.field(factory=dict)
+    orphans_deleted: tuple = ()
+    orphans_kept: tuple = ()
+
+
+class ComputeService:
+    """Runs the resource tracker of ``host`` on a schedule.
+
+    ``driver`` must be loaded; ``init_host`` is called on construction.
+    ``store`` defaults to ``Store(settings.database_url)``.
+    """
+
+    def __init__(self, host, driver, store=None, settings=None):
+        self.host = host
+        self.driver = driver
+        self.settings = settings or getattr(driver, "settings", None) or conf.Settings()
+        self.store = store if store is not None else Store(
+            self.settings.database_url, claim_retries=self.settings.claim_retries)
+        if getattr(driver, "host", None) != host:
+            driver.init_host(host)
+        self.tracker = ResourceTracker(host, driver, store=self.store, settings=self.settings)
+        self._stop = threading.Event()
+        # A driver that shares a fleet with other services (bare metal)
+        # reads the live services from the records.
+        attach = getattr(driver, "attach_service_view", None)
+        if callable(attach):
+            attach(self.live_services)
+
+    def live_services(self):
+        """Hosts of compute services whose heartbeat is within service_down_time."""
+        now = time.time()
+        return sorted(s.host for s in self.store.list_services(COMPUTE_BINARY)
+                      if s.is_up(self.settings.service_down_time, now))
+
+    def run_once(self):
+        """One pass: heartbeat, audit, orphans.  Returns a :class:`PassResult`."""
+        self.store.heartbeat(self.host, COMPUTE_BINARY)
+        audit = self.tracker.update_available_resource()
+        deleted, kept = self._handle_orphans(set(audit.audited) | set(audit.failed))
+        return PassResult(audited=audit.audited, failed=audit.failed,
+                          orphans_deleted=tuple(deleted), orphans_kept=tuple(kept))
+
+    def _handle_orphans(self, reported):
+        deleted, kept = [], []
+        for node in self.store.get_compute_nodes(self.host):
+            if node.nodename in reported:
+                continue
+            try:
+                gone = self.driver.is_node_deleted(node.nodename)
+            except Exception as exc:   # noqa: BLE001 - keep the record when unsure
+                LOG.warning("Orphan node %s/%s kept: is_node_deleted failed: %s",
+                            self.host, node.nodename, exc)
+                gone = False
+            if gone:
+                LOG.warning("Deleting orphan compute node %s/%s (uuid %s): the driver no "
+                            "longer reports it and says it is deleted", self.host,
+                            node.nodename, node.uuid)
+                self.store.delete_compute_node(self.host, node.nodename)
+                deleted.append(node.nodename)
+            else:
+                LOG.warning("Orphan compute node %s/%s (uuid %s) is not reported by the "
+                            "driver but not deleted either; keeping its record",
+                            self.host, node.nodename, node.uuid)
+                kept.append(node.nodename)
+        return deleted, kept
+
+    def run(self, max_passes=None, handle_signals=True):
+        """Pass every ``update_resources_interval`` s until stopped.
+
+        A failing pass is logged and the loop goes on.  SIGTERM/SIGINT stop
+        it cleanly after the current pass (when ``handle_signals`` and on
+        the main thread).  ``max_passes`` bounds the loop (tests).
+        """
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop())
+        passes = 0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.run_once()
+            except Exception:   # noqa: BLE001 - the service must survive a bad pass
+                LOG.exception("Compute service pass of host %s failed", self.host)
+            passes += 1
+            if max_passes is not None and passes >= max_passes:
+                break
+            delay = self.settings.update_resources_interval - (time.monotonic() - started)
+            self._stop.wait(max(0.0, delay))
+        LOG.info("Compute service of host %s stopped after %d pass(es)", self.host, passes)
+        return passes
+
+    def stop(self):
+        """Ask :meth:`run` to return after the current pass."""
+        self._stop.set()
