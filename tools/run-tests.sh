@@ -39,7 +39,9 @@ for d in "$ROOT"/drivers/*/; do
 done
 
 echo "=== summary ==="
-line=$(python "$ROOT/tools/subunit_summary.py" "${summary_args[@]}" | tee /dev/stderr | tail -n 1)
+report=$(python "$ROOT/tools/subunit_summary.py" "${summary_args[@]}")
+echo "$report" | sed '$d'
+line=$(echo "$report" | tail -n 1)
 passed=$(echo "$line" | awk '{print $1}')
 failed=$(echo "$line" | awk '{print $3}')
 skipped=$(echo "$line" | awk '{print $5}')

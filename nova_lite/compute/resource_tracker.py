@@ -323,20 +323,22 @@ class ResourceTracker:
             return
         held = self.store.list_allocations(instance_uuid=instance.uuid)
         migrations = self.store.list_migrations(instance.uuid, in_progress_only=True)
-        gone = attrs.evolve(instance, host=None if instance.vm_state != "deleted" else stored.host,
-                            node=None if instance.vm_state != "deleted" else stored.node,
-                            pci_devices=())
-        nodes = {n.uuid: n.nodename for n in self.store.get_compute_nodes(self.host)}
-        for alloc in held:
-            if alloc.node_uuid in nodes:
-                self._release(nodes[alloc.node_uuid], [alloc.consumer_uuid])
-        for mig in migrations:
-            self._release_migration_row(mig)
-        self.store.save_instance(gone)
+        offloaded = instance.vm_state != "deleted"
+        gone = attrs.evolve(instance, host=None if offloaded else stored.host,
+                            node=None if offloaded else stored.node, pci_devices=())
+        own = {n.uuid: n.nodename for n in self.store.get_compute_nodes(self.host)}
+        node_uuids = sorted({a.node_uuid for a in held})
+        # One transaction: the instance row and its allocations change together,
+        # so no audit ever sees a live instance without its allocation.
+        with self._locks.holding(own[u] for u in node_uuids if u in own):
+            fresh = self.store.release(
+                node_uuids, [a.consumer_uuid for a in held], instance=gone,
+                migration_status=[(m.uuid, "error") for m in migrations])
+            for node_uuid, usage in fresh.items():
+                tracked = self._nodes.get(own.get(node_uuid))
+                if tracked is not None:
+                    tracked.usage = usage
         LOG.info("Instance %s is %s: freed its resources", instance.uuid, instance.vm_state)
-
-    def _release_migration_row(self, migration):
-        self.store.release([], [], migration_status=(migration.uuid, "error"))
 
 
 def _check_instance(instance):

@@ -162,6 +162,7 @@ class Store:
         WARNING.  Returns ``{nodename: ComputeNode}`` for the audited nodes.
         """
         def op(conn):
+            _serialise_host(conn, host)
             changed = _write_nodes(conn, host, audits)
             changed |= _reconcile_allocations(conn, host, rebuild_allocation)
             if changed:
@@ -200,7 +201,7 @@ class Store:
 
         Removes the allocations of ``consumer_uuids`` on ``node_uuids``;
         upserts ``instance`` if given; sets ``migration_status`` as
-        ``(migration_uuid, status)``; ``transfer`` = ``(migration_uuid,
+        ``(migration_uuid, status)`` (or a list of them); ``transfer`` = ``(migration_uuid,
         instance_uuid)`` re-labels a migration's allocation as the
         instance's (a confirmed resize).  Bumps each node's generation and
         returns ``{node_uuid: NodeUsage}`` fresh from the records.
@@ -216,9 +217,12 @@ class Store:
                              .values(consumer_uuid=transfer[1], consumer_type="instance"))
             if instance is not None:
                 _upsert_instance(conn, instance, now)
-            if migration_status is not None:
-                conn.execute(T_MIG.update().where(T_MIG.c.uuid == migration_status[0])
-                             .values(status=migration_status[1], updated_at=now))
+            statuses = migration_status or []
+            if isinstance(statuses, tuple):
+                statuses = [statuses]
+            for mig_uuid, status in statuses:
+                conn.execute(T_MIG.update().where(T_MIG.c.uuid == mig_uuid)
+                             .values(status=status, updated_at=now))
             fresh = {}
             for node_uuid in node_uuids:
                 conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid)
@@ -282,6 +286,17 @@ class Store:
             return [_allocation(r) for r in conn.execute(
                 query.order_by(T_ALLOC.c.consumer_uuid))]
         return self.db.read("list allocations", op)
+
+
+def _serialise_host(conn, host):
+    """Make audits of one host take turns across processes.
+
+    SQLite's BEGIN IMMEDIATE already does; on PostgreSQL two first audits
+    would otherwise both insert the same (host, nodename) row.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:h))"),
+                     {"h": "nova-lite-audit:" + host})
 
 
 # -- row <-> record ---------------------------------------------------------
