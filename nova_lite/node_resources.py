@@ -128,6 +128,30 @@ def _cell_to_dict(cell):
             "mempages": [attrs.asdict(p) for p in cell.mempages]}
 
 
+_PCI_KEYS = tuple(f.name for f in attrs.fields(PciDevice))
+
+
+def _unwrap(value):
+    """The data of a Nova versioned-object primitive ({"nova_object.data": ...})."""
+    while isinstance(value, dict) and "nova_object.data" in value:
+        value = value["nova_object.data"]
+    return value
+
+
+def _known(data, keys):
+    """Only ``keys`` of ``data``: Nova's dicts carry extras (label, dev_id, ...)."""
+    return {k: data[k] for k in keys if k in data}
+
+
+def _mempage(page):
+    if isinstance(page, MemPage):
+        return page
+    page = _unwrap(page)
+    # Nova's "reserved" pages are held outside the claims, like "used" here.
+    return MemPage(size_kb=page["size_kb"], total=page["total"],
+                   used=page.get("used", 0) + page.get("reserved", 0))
+
+
 _REQUIRED_INTS = ("vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used",
                   "local_gb_used")
 _REQUIRED_STRS = ("hypervisor_type", "hypervisor_hostname")
@@ -166,7 +190,7 @@ class _LegacyParser:
         fields["stats"] = self.guarded("stats", self.stats) or {}
         fields["resource_class"] = self.string("resource_class")
         fields["uuid"] = self.string("uuid")
-        fields["reserved"] = data.get("reserved") or {}
+        fields["reserved"] = self.reserved(fields)
         if self.problems:
             raise InvalidNodeResources(self.problems, self.nodename)
         try:
@@ -193,6 +217,36 @@ class _LegacyParser:
             self.problem(f"{key!r} is absurdly large: {value}")
             return default
         return value
+
+    def reserved(self, fields):
+        """The driver's own reserved amounts, checked against the parsed totals."""
+        value = self.data.get("reserved")
+        if value is None or value == {}:
+            return {}
+        if not isinstance(value, dict):
+            self.problem(f"'reserved' must be a mapping of resource class to amount, "
+                         f"got {value!r}")
+            return {}
+        totals = {"VCPU": fields.get("vcpus"), "PCPU": fields.get("pcpus"),
+                  "MEMORY_MB": fields.get("memory_mb"), "DISK_GB": fields.get("local_gb")}
+        if fields.get("resource_class"):
+            totals[fields["resource_class"]] = 1
+        out = {}
+        for rc, amount in value.items():
+            try:
+                rc = validate_resource_class(rc)
+            except InvalidInput as exc:
+                self.problem(f"'reserved' is malformed: {exc}")
+                continue
+            if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+                self.problem(f"'reserved[{rc}]' must be a non-negative integer, got {amount!r}")
+                continue
+            total = totals.get(rc, 0)
+            if total is not None and amount > total:
+                self.problem(f"'reserved[{rc}]' = {amount} is greater than the total {total}")
+                continue
+            out[rc] = amount
+        return out
 
     def string(self, key, required=False):
         if key not in self.data or self.data[key] is None:
@@ -234,20 +288,22 @@ class _LegacyParser:
     def numa_topology(value):
         if isinstance(value, NUMATopology):
             return value
+        value = _unwrap(value)
         cells = []
         for cell in value["cells"]:
+            cell = _unwrap(cell)
             cells.append(NUMACell(
                 id=cell["id"], cpuset=cell.get("cpuset", ()),
                 pcpuset=cell.get("pcpuset", ()),
                 memory_mb=cell.get("memory_mb", cell.get("memory")),
                 siblings=cell.get("siblings", ()),
-                mempages=[p if isinstance(p, MemPage) else MemPage(**p)
-                          for p in cell.get("mempages", ())]))
+                mempages=[_mempage(p) for p in cell.get("mempages", ())]))
         return NUMATopology(cells=cells)
 
     @staticmethod
     def pci_devices(value):
-        return tuple(d if isinstance(d, PciDevice) else PciDevice(**d) for d in value)
+        return tuple(d if isinstance(d, PciDevice) else PciDevice(**_known(_unwrap(d), _PCI_KEYS))
+                     for d in value)
 
     @staticmethod
     def supported_instances(value):

@@ -6,7 +6,6 @@ computed with :class:`fractions.Fraction` so that ``10 x 0.7`` is exactly 7.
 """
 
 import enum
-import math
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -161,7 +160,10 @@ class Inventory:
         """Usable amount: ``floor((total - reserved) * allocation_ratio)``, exact."""
         if self.total == 0:
             return 0
-        return math.floor((self.total - self.reserved) * self.allocation_ratio)
+        # Integer floor division of the Fraction's terms: exact, and read on
+        # every claim, much cheaper than Fraction arithmetic.
+        ratio = self.allocation_ratio
+        return (self.total - self.reserved) * ratio.numerator // ratio.denominator
 
     @property
     def free(self):

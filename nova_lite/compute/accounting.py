@@ -4,6 +4,7 @@ for, and whether they fit.
 Pure functions over records; the tracker orchestrates them.
 """
 
+import functools
 import math
 
 from nova_lite.exception import InvalidInput
@@ -34,12 +35,12 @@ def build_inventories(report, settings):
     driver_reserved = report.reserved
     plan = [
         (VCPU, report.vcpus, settings.reserved_host_cpus, "reserved_host_cpus",
-         settings.allocation_ratio("cpu")),
+         _ratio(settings, "cpu")),
         (PCPU, report.pcpus, 0, None, 1),
         (MEMORY_MB, report.memory_mb, settings.reserved_host_memory_mb,
-         "reserved_host_memory_mb", settings.allocation_ratio("ram")),
+         "reserved_host_memory_mb", _ratio(settings, "ram")),
         (DISK_GB, report.local_gb, math.ceil(settings.reserved_host_disk_mb / 1024),
-         "reserved_host_disk_mb", settings.allocation_ratio("disk")),
+         "reserved_host_disk_mb", _ratio(settings, "disk")),
     ]
     if report.resource_class:
         plan.append((validate_resource_class(report.resource_class), 1, 0, None, 1))
@@ -52,8 +53,68 @@ def build_inventories(report, settings):
             raise InvalidInput(
                 f"{option or 'driver reserved ' + rc} = {reserved} is greater than the "
                 f"node's {rc} total {total}")
-        inventories[rc] = Inventory(total=total, reserved=reserved, allocation_ratio=ratio)
+        inventories[rc] = _inventory(total, reserved, ratio)
     return inventories
+
+
+# Settings and inventories are frozen, and a fleet's nodes mostly alike: an
+# audit of thousands of nodes reuses the same few records.
+@functools.lru_cache(maxsize=64)
+def _ratio(settings, kind):
+    return settings.allocation_ratio(kind)
+
+
+@functools.lru_cache(maxsize=4096)
+def _inventory(total, reserved, ratio):
+    return Inventory(total=total, reserved=reserved, allocation_ratio=ratio)
+
+
+_PAGE_SUFFIXES = {"KB": 1, "K": 1, "MB": 1024, "M": 1024, "GB": 1024 * 1024, "G": 1024 * 1024}
+
+
+def _page_size_kb(flavor, text):
+    if text == "small":
+        return 4
+    upper = text.strip().upper()
+    for suffix, factor in sorted(_PAGE_SUFFIXES.items(), key=lambda kv: -len(kv[0])):
+        if upper.endswith(suffix) and upper[:-len(suffix)].strip().isdigit():
+            return int(upper[:-len(suffix)]) * factor
+    if upper.isdigit():
+        return int(upper)
+    raise InvalidInput(f"flavor {flavor.name!r} extra spec hw:mem_page_size={text!r} is not "
+                       "a page size nova-lite understands (small, 2048, 2MB, 1GB)")
+
+
+def flavor_numa_request(flavor):
+    """The instance NUMA topology a flavor's extra specs ask for, or None.
+
+    As Nova derives it: ``hw:cpu_policy=dedicated``, ``hw:numa_nodes=N`` or
+    ``hw:mem_page_size`` ask for NUMA placement; vCPUs and memory are split
+    evenly over ``hw:numa_nodes`` cells (default 1).
+    """
+    from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology
+    specs = flavor.extra_specs
+    policy = specs.get("hw:cpu_policy", "shared")
+    nodes_text, page_text = specs.get("hw:numa_nodes"), specs.get("hw:mem_page_size")
+    if policy != "dedicated" and nodes_text is None and page_text is None:
+        return None
+    if policy not in ("shared", "dedicated"):
+        raise InvalidInput(f"flavor {flavor.name!r} extra spec hw:cpu_policy={policy!r} "
+                           "must be shared or dedicated")
+    try:
+        nodes = int(nodes_text) if nodes_text is not None else 1
+    except ValueError:
+        nodes = 0
+    if nodes < 1 or flavor.vcpus % nodes or flavor.memory_mb % nodes:
+        raise InvalidInput(
+            f"flavor {flavor.name!r} extra spec hw:numa_nodes={nodes_text!r} must be a "
+            f"positive divisor of its {flavor.vcpus} vCPUs and {flavor.memory_mb} MB")
+    page = _page_size_kb(flavor, page_text) if page_text is not None else None
+    per_cpus, per_mem = flavor.vcpus // nodes, flavor.memory_mb // nodes
+    return InstanceNUMATopology(cells=[
+        InstanceNUMACell(id=i, cpuset=range(i * per_cpus, (i + 1) * per_cpus),
+                         memory_mb=per_mem, cpu_policy=policy, pagesize_kb=page)
+        for i in range(nodes)])
 
 
 def wants_dedicated_cpus(flavor, numa_topology=None):
@@ -145,8 +206,11 @@ def _limits_by_class(limits):
     return out
 
 
-def add_usage(usage, allocation, sign=1):
-    """A new NodeUsage with ``allocation`` added (``sign=-1``: removed)."""
+def add_usage(usage, allocation, sign=1, generation=None):
+    """A new NodeUsage with ``allocation`` added (``sign=-1``: removed).
+
+    ``generation``: the new usage's (default: ``usage``'s own).
+    """
     amounts = dict(usage.amounts)
     for rc, n in allocation.resources.items():
         amounts[rc] = amounts.get(rc, 0) + sign * n
@@ -163,5 +227,5 @@ def add_usage(usage, allocation, sign=1):
         pci.update(allocation.pci_devices)
     else:
         pci.difference_update(allocation.pci_devices)
-    return NodeUsage(generation=usage.generation, amounts=amounts,
-                     numa_placements=tuple(numa), pci_in_use=frozenset(pci))
+    return NodeUsage(generation=usage.generation if generation is None else generation,
+                     amounts=amounts, numa_placements=tuple(numa), pci_in_use=frozenset(pci))

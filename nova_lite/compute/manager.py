@@ -97,9 +97,21 @@ class ComputeService:
         it cleanly after the current pass (when ``handle_signals`` and on
         the main thread).  ``max_passes`` bounds the loop (tests).
         """
+        previous = {}
         if handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: self.stop())
+                previous[sig] = signal.signal(sig, self._on_signal)
+        try:
+            passes = self._loop(max_passes)
+        finally:
+            # Give the process its handlers back (run() may be called by a
+            # test runner or an embedding program).
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        LOG.info("Compute service of host %s stopped after %d pass(es)", self.host, passes)
+        return passes
+
+    def _loop(self, max_passes):
         passes = 0
         while not self._stop.is_set():
             started = time.monotonic()
@@ -112,8 +124,14 @@ class ComputeService:
                 break
             delay = self.settings.update_resources_interval - (time.monotonic() - started)
             self._stop.wait(max(0.0, delay))
-        LOG.info("Compute service of host %s stopped after %d pass(es)", self.host, passes)
         return passes
+
+    def _on_signal(self, signum, frame):
+        # The handler runs on the main thread, which may be inside
+        # self._stop.wait() holding the Event's lock: setting the Event
+        # right here could deadlock, so a helper thread sets it.
+        LOG.info("Compute service of host %s got signal %d: stopping", self.host, signum)
+        threading.Thread(target=self.stop, name="nova-lite stop", daemon=True).start()
 
     def stop(self):
         """Ask :meth:`run` to return after the current pass."""

@@ -67,9 +67,20 @@ class ResourceTracker:
 
     # -- views ----------------------------------------------------------------
     def get_node(self, nodename):
-        """The :class:`ComputeNode` as tracked now; raises NodeNotFound."""
+        """The :class:`ComputeNode` as tracked now; raises NodeNotFound.
+
+        If another process or host changed the node since (its generation
+        moved on), the records are read again: they are the truth.
+        """
         with self._locks[nodename]:
             tracked = self._tracked(nodename)
+            try:
+                current = self.store.node_usage(tracked.node.uuid)
+            except NodeNotFound:
+                current = None   # deleted as an orphan meanwhile: the last view
+            if current is not None and current.generation != tracked.usage.generation:
+                node = self.store.get_compute_node(self.host, nodename)
+                tracked.node, tracked.usage = node, _usage_of(node)
             return _view(tracked)
 
     def nodenames(self):
@@ -134,19 +145,20 @@ class ResourceTracker:
                 f"driver returned {type(report).__name__}, not NodeResources, for "
                 f"node {nodename!r}")
         inventories = accounting.build_inventories(report, self.settings)
-        if LOG.isEnabledFor(logging.DEBUG):
-            LOG.debug("Hypervisor view of node %s: vcpus=%d used=%d memory=%dMB used=%dMB "
-                      "disk=%dGB used=%dGB disk_available_least=%s", nodename, report.vcpus,
-                      report.vcpus_used, report.memory_mb, report.memory_mb_used,
-                      report.local_gb, report.local_gb_used, report.disk_available_least)
+        LOG.info("Node %s/%s hypervisor view: vcpus=%d used=%d memory=%dMB used=%dMB "
+                 "disk=%dGB used=%dGB disk_available_least=%s", self.host, nodename,
+                 report.vcpus, report.vcpus_used, report.memory_mb, report.memory_mb_used,
+                 report.local_gb, report.local_gb_used, report.disk_available_least)
         return NodeAudit(nodename=nodename, resources=report, inventories=inventories,
                          node_uuid=report.uuid)
 
     def _mark_failed(self, nodename, reason):
+        # Mark the record even when this tracker has not loaded it yet
+        # (after a restart, or a node that vanished and came back).
+        self.store.set_node_error(self.host, nodename, reason)
         tracked = self._nodes.get(nodename)
         if tracked is not None:
             tracked.node = attrs.evolve(tracked.node, last_error=reason)
-            self.store.set_node_error(self.host, nodename, reason)
 
     def _rebuild_allocation(self, consumer, node_uuid):
         if isinstance(consumer, Migration):
@@ -183,6 +195,7 @@ class ResourceTracker:
         _check_instance(instance)
         if not isinstance(new_flavor, Flavor):
             raise InvalidInput(f"new_flavor must be a Flavor, got {new_flavor!r}")
+        self._check_movable(instance)
         return self._claim(instance, new_flavor, nodename, limits,
                            migration=self._new_migration(instance, new_flavor, nodename,
                                                          "resize"))
@@ -190,18 +203,47 @@ class ResourceTracker:
     def rebuild_claim(self, instance, nodename, limits=None):
         """Claim for a rebuild: nothing on the instance's own node, else an evacuation."""
         _check_instance(instance)
-        if instance.host == self.host and instance.node == nodename:
+        if self._placement_of(instance) == (self.host, nodename):
             with self._locks[nodename]:
                 self._tracked(nodename)
             return NopClaim(instance, nodename)
+        self._check_movable(instance)
         return self._claim(instance, instance.flavor, nodename, limits,
                            migration=self._new_migration(instance, instance.flavor, nodename,
                                                          "evacuation"))
 
+    def _check_movable(self, instance):
+        """A move needs a live instance on record and no other move in progress
+        (else its allocations would be counted twice)."""
+        stored = self.store.get_instance(instance.uuid)   # InstanceNotFound
+        if not stored.holds_resources:
+            raise InvalidInput(f"Instance {instance.uuid} is {stored.vm_state}: there is "
+                               "nothing to move")
+        moving = self.store.list_migrations(instance.uuid, in_progress_only=True)
+        if moving:
+            raise InvalidInput(
+                f"Instance {instance.uuid} already has migration {moving[-1].uuid} "
+                f"({moving[-1].status}) in progress; confirm, revert or abort it first")
+
+    def _placement_of(self, instance):
+        """(host, node) of ``instance``: its own, else its record's.
+
+        Callers may hold the Instance they built before the claim placed
+        it; the record knows where it landed.
+        """
+        if instance.host is not None and instance.node is not None:
+            return instance.host, instance.node
+        try:
+            stored = self.store.get_instance(instance.uuid)
+        except InstanceNotFound:
+            return instance.host, instance.node
+        return stored.host, stored.node
+
     def _new_migration(self, instance, new_flavor, nodename, kind):
+        host, node = self._placement_of(instance)
         return Migration(
             uuid=str(uuidlib.uuid4()), instance_uuid=instance.uuid,
-            source_compute=instance.host or self.host, source_node=instance.node or nodename,
+            source_compute=host or self.host, source_node=node or nodename,
             dest_compute=self.host, dest_node=nodename, old_flavor=instance.flavor,
             new_flavor=new_flavor, status="pre-migrating", migration_type=kind)
 
@@ -211,12 +253,15 @@ class ResourceTracker:
             node = tracked.node
             subject = instance if migration is None else flavor
             overhead = self.driver.estimate_instance_overhead(subject)
-            requested = accounting.requested_resources(flavor, overhead, instance.numa_topology)
+            # An instance without a NUMA request gets the one its flavor implies
+            # (hw:cpu_policy=dedicated, hw:numa_nodes, hw:mem_page_size), as in Nova.
+            numa_request = instance.numa_topology or accounting.flavor_numa_request(flavor)
+            requested = accounting.requested_resources(flavor, overhead, numa_request)
             consumer = migration.uuid if migration is not None else instance.uuid
 
             def decide(usage):
                 decision = placement.decide(node, usage, requested, limits,
-                                            instance.numa_topology, instance.pci_requests)
+                                            numa_request, instance.pci_requests)
                 if decision.reasons:
                     raise ComputeResourcesUnavailable(decision.reasons)
                 alloc = Allocation(
@@ -239,8 +284,7 @@ class ResourceTracker:
                 LOG.info("Claim of instance %s (%s) on node %s of host %s rejected: %s",
                          instance.uuid, flavor.name, nodename, self.host, "; ".join(exc.reasons))
                 raise
-            tracked.usage = attrs.evolve(accounting.add_usage(seen, plan.allocation),
-                                         generation=generation)
+            tracked.usage = accounting.add_usage(seen, plan.allocation, generation=generation)
         LOG.info("Claim of instance %s (%s) on node %s successful: %s", instance.uuid,
                  flavor.name, nodename, dict(requested))
         if migration is None:
@@ -258,6 +302,7 @@ class ResourceTracker:
     def abort_instance_claim(self, instance, nodename):
         """Give back everything ``instance`` holds on ``nodename``."""
         _check_instance(instance)
+        self.store.get_instance(instance.uuid)   # InstanceNotFound: nothing to give back
         self._release(nodename, [instance.uuid], instance=attrs.evolve(
             instance, host=None, node=None, pci_devices=()))
         LOG.info("Aborted claim of instance %s on node %s", instance.uuid, nodename)
@@ -360,7 +405,7 @@ def _log_final_view(node):
         return
     parts = [f"{rc}: capacity={inv.capacity} used={node.used(rc)} free={node.free(rc)}"
              for rc, inv in sorted(node.inventories.items())]
-    LOG.info("Final resource view of node %s/%s: %s", node.host, node.nodename,
+    LOG.info("Node %s/%s final view: %s", node.host, node.nodename,
              "; ".join(parts) or "no inventory")
 
 

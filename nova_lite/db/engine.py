@@ -12,6 +12,7 @@ import random
 import sqlite3
 import threading
 import time
+import urllib.parse
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc as sa_exc
@@ -46,6 +47,21 @@ def _prepare_sqlite_file(path):
         os.close(fd)
 
 
+def _sqlite_file(url):
+    """``(path, create)`` of a SQLite file URL.
+
+    SQLite's URI filenames (``sqlite:///file:/path/x.db?mode=ro&uri=true``)
+    name ``/path/x.db``; only their default mode (rwc) may create the file.
+    """
+    parsed = sa.engine.make_url(url)
+    path = parsed.database
+    if str(parsed.query.get("uri", "")).lower() in ("true", "1") and path \
+            and path.startswith("file:"):
+        mode = parsed.query.get("mode", "rwc")
+        return urllib.parse.unquote(urllib.parse.urlsplit(path).path), mode == "rwc"
+    return path, True
+
+
 def _install_sqlite_hooks(engine, wal):
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, record):
@@ -74,10 +90,11 @@ def make_engine(url):
                 connect_args={"check_same_thread": False})
             _install_sqlite_hooks(engine, wal=False)
             return engine
-        path = sa.engine.make_url(url).database
+        path, create = _sqlite_file(url)
         if not path:
             raise StoreError(f"SQLite URL {url!r} names no file")
-        _prepare_sqlite_file(path)
+        if create:
+            _prepare_sqlite_file(path)
         engine = sa.create_engine(
             url, pool_size=4, max_overflow=8,
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S})
@@ -87,8 +104,11 @@ def make_engine(url):
 
 
 def is_transient(error):
-    """True for errors a retry can cure: lock contention and serialisation."""
-    orig = getattr(error, "orig", None)
+    """True for errors a retry can cure: lock contention and serialisation.
+
+    ``error`` is SQLAlchemy's wrapper or the DBAPI driver's own exception.
+    """
+    orig = getattr(error, "orig", error)
     if isinstance(orig, sqlite3.OperationalError):
         text = str(orig).lower()
         return "locked" in text or "busy" in text
@@ -115,27 +135,26 @@ class Database:
         except (OSError, sa_exc.ArgumentError) as exc:
             raise StoreError(f"Cannot open database {self.redacted_url}: {exc}") from exc
         self.dialect = self.engine.dialect.name
-        self._memory_lock = threading.RLock() if is_memory_sqlite(self.url) else None
+        # In-memory SQLite is one shared connection: one transaction at a time.
+        self._serialised = (threading.RLock() if is_memory_sqlite(self.url)
+                            else contextlib.nullcontext())
+        # The driver's own base exception: what write_raw's statements raise.
+        self._dbapi_error = self.engine.dialect.loaded_dbapi.Error
 
-    @contextlib.contextmanager
-    def _serialised(self):
-        if self._memory_lock is None:
-            yield
-        else:
-            with self._memory_lock:
-                yield
-
-    def _run(self, op, fn, readonly):
+    def _run(self, op, fn, readonly, raw=False):
         attempt = 0
         while True:
             attempt += 1
             try:
-                with self._serialised(), self.engine.connect() as conn:
-                    if readonly:
-                        conn = conn.execution_options(nl_readonly=True)
-                    with conn.begin():
-                        return fn(conn)
-            except sa_exc.DBAPIError as exc:
+                with self._serialised:
+                    if raw:
+                        return self._raw_transaction(fn)
+                    with self.engine.connect() as conn:
+                        if readonly:
+                            conn = conn.execution_options(nl_readonly=True)
+                        with conn.begin():
+                            return fn(conn)
+            except (sa_exc.DBAPIError, self._dbapi_error) as exc:
                 if is_transient(exc) and attempt <= self.retries:
                     time.sleep(min(0.5, 0.002 * 2 ** attempt) * random.random())
                     continue
@@ -149,9 +168,38 @@ class Database:
             except sa_exc.SQLAlchemyError as exc:
                 raise StoreError(f"{op} failed on {self.redacted_url}: {exc}") from exc
 
+    def _raw_transaction(self, fn):
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            if self.dialect == "sqlite":
+                cursor.execute("BEGIN IMMEDIATE")
+            # psycopg opens the transaction itself at the first statement.
+            result = fn(cursor)
+            raw.commit()
+            return result
+        except BaseException:
+            try:
+                raw.rollback()
+            except self._dbapi_error:
+                raw.invalidate()   # a broken connection must not go back to the pool
+            raise
+        finally:
+            raw.close()
+
     def write(self, op, fn):
         """Run ``fn(conn)`` in a writing transaction (BEGIN IMMEDIATE on SQLite)."""
         return self._run(op, fn, readonly=False)
+
+    def write_raw(self, op, fn):
+        """Run ``fn(cursor)`` in a writing transaction on a plain DBAPI cursor.
+
+        For the few statements on a hot path (a claim), where SQLAlchemy's
+        work per statement costs more than the database's: see
+        :class:`nova_lite.db.prepared.Prepared`.  Same transaction, retry
+        and error rules as :meth:`write`.
+        """
+        return self._run(op, fn, readonly=False, raw=True)
 
     def read(self, op, fn):
         """Run ``fn(conn)`` in a read-only transaction."""

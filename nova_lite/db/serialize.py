@@ -1,5 +1,6 @@
 """JSON text for the records kept in database columns, and back."""
 
+import functools
 import json
 
 import attrs
@@ -12,6 +13,7 @@ def dumps(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+@functools.lru_cache(maxsize=1024)   # flavors are frozen; a claim writes one twice
 def flavor_to_json(flavor):
     """A Flavor as JSON text."""
     data = attrs.asdict(flavor)

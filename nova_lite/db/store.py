@@ -2,9 +2,10 @@
 
 Every change that affects a node's capacity or usage is one transaction
 that bumps the node's ``generation``.  A claim first tries a
-compare-and-swap on the generation it last saw; if another process got
-there first it locks the node row, re-reads the usage and decides on
-fresh numbers, all inside the same transaction.
+compare-and-swap on the generation it last saw, deciding on the usage it
+has; if another process got there first (nothing was written), a second
+transaction locks the node row, re-reads the usage and decides on fresh
+numbers.  The claim's statements are prepared once (:mod:`.prepared`).
 """
 
 import collections
@@ -12,16 +13,18 @@ import json
 import logging
 import time
 import uuid as uuidlib
+from fractions import Fraction
 
 import attrs
 import sqlalchemy as sa
 
 from nova_lite.db import migrations, models, serialize as ser
 from nova_lite.db.engine import Database
-from nova_lite.exception import InstanceNotFound, NodeNotFound
+from nova_lite.db.prepared import Statements
+from nova_lite.exception import InstanceNotFound, InvalidInput, NodeNotFound, StoreError
 from nova_lite.objects import (
-    MIGRATION_IN_PROGRESS, STATES_WITHOUT_RESOURCES, Allocation, ComputeNode, Instance,
-    Migration, NodeResources, NodeUsage)
+    MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, STATES_WITHOUT_RESOURCES, Allocation,
+    ComputeNode, Instance, Migration, NodeResources, NodeUsage)
 from nova_lite.resources import Inventory
 
 LOG = logging.getLogger(__name__)
@@ -85,7 +88,14 @@ class Store:
     def __init__(self, url, claim_retries=10):
         self.db = Database(url, retries=claim_retries)
         self.url = self.db.url
-        self.schema_version = migrations.upgrade(self.db.engine)
+        try:
+            self.schema_version = migrations.upgrade(self.db.engine)
+        except sa.exc.SQLAlchemyError as exc:
+            self.db.dispose()
+            raise StoreError(f"Cannot open database {self.db.redacted_url}: "
+                             f"{_first_line(exc)}") from exc
+        self._sql = Statements(self.db.engine.dialect)   # the claim's statements
+        self._report_texts = collections.defaultdict(dict)   # see _report_text()
 
     def __repr__(self):
         return f"Store({self.db.redacted_url!r})"
@@ -163,13 +173,10 @@ class Store:
         """
         def op(conn):
             _serialise_host(conn, host)
-            changed = _write_nodes(conn, host, audits)
+            changed = _write_nodes(conn, host, audits, self._report_texts[host])
             changed |= _reconcile_allocations(conn, host, rebuild_allocation)
-            if changed:
-                conn.execute(T_NODES.update().where(T_NODES.c.uuid.in_(changed))
-                             .values(generation=T_NODES.c.generation + 1))
-            names = {a.nodename for a in audits}
-            return {n.nodename: n for n in _load_nodes(conn, host) if n.nodename in names}
+            _bump_generations(conn, changed)
+            return _audited_nodes(conn, host, audits)
         return self.db.write(f"record audit of host {host}", op)
 
     # -- claims -------------------------------------------------------------
@@ -177,23 +184,34 @@ class Store:
         """Admit one claim on a node in one transaction.
 
         ``decide(usage) -> ClaimPlan`` sees the node's current
-        :class:`NodeUsage` (``cached_usage`` if its generation is still
-        current, else a fresh read under the node's row lock) and raises to
-        refuse.  Returns ``(usage_seen, plan, new_generation)``.
+        :class:`NodeUsage` and raises to refuse.  The first transaction
+        bumps the generation only if it is still ``cached_usage``'s and
+        decides on that; if another writer got there first, a second one
+        locks the node row, re-reads the usage and decides on fresh
+        numbers.  The first runs on prepared statements (the hot path).
+        Returns ``(usage_seen, plan, new_generation)``.
         """
-        def op(conn):
-            usage = cached_usage
-            swapped = conn.execute(T_NODES.update().where(
-                T_NODES.c.uuid == node_uuid, T_NODES.c.generation == usage.generation)
-                .values(generation=usage.generation + 1)).rowcount
-            if not swapped:
-                usage = _lock_and_load_usage(conn, node_uuid)
-                conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid)
-                             .values(generation=usage.generation + 1))
+        sql = self._sql
+        seen = cached_usage.generation
+
+        def optimistic(cursor):
+            if not sql.update(cursor, T_NODES, {"generation": seen + 1},
+                              uuid=node_uuid, generation=seen).rowcount:
+                return None   # lost the race: nothing was written
+            plan = decide(cached_usage)
+            _write_plan(sql, cursor, plan)
+            return cached_usage, plan, seen + 1
+
+        def locked(conn):
+            usage = _lock_and_load_usage(conn, node_uuid)
+            conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid)
+                         .values(generation=usage.generation + 1))
             plan = decide(usage)
-            _write_plan(conn, plan)
+            _write_plan(sql, conn.connection.cursor(), plan)
             return usage, plan, usage.generation + 1
-        return self.db.write(f"claim on node {node_uuid}", op)
+
+        op = f"claim on node {node_uuid}"
+        return self.db.write_raw(op, optimistic) or self.db.write(op, locked)
 
     def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
                 transfer=None):
@@ -299,6 +317,12 @@ def _serialise_host(conn, host):
                      {"h": "nova-lite-audit:" + host})
 
 
+def _first_line(exc):
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {lines[0] if lines else ''}"
+
+
 # -- row <-> record ---------------------------------------------------------
 
 def _service(row):
@@ -369,19 +393,41 @@ def _upsert_instance(conn, inst, now):
     conn.execute(T_INST.insert().values(uuid=inst.uuid, created_at=now, **values))
 
 
-def _write_plan(conn, plan):
+def _migration_values(mig, now):
+    return dict(
+        uuid=mig.uuid, instance_uuid=mig.instance_uuid, source_compute=mig.source_compute,
+        source_node=mig.source_node, dest_compute=mig.dest_compute, dest_node=mig.dest_node,
+        old_flavor=ser.flavor_to_json(mig.old_flavor),
+        new_flavor=ser.flavor_to_json(mig.new_flavor), status=mig.status,
+        migration_type=mig.migration_type, created_at=now, updated_at=now)
+
+
+def _write_plan(sql, cursor, plan):
+    """Write a claim's rows with the prepared ``sql`` on a DBAPI ``cursor``."""
     now = time.time()
     if plan.instance is not None:
-        _upsert_instance(conn, plan.instance, now)
+        values = _instance_values(plan.instance, now)
+        if sql.update(cursor, T_INST, values, uuid=plan.instance.uuid).rowcount:
+            # A known instance may already hold a claim (a new one never does).
+            _refuse_second_claim(sql, cursor, plan.instance.uuid)
+        else:
+            sql.insert(cursor, T_INST, dict(values, uuid=plan.instance.uuid, created_at=now))
     if plan.migration is not None:
-        mig = plan.migration
-        conn.execute(T_MIG.insert().values(
-            uuid=mig.uuid, instance_uuid=mig.instance_uuid, source_compute=mig.source_compute,
-            source_node=mig.source_node, dest_compute=mig.dest_compute, dest_node=mig.dest_node,
-            old_flavor=ser.flavor_to_json(mig.old_flavor),
-            new_flavor=ser.flavor_to_json(mig.new_flavor), status=mig.status,
-            migration_type=mig.migration_type, created_at=now, updated_at=now))
-    conn.execute(T_ALLOC.insert().values(**_allocation_values(plan.allocation, now)))
+        sql.insert(cursor, T_MIG, _migration_values(plan.migration, now))
+    sql.insert(cursor, T_ALLOC, _allocation_values(plan.allocation, now))
+
+
+def _refuse_second_claim(sql, cursor, instance_uuid):
+    """An instance holds one claim at a time: a second one would count it twice."""
+    held = sql._get(("held-by-consumer",), lambda: sa.select(
+        T_NODES.c.host, T_NODES.c.nodename).select_from(
+        T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid)).where(
+        T_ALLOC.c.consumer_uuid == sa.bindparam("consumer_uuid")))
+    rows = held.execute(cursor, {"consumer_uuid": instance_uuid}).fetchall()
+    if rows:
+        where = ", ".join(f"{host}/{node}" for host, node in rows)
+        raise InvalidInput(f"Instance {instance_uuid} already holds a claim on node {where}; "
+                           "abort it or free the instance before claiming again")
 
 
 # -- usage --------------------------------------------------------------------
@@ -393,24 +439,39 @@ def _lock_and_load_usage(conn, node_uuid, lock=True):
     generation = conn.execute(query).scalar()
     if generation is None:
         raise NodeNotFound(node_uuid)
-    sums = conn.execute(sa.select(*[sa.func.coalesce(sa.func.sum(T_ALLOC.c[col]), 0)
-                                    for _, col in _STD_COLUMNS])
-                        .where(T_ALLOC.c.node_uuid == node_uuid)).one()
-    amounts = {rc: int(total) for (rc, _), total in zip(_STD_COLUMNS, sums) if total}
-    numa, pci = [], set()
-    extras = conn.execute(sa.select(T_ALLOC.c.other, T_ALLOC.c.numa_topology,
-                                    T_ALLOC.c.pci_devices).where(
-        T_ALLOC.c.node_uuid == node_uuid,
-        sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
-               T_ALLOC.c.pci_devices.is_not(None))))
-    for other, numa_json, pci_json in extras:
+    amounts, numa, pci = _usage_by_node(conn, T_ALLOC.c.node_uuid == node_uuid).get(
+        node_uuid, _NO_USAGE)
+    return NodeUsage(generation=generation, amounts=amounts, numa_placements=tuple(numa),
+                     pci_in_use=frozenset(pci))
+
+
+_NO_USAGE = ({}, (), ())
+
+
+def _usage_by_node(conn, where):
+    """``{node_uuid: (amounts, numa_placements, pci_in_use)}`` of the allocations ``where``.
+
+    The standard classes are summed by the database; only the rows with
+    other classes, NUMA cells or PCI devices are read one by one.
+    """
+    usage = {}
+    totals = [sa.func.sum(T_ALLOC.c[col]) for _, col in _STD_COLUMNS]
+    sums = sa.select(T_ALLOC.c.node_uuid, *totals).where(where).group_by(T_ALLOC.c.node_uuid)
+    for node_uuid, *totals in conn.execute(sums):
+        amounts = {rc: int(total) for (rc, _), total in zip(_STD_COLUMNS, totals) if total}
+        usage[node_uuid] = (amounts, [], set())
+    extras = sa.select(T_ALLOC.c.node_uuid, T_ALLOC.c.other, T_ALLOC.c.numa_topology,
+                       T_ALLOC.c.pci_devices).where(
+        where, sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
+                      T_ALLOC.c.pci_devices.is_not(None)))
+    for node_uuid, other, numa_json, pci_json in conn.execute(extras):
+        amounts, numa, pci = usage[node_uuid]
         for rc, n in (json.loads(other) if other else {}).items():
             amounts[rc] = amounts.get(rc, 0) + n
         if numa_json:
             numa.append(ser.numa_from_json(numa_json))
         pci.update(ser.strings_from_json(pci_json))
-    return NodeUsage(generation=generation, amounts=amounts, numa_placements=tuple(numa),
-                     pci_in_use=frozenset(pci))
+    return usage
 
 
 def _load_nodes(conn, host=None, nodename=None):
@@ -428,30 +489,45 @@ def _load_nodes(conn, host=None, nodename=None):
     invs = collections.defaultdict(dict)
     for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
         invs[r.node_uuid][r.resource_class] = r
-    usage = collections.defaultdict(dict)
-    numa = collections.defaultdict(list)
-    pci = collections.defaultdict(set)
-    for r in conn.execute(T_ALLOC.select().where(node_filter(T_ALLOC.c.node_uuid))):
-        amounts = usage[r.node_uuid]
-        for rc, n in _allocation_resources(r).items():
-            amounts[rc] = amounts.get(rc, 0) + n
-        if r.numa_topology:
-            numa[r.node_uuid].append(ser.numa_from_json(r.numa_topology))
-        pci[r.node_uuid].update(ser.strings_from_json(r.pci_devices))
+    usage = _usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
     nodes = []
     for row in rows:
-        used = usage.get(row.uuid, {})
+        used, numa, pci = usage.get(row.uuid, _NO_USAGE)
         inventories = {rc: Inventory(
             total=i.total, reserved=i.reserved, min_unit=i.min_unit, max_unit=i.max_unit,
-            step_size=i.step_size, allocation_ratio=i.allocation_ratio, used=used.get(rc, 0))
+            step_size=i.step_size, allocation_ratio=Fraction(i.allocation_ratio),
+            used=used.get(rc, 0))
             for rc, i in invs.get(row.uuid, {}).items()}
         nodes.append(ComputeNode(
             uuid=row.uuid, host=row.host, nodename=row.nodename, generation=row.generation,
             inventories=inventories, usage=used,
             resources=NodeResources.from_dict(json.loads(row.resources))
             if row.resources else None,
-            numa_placements=tuple(numa.get(row.uuid, ())), pci_in_use=pci.get(row.uuid, ()),
-            last_error=row.last_error))
+            numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error))
+    return nodes
+
+
+def _audited_nodes(conn, host, audits):
+    """``{nodename: ComputeNode}`` of the audited nodes, as :func:`_load_nodes` gives them.
+
+    The reports and inventories just written are taken as they are, not
+    parsed back from their rows (what costs most in a fleet's audit); the
+    uuids, generations, errors and usage are read.
+    """
+    rows = {r.nodename: r for r in conn.execute(
+        sa.select(T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.generation,
+                  T_NODES.c.last_error).where(T_NODES.c.host == host)).all()}
+    usage = _usage_by_node(conn, _scope_filter(host, None)(T_ALLOC.c.node_uuid))
+    nodes = {}
+    for audit in sorted(audits, key=lambda a: a.nodename):
+        row = rows[audit.nodename]
+        used, numa, pci = usage.get(row.uuid, _NO_USAGE)
+        inventories = {rc: attrs.evolve(inv, used=used[rc]) if used.get(rc) else inv
+                       for rc, inv in audit.inventories.items()}
+        nodes[audit.nodename] = ComputeNode(
+            uuid=row.uuid, host=host, nodename=audit.nodename, generation=row.generation,
+            inventories=inventories, usage=used, resources=audit.resources,
+            numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error)
     return nodes
 
 
@@ -473,61 +549,152 @@ def _inventory_values(node_uuid, rc, inv):
                 allocation_ratio=str(inv.allocation_ratio))
 
 
-def _write_nodes(conn, host, audits):
-    """Create, adopt or update node rows; returns uuids whose inventory changed."""
+def _chunks(values, size=500):
+    """``values`` sorted, in lists of ``size``: databases cap the values one statement binds."""
+    values = sorted(values)
+    return [values[start:start + size] for start in range(0, len(values), size)]
+
+
+def _bump_generations(conn, node_uuids):
+    """Bump the generation of ``node_uuids``."""
+    for chunk in _chunks(node_uuids):
+        conn.execute(T_NODES.update().where(T_NODES.c.uuid.in_(chunk))
+                     .values(generation=T_NODES.c.generation + 1))
+
+
+def _records_by_uuid(conn, node_uuids):
+    """``{uuid: row(host, nodename)}`` of the node records (of any host) with these uuids."""
+    found = {}
+    for chunk in _chunks(node_uuids):
+        for r in conn.execute(sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename)
+                              .where(T_NODES.c.uuid.in_(chunk))).all():
+            found[r.uuid] = r
+    return found
+
+
+_INV_FIELDS = (T_INV.c.total, T_INV.c.reserved, T_INV.c.min_unit, T_INV.c.max_unit,
+               T_INV.c.step_size, T_INV.c.allocation_ratio)
+
+
+def _inventory_fields(inv):
+    """The :data:`_INV_FIELDS` of an Inventory as stored, to compare with a row."""
+    return (inv.total, inv.reserved, inv.min_unit, inv.max_unit, inv.step_size,
+            str(inv.allocation_ratio))
+
+
+def _report_text(audit, known):
+    """The JSON text of ``audit``'s report, as stored in its node row.
+
+    ``known`` maps nodename -> (report, text) of the last audit: a report
+    equal to the last one has the same text (records are frozen), which
+    saves encoding thousands of unchanged reports on every pass.
+    """
+    last = known.get(audit.nodename)
+    if last is not None and last[0] == audit.resources:
+        text = last[1]
+    else:
+        text = ser.dumps(audit.resources.to_dict())
+    known[audit.nodename] = (audit.resources, text)
+    return text
+
+
+def _write_nodes(conn, host, audits, known_texts):
+    """Create, adopt or update node rows; returns uuids whose inventory changed.
+
+    ``known_texts``: this host's report texts (see :func:`_report_text`).
+    New rows and changed inventories are inserted together at the end; a
+    node uuid the driver reports twice (a driver bug) is handled one node
+    at a time, as it comes.
+    """
     now = time.time()
     existing = {r.nodename: r for r in conn.execute(
         sa.select(T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.resources,
-                  T_NODES.c.last_error).where(T_NODES.c.host == host))}
+                  T_NODES.c.last_error).where(T_NODES.c.host == host)).all()}
     stored_inv = collections.defaultdict(dict)
-    for r in conn.execute(T_INV.select().where(
-            T_INV.c.node_uuid.in_([r.uuid for r in existing.values()]))):
-        stored_inv[r.node_uuid][r.resource_class] = _inventory_values(
-            r.node_uuid, r.resource_class, r)
-    changed = set()
+    for r in conn.execute(sa.select(T_INV.c.node_uuid, T_INV.c.resource_class, *_INV_FIELDS)
+                          .where(T_INV.c.node_uuid.in_(
+                              sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)))).all():
+        stored_inv[r[0]][r[1]] = tuple(r[2:])
+    counts = collections.Counter(a.node_uuid for a in audits if a.node_uuid)
+    repeated = {node_uuid for node_uuid, n in counts.items() if n > 1}
+    # Records of other hosts (or renamed) that new nodes adopt, in a few queries.
+    elsewhere = _records_by_uuid(conn, {a.node_uuid for a in audits if a.node_uuid
+                                        and a.nodename not in existing} - repeated)
+    changed, new_nodes, new_inventories = set(), [], []
     for audit in audits:
-        resources_json = ser.dumps(audit.resources.to_dict())
+        resources_json = _report_text(audit, known_texts)
         row = existing.get(audit.nodename)
+        at_once = audit.node_uuid in repeated
+        created = False
         if row is None:
-            node_uuid = _create_or_adopt(conn, host, audit, resources_json, now)
+            node_uuid, created = _create_or_adopt(
+                conn, host, audit, resources_json, now,
+                new_nodes=None if at_once else new_nodes, elsewhere=elsewhere)
         else:
             node_uuid = row.uuid
             if row.resources != resources_json or row.last_error is not None:
                 conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid).values(
                     resources=resources_json, last_error=None, updated_at=now))
-        wanted = {rc: _inventory_values(node_uuid, rc, inv)
-                  for rc, inv in audit.inventories.items()}
         have = stored_inv.get(node_uuid, {})
-        if wanted != have:
-            conn.execute(T_INV.delete().where(T_INV.c.node_uuid == node_uuid))
-            if wanted:
-                conn.execute(T_INV.insert(), list(wanted.values()))
+        if {rc: _inventory_fields(inv) for rc, inv in audit.inventories.items()} != have:
+            if not created:   # a new record has no inventory rows yet
+                conn.execute(T_INV.delete().where(T_INV.c.node_uuid == node_uuid))
+            rows = [_inventory_values(node_uuid, rc, inv)
+                    for rc, inv in audit.inventories.items()]
+            if at_once and rows:
+                conn.execute(T_INV.insert(), rows)
+            else:
+                new_inventories.extend(rows)
             changed.add(node_uuid)
+    for gone in known_texts.keys() - existing.keys() - {a.nodename for a in audits}:
+        del known_texts[gone]   # no record any more
+    if new_nodes:
+        conn.execute(T_NODES.insert(), new_nodes)
+    if new_inventories:
+        conn.execute(T_INV.insert(), new_inventories)
     return changed
 
 
-def _create_or_adopt(conn, host, audit, resources_json, now):
-    node_uuid = audit.node_uuid or str(uuidlib.uuid4())
-    previous = conn.execute(sa.select(T_NODES.c.host, T_NODES.c.nodename).where(
-        T_NODES.c.uuid == node_uuid)).first()
+def _create_or_adopt(conn, host, audit, resources_json, now, new_nodes, elsewhere):
+    """Adopt the record of the driver's node uuid, or create one.
+
+    ``elsewhere``: records by uuid (see :func:`_records_by_uuid`); with
+    ``new_nodes`` None the record is looked up and inserted at once,
+    otherwise a new row is added to ``new_nodes``.  Returns ``(node_uuid,
+    created)``.
+    """
+    values = dict(uuid=audit.node_uuid or str(uuidlib.uuid4()), host=host,
+                  nodename=audit.nodename, generation=0, resources=resources_json,
+                  last_error=None, created_at=now, updated_at=now)
+    node_uuid = values["uuid"]
+    if new_nodes is None:
+        previous = conn.execute(sa.select(T_NODES.c.host, T_NODES.c.nodename).where(
+            T_NODES.c.uuid == node_uuid)).first()
+    else:
+        previous = elsewhere.get(node_uuid)
     if previous is not None:
         LOG.warning("Node %s (uuid %s) moves from host %s to host %s: adopting its record",
                     audit.nodename, node_uuid, previous.host, host)
         conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid).values(
             host=host, nodename=audit.nodename, resources=resources_json, last_error=None,
             updated_at=now))
-        return node_uuid
-    conn.execute(T_NODES.insert().values(
-        uuid=node_uuid, host=host, nodename=audit.nodename, generation=0,
-        resources=resources_json, created_at=now, updated_at=now))
+        return node_uuid, False
+    if new_nodes is None:
+        conn.execute(T_NODES.insert().values(**values))
+    else:
+        new_nodes.append(values)
     LOG.info("Created compute node record %s/%s (uuid %s)", host, audit.nodename, node_uuid)
-    return node_uuid
+    return node_uuid, True
 
 
 def _reconcile_allocations(conn, host, rebuild_allocation):
     """Drop stale allocations and rebuild missing ones on ``host``'s nodes."""
     changed = set()
-    live = sa.not_(T_INST.c.vm_state.in_(STATES_WITHOUT_RESOURCES))
+    # A shelved-offloaded instance placed on a node is being unshelved: its
+    # claim holds (shelve-offload itself clears host and node).
+    live = sa.or_(sa.not_(T_INST.c.vm_state.in_(STATES_WITHOUT_RESOURCES)),
+                  sa.and_(T_INST.c.vm_state == SHELVED_OFFLOADED,
+                          T_INST.c.host.is_not(None), T_INST.c.node.is_not(None)))
     stale_instance = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
                                T_NODES.c.nodename).select_from(
         T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(

@@ -13,6 +13,7 @@ faults (:meth:`~FakeDriver.inject_fault`).
 
 import threading
 import time
+import uuid as uuidlib
 
 import attrs
 
@@ -20,6 +21,13 @@ from nova_lite.objects import (
     CpuInfo, NodeResources, NUMATopology, Overhead, PciDevice, SupportedInstance,
     ZERO_OVERHEAD)
 from nova_lite.virt import driver
+
+
+_NODE_UUID_NAMESPACE = uuidlib.UUID("6a2b8f0e-3c1d-5e4f-9a7b-0c1d2e3f4a5b")
+
+# What every fake node reports of its CPU and guests: frozen records, shared.
+_CPU_INFO = CpuInfo(arch="x86_64", model="fake", vendor="nova-lite")
+_SUPPORTED_INSTANCES = (SupportedInstance("x86_64", "fake", "hvm"),)
 
 
 @attrs.frozen
@@ -68,7 +76,10 @@ class FakeDriver(driver.ComputeDriver):
             local_gb=self.size.local_gb if local_gb is None else local_gb,
             pcpus=self.size.pcpus if pcpus is None else pcpus)
         self._lock = threading.Lock()
-        self._node_names = list(nodes) if nodes is not None else None
+        self._node_names = None
+        self._node_set = frozenset()   # the same names: O(1) lookups for big fleets
+        if nodes is not None:
+            self._set_node_names(nodes)
         self._sizes = {}
         self._faults = {}
         self._guests = {}   # instance uuid -> (nodename, flavor)
@@ -82,7 +93,11 @@ class FakeDriver(driver.ComputeDriver):
         """Remember ``host``; with no explicit nodes, the node is named after it."""
         self.host = host
         if self._node_names is None:
-            self._node_names = [host]
+            self._set_node_names([host])
+
+    def _set_node_names(self, names):
+        self._node_names = list(names)
+        self._node_set = frozenset(self._node_names)
 
     def get_available_nodes(self, refresh=False):
         """The current node names."""
@@ -92,7 +107,7 @@ class FakeDriver(driver.ComputeDriver):
     def get_available_resource(self, nodename):
         """A NodeResources for ``nodename``, counting the guests spawned on it."""
         with self._lock:
-            if nodename not in (self._node_names or []):
+            if nodename not in self._node_set:
                 raise LookupError(f"fake node {nodename!r} does not exist")
             fault = self._faults.get(nodename)
             size = self._sizes.get(nodename, self._default_size)
@@ -113,11 +128,20 @@ class FakeDriver(driver.ComputeDriver):
             disk_available_least=size.local_gb - sum(f.root_gb + f.ephemeral_gb
                                                      for f in guests),
             hypervisor_type="fake", hypervisor_version=1000,
-            hypervisor_hostname=nodename,
-            cpu_info=CpuInfo(arch="x86_64", model="fake", vendor="nova-lite"),
+            hypervisor_hostname=nodename, uuid=self.node_uuid(nodename),
+            cpu_info=_CPU_INFO,
             numa_topology=self._numa,
             pci_devices=self._pci,
-            supported_instances=(SupportedInstance("x86_64", "fake", "hvm"),))
+            supported_instances=_SUPPORTED_INSTANCES)
+
+    def node_uuid(self, nodename):
+        """The stable uuid of a fake node, derived from host and node name.
+
+        Like an Ironic node's uuid (or Nova's persisted compute id) it
+        survives the node's record being deleted: a node that comes back
+        keeps its uuid.
+        """
+        return str(uuidlib.uuid5(_NODE_UUID_NAMESPACE, f"{self.host or ''}/{nodename}"))
 
     def estimate_instance_overhead(self, instance_or_flavor):
         """The ``overhead`` given at construction (zero by default)."""
@@ -132,7 +156,7 @@ class FakeDriver(driver.ComputeDriver):
         """Create a guest on ``instance.node`` (or the first node)."""
         with self._lock:
             node = instance.node or (self._node_names or [None])[0]
-            if node not in (self._node_names or []):
+            if node not in self._node_set:
                 raise LookupError(f"fake node {node!r} does not exist")
             self._guests[instance.uuid] = (node, instance.flavor)
 
@@ -150,7 +174,7 @@ class FakeDriver(driver.ComputeDriver):
     def set_nodes(self, names):
         """Replace the node list: nodes appear and disappear at once."""
         with self._lock:
-            self._node_names = list(names)
+            self._set_node_names(names)
 
     def set_node_size(self, nodename, vcpus=None, memory_mb=None, local_gb=None, pcpus=None):
         """Change the sizes ``nodename`` reports from now on."""
@@ -197,7 +221,7 @@ class FakeMultiNodeDriver(FakeDriver):
         """Name two default nodes after ``host`` unless ``nodes`` was given."""
         self.host = host
         if self._node_names is None:
-            self._node_names = [f"{host}-node0", f"{host}-node1"]
+            self._set_node_names([f"{host}-node0", f"{host}-node1"])
 
 
 __all__ = ["FakeDriver", "SmallFakeDriver", "MediumFakeDriver", "FakeMultiNodeDriver",

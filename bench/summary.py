@@ -1,0 +1,123 @@
+"""Turn ``bench.run_all`` JSON into a table (Markdown or reStructuredText).
+
+    python -m bench.run_all --output now.json
+    python -m bench.summary now.json                       # Markdown
+    python -m bench.summary now.json --baseline before.json --format rst
+
+One row per figure: the scenario and size, the store, the figure now (and
+before, with ``--baseline``), its target and the case's peak RSS.
+"""
+
+import argparse
+import json
+import sys
+
+#: Targets by row key (see :func:`rows`), as the issue states them.
+TARGETS = {
+    ("claims", 1000, "memory"): ">= 20,000/s",
+    ("claims", 1000, "sqlite-file"): ">= 2,000/s",
+    ("audit", 5000, "memory"): "<= 25 ms",
+    ("audit", 5000, "sqlite-file"): "<= 25 ms",
+    ("fleet steady", 5000, "fake.multinode"): "<= 500 ms",
+    ("fleet steady", 50000, "fake.multinode"): "linear (<= 5,000 ms)",
+    ("fleet peak RSS", 50000, "fake.multinode"): "<= 1,024 MiB",
+}
+
+
+def _fmt(value, unit):
+    if value is None:
+        return "-"
+    if unit == "/s":
+        return f"{value:,.0f}/s"
+    if unit == "MiB":
+        return f"{value:,.0f} MiB"
+    return f"{value:,.1f} ms" if value < 100 else f"{value:,.0f} ms"
+
+
+def rows(report):
+    """``{key: (label, size, where, value, unit, peak RSS)}`` from a run_all report."""
+    out = {}
+    scenarios = report.get("scenarios", {})
+    for r in scenarios.get("claims", {}).get("results", ()):
+        if "claims_per_s" in r:
+            out[("claims", r["claims"], r["store"])] = (
+                "Claims, one process", f"{r['claims']:,} claims", r["store"],
+                r["claims_per_s"], "/s", r.get("peak_rss_mib"))
+    for r in scenarios.get("audit", {}).get("results", ()):
+        if "audit" in r:
+            out[("audit", r["instances"], r["store"])] = (
+                "Audit, one node", f"{r['instances']:,} instances", r["store"],
+                r["audit"]["median_ms"], "ms", r.get("peak_rss_mib"))
+    for r in scenarios.get("fleet", {}).get("results", ()):
+        if "steady_pass" not in r:
+            continue
+        size, where = f"{r['nodes']:,} nodes", r["driver"]
+        out[("fleet first", r["nodes"], r["driver"])] = (
+            "Fleet, first pass", size, where, r["first_pass"]["median_ms"], "ms",
+            r.get("peak_rss_mib"))
+        out[("fleet steady", r["nodes"], r["driver"])] = (
+            "Fleet, steady pass", size, where, r["steady_pass"]["median_ms"], "ms",
+            r.get("peak_rss_mib"))
+        out[("fleet peak RSS", r["nodes"], r["driver"])] = (
+            "Fleet, peak RSS", size, where, r.get("peak_rss_mib"), "MiB", None)
+    for r in scenarios.get("concurrency", {}).get("results", ()):
+        if "claims_per_s" in r:
+            out[("concurrency", r["layout"], r["store"])] = (
+                f"Claims, {r['processes']} processes", r["layout"], r["store"],
+                r["claims_per_s"], "/s", r.get("worker_peak_rss_mib"))
+    return out
+
+
+def table(report, baseline=None):
+    """Header and rows (lists of strings)."""
+    now, before = rows(report), rows(baseline) if baseline else None
+    header = ["Scenario", "Size", "Store / driver"]
+    header += ["Before", "Now"] if before is not None else ["Result"]
+    header += ["Target", "Peak RSS"]
+    lines = []
+    for key, (label, size, where, value, unit, rss) in now.items():
+        line = [label, size, where]
+        if before is not None:
+            old = before.get(key)
+            line.append(_fmt(old[3], unit) if old else "-")
+        line += [_fmt(value, unit), TARGETS.get(key, ""),
+                 _fmt(rss, "MiB") if rss is not None else ""]
+        lines.append(line)
+    return header, lines
+
+
+def markdown(header, lines):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(line) + " |" for line in lines]
+    return "\n".join(out)
+
+
+def rst(header, lines):
+    widths = [max(len(x) for x in col) for col in zip(header, *lines)]
+    rule = " ".join("=" * w for w in widths)
+
+    def fmt(line):
+        return " ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip()
+    return "\n".join([rule, fmt(header), rule, *[fmt(line) for line in lines], rule])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench.summary",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("report", help="JSON written by python -m bench.run_all --output")
+    parser.add_argument("--baseline", help="an older report to put beside it")
+    parser.add_argument("--format", choices=("markdown", "rst"), default="markdown")
+    args = parser.parse_args(argv)
+    with open(args.report, encoding="utf-8") as f:
+        report = json.load(f)
+    baseline = None
+    if args.baseline:
+        with open(args.baseline, encoding="utf-8") as f:
+            baseline = json.load(f)
+    header, lines = table(report, baseline)
+    print((markdown if args.format == "markdown" else rst)(header, lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

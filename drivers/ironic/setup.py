@@ -1,0 +1,1 @@
+import setuptools; setuptools.setup()  # noqa: E702  (metadata lives in setup.cfg)

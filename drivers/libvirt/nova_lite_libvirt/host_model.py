@@ -1,0 +1,147 @@
+"""The host model: one :class:`NodeResources` from a libvirt host.
+
+Where each figure comes from (units in the names):
+
+- ``vcpus``: online CPUs (``getCPUMap``) left for shared vCPUs by the CPU
+  options; ``pcpus``: ``[compute] cpu_dedicated_set`` (see :mod:`.cpus`);
+- ``memory_mb``: ``getInfo()`` memory (MiB), or ``[libvirt]
+  file_backed_memory`` when set;
+- ``memory_mb_used``: total - (MemFree + Buffers + Cached) of meminfo, or,
+  with file-backed memory, the sum of the running guests' memory;
+- ``local_gb``/``local_gb_used``: ``statvfs(instances_path)``, GiB rounded
+  down (used = blocks - free blocks, as ``df`` counts it);
+- ``disk_available_least``: free GiB (rounded down) minus the over-commit
+  of every guest disk (:mod:`.disks`), truncated toward zero; may be
+  negative;
+- ``vcpus_used``: vCPUs of the running guests;
+- ``hypervisor_type``/``_version``/``_hostname``: ``getType``,
+  ``getVersion`` (an int), ``getHostname`` (first value kept);
+- ``cpu_info``, ``numa_topology``, ``supported_instances``: capabilities;
+  the CPU topology falls back to ``getInfo`` when capabilities lack one;
+- ``pci_devices``: PCI node devices.
+"""
+
+import logging
+import os
+
+import attrs
+
+from nova_lite.objects import CpuInfo, CpuTopology, NodeResources, SupportedInstance
+
+from nova_lite_libvirt import disks, meminfo
+from nova_lite_libvirt.capabilities import canonical_arch
+from nova_lite_libvirt.cpus import select_cpus
+from nova_lite_libvirt.numa import build_numa_topology
+
+LOG = logging.getLogger(__name__)
+
+GiB = 1024 ** 3
+
+
+@attrs.frozen
+class DiskStats:
+    """Filesystem figures of the instances path, in GiB (rounded down)."""
+
+    total_gb: int
+    used_gb: int
+    free_gb: int
+
+
+def disk_stats(path, statvfs=os.statvfs):
+    """:class:`DiskStats` of the filesystem holding ``path``.
+
+    total = f_frsize * f_blocks; free = f_frsize * f_bavail (what an
+    unprivileged writer gets); used = f_frsize * (f_blocks - f_bfree).
+    """
+    st = statvfs(path)
+    return DiskStats(total_gb=st.f_frsize * st.f_blocks // GiB,
+                     used_gb=st.f_frsize * (st.f_blocks - st.f_bfree) // GiB,
+                     free_gb=st.f_frsize * st.f_bavail // GiB)
+
+
+def available_least_gb(free_gb, overcommit_bytes):
+    """``free_gb`` GiB minus ``overcommit_bytes``, in whole GiB toward zero."""
+    remaining = free_gb * GiB - overcommit_bytes
+    return remaining // GiB if remaining >= 0 else -((-remaining) // GiB)
+
+
+def cpu_info(caps, info):
+    """:class:`CpuInfo` from capabilities, topology from ``getInfo`` if absent."""
+    return CpuInfo(
+        arch=caps.arch or canonical_arch(info.model),
+        model=caps.model, vendor=caps.vendor,
+        topology=CpuTopology(sockets=caps.sockets or info.sockets or 1,
+                             cores=caps.cores or info.cores or 1,
+                             threads=caps.threads or info.threads or 1),
+        features=caps.features)
+
+
+def supported_instances(caps):
+    """(arch, hypervisor type, VM mode) for every guest type, in XML order."""
+    seen = []
+    for guest in caps.guests:
+        for domain_type in guest.domain_types:
+            item = SupportedInstance(arch=guest.arch, hypervisor_type=domain_type,
+                                     vm_mode=guest.os_type)
+            if item not in seen:
+                seen.append(item)
+    return seen
+
+
+class HostModel:
+    """Builds :class:`NodeResources` for a :class:`~.host.Host`.
+
+    :param host: the :class:`~nova_lite_libvirt.host.Host`.
+    :param config: the :class:`~nova_lite_libvirt.config.LibvirtConfig`.
+    :param meminfo_path: file read for memory used (``/proc/meminfo``).
+    :param statvfs: function giving filesystem figures (``os.statvfs``).
+    """
+
+    def __init__(self, host, config, meminfo_path=meminfo.DEFAULT_MEMINFO_PATH,
+                 statvfs=os.statvfs):
+        self.host = host
+        self.config = config
+        self.meminfo_path = meminfo_path
+        self.statvfs = statvfs
+
+    def cpu_selection(self):
+        """The shared/dedicated CPUs; raises CPUSetNotOnline on a bad option."""
+        return select_cpus(self.host.online_cpus(), self.config)
+
+    def memory_mb(self, info):
+        """Total memory in MiB."""
+        return self.config.file_backed_memory_mb or info.memory_mib
+
+    def memory_mb_used(self, total_mb, running):
+        """Memory used in MiB (see the module docstring)."""
+        if self.config.file_backed_memory_mb:
+            return sum(g.memory_kib for g in running) // 1024
+        return meminfo.used_mib(total_mb, self.meminfo_path)
+
+    def resources(self):
+        """The :class:`NodeResources` of this host, read fresh from libvirt."""
+        info = self.host.node_info()
+        caps = self.host.capabilities()
+        selection = self.cpu_selection()
+        running = [g for g in self.host.guests() if g.running]
+        memory_mb = self.memory_mb(info)
+        stats = disk_stats(self.config.instances_path, self.statvfs)
+        overcommit = disks.overcommit_total(self.host.guest_xmls())
+        return NodeResources(
+            vcpus=len(selection.shared),
+            pcpus=len(selection.dedicated),
+            memory_mb=memory_mb,
+            local_gb=stats.total_gb,
+            vcpus_used=sum(g.vcpus for g in running),
+            memory_mb_used=self.memory_mb_used(memory_mb, running),
+            local_gb_used=stats.used_gb,
+            disk_available_least=available_least_gb(stats.free_gb, overcommit),
+            hypervisor_type=self.host.hypervisor_type(),
+            hypervisor_version=self.host.hypervisor_version(),
+            hypervisor_hostname=self.host.hostname(),
+            cpu_info=cpu_info(caps, info),
+            numa_topology=build_numa_topology(caps, selection),
+            pci_devices=self.host.pci_devices(),
+            supported_instances=supported_instances(caps),
+            stats={"libvirt_version": self.host.lib_version(), "cpu_mhz": info.mhz},
+        )

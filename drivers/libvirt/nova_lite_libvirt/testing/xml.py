@@ -1,0 +1,170 @@
+"""XML rendered from a :class:`~.spec.HostSpec`.
+
+- :func:`capabilities_xml`: what the fake's ``getCapabilities()`` returns,
+  in the shape QEMU hosts give;
+- :func:`nodedev_xml`: one PCI node device, as ``virNodeDevice.XMLDesc()``;
+- :func:`guest_xml`: a guest's ``<domain>``;
+- :func:`node_xml`: a node file for libvirt's ``test:///<file>`` driver,
+  holding the same host, guests and devices.
+"""
+
+import xml.etree.ElementTree as ET
+
+from nova_lite.hardware import format_cpu_spec
+
+TEST_NS = "http://libvirt.org/schemas/domain/test/1.0"
+#: ``<test:runstate>`` value of a shut-off domain (VIR_DOMAIN_SHUTOFF).
+SHUTOFF = 5
+
+
+def _text(parent, tag, value, **attrib):
+    el = ET.SubElement(parent, tag, **attrib)
+    el.text = str(value)
+    return el
+
+
+def _tostring(el):
+    ET.indent(el)
+    return ET.tostring(el, encoding="unicode")
+
+
+def capabilities_xml(spec):
+    """Capabilities XML of the host (cells left out without NUMA in caps)."""
+    caps = ET.Element("capabilities")
+    host = ET.SubElement(caps, "host")
+    cpu = ET.SubElement(host, "cpu")
+    _text(cpu, "arch", spec.arch)
+    if spec.cpu_model:
+        _text(cpu, "model", spec.cpu_model)
+    if spec.cpu_vendor:
+        _text(cpu, "vendor", spec.cpu_vendor)
+    ET.SubElement(cpu, "topology", sockets=str(spec.sockets), dies="1",
+                  cores=str(spec.cores), threads=str(spec.threads))
+    for name in sorted(spec.cpu_features):
+        ET.SubElement(cpu, "feature", name=name)
+    for size in spec.page_sizes_kib:
+        ET.SubElement(cpu, "pages", unit="KiB", size=str(size))
+    if spec.numa_in_capabilities:
+        cells = ET.SubElement(ET.SubElement(host, "topology"), "cells",
+                              num=str(spec.numa_nodes))
+        for node in range(spec.numa_nodes):
+            _cell(cells, spec, node)
+    for os_type in spec.guest_os_types:
+        guest = ET.SubElement(caps, "guest")
+        _text(guest, "os_type", os_type)
+        arch = ET.SubElement(guest, "arch", name=spec.guest_arch or spec.arch)
+        _text(arch, "wordsize", 64 if (spec.guest_arch or spec.arch).endswith("64") else 32)
+        for domain_type in spec.domain_types:
+            ET.SubElement(arch, "domain", type=domain_type)
+    return _tostring(caps)
+
+
+def _cell(cells, spec, node):
+    cell = ET.SubElement(cells, "cell", id=str(node))
+    _text(cell, "memory", spec.cell_memory_kib, unit="KiB")
+    for size, count in spec.cell_pages():
+        _text(cell, "pages", count, unit="KiB", size=str(size))
+    cpus = ET.SubElement(cell, "cpus", num=str(spec.cpus_per_node))
+    for cpu_id in spec.node_cpus(node):
+        if cpu_id not in spec.online:
+            ET.SubElement(cpus, "cpu", id=str(cpu_id))  # libvirt: no topology when offline
+            continue
+        _node, socket_id, core_id, _thread = spec.cpu_location(cpu_id)
+        ET.SubElement(cpus, "cpu", id=str(cpu_id), socket_id=str(socket_id), die_id="0",
+                      core_id=str(core_id),
+                      siblings=format_cpu_spec(spec.siblings(cpu_id) & spec.online))
+
+
+def nodedev_name(address):
+    """libvirt's node device name of a PCI address: ``pci_0000_81_00_0``."""
+    return "pci_" + address.replace(":", "_").replace(".", "_")
+
+
+def _address_parts(address):
+    domain, bus, rest = address.split(":")
+    slot, function = rest.split(".")
+    return int(domain, 16), int(bus, 16), int(slot, 16), int(function, 16)
+
+
+def _address_element(parent, address):
+    d, b, s, f = _address_parts(address)
+    ET.SubElement(parent, "address", domain=f"0x{d:04x}", bus=f"0x{b:02x}",
+                  slot=f"0x{s:02x}", function=f"0x{f:x}")
+
+
+def nodedev_element(dev, parent=None):
+    """``<device>`` of a PCI function (``parent`` is the PF of a VF)."""
+    root = ET.Element("device")
+    _text(root, "name", nodedev_name(dev.address))
+    _text(root, "parent", nodedev_name(parent.address) if parent else "computer")
+    cap = ET.SubElement(root, "capability", type="pci")
+    for tag, value in zip(("domain", "bus", "slot", "function"), _address_parts(dev.address)):
+        _text(cap, tag, value)
+    vendor = parent.vendor_id if parent else dev.vendor_id
+    _text(cap, "product", "", id=f"0x{dev.product_id}")
+    _text(cap, "vendor", "", id=f"0x{vendor}")
+    if parent is not None:
+        _address_element(ET.SubElement(cap, "capability", type="phys_function"),
+                         parent.address)
+    elif dev.is_pf:
+        vfs = ET.SubElement(cap, "capability", type="virt_functions",
+                            maxCount=str(max(len(dev.vfs), 1)))
+        for vf in dev.vfs:
+            _address_element(vfs, vf.address)
+    numa = parent.numa_node if parent else dev.numa_node
+    if numa is not None:
+        ET.SubElement(cap, "numa", node=str(numa))
+    return root
+
+
+def nodedev_xml(dev, parent=None):
+    """Node device XML text of a PCI function."""
+    return _tostring(nodedev_element(dev, parent))
+
+
+def guest_element(guest, domain_type="test", runstate=False):
+    """``<domain>`` of a guest; ``runstate`` adds the test driver's state tag."""
+    dom = ET.Element("domain", type=domain_type)
+    _text(dom, "name", guest.name)
+    _text(dom, "uuid", guest.uuid)
+    _text(dom, "memory", guest.memory_mib * 1024, unit="KiB")
+    _text(dom, "currentMemory", guest.memory_mib * 1024, unit="KiB")
+    _text(dom, "vcpu", guest.vcpus)
+    _text(ET.SubElement(dom, "os"), "type", "hvm")
+    devices = ET.SubElement(dom, "devices")
+    for disk in guest.disks:
+        el = ET.SubElement(devices, "disk", type="file", device="disk")
+        ET.SubElement(el, "driver", name="qemu", type=disk.format)
+        ET.SubElement(el, "source", file=disk.path)
+        ET.SubElement(el, "target", dev=disk.target, bus="virtio")
+    if runstate and not guest.running:
+        _text(dom, f"{{{TEST_NS}}}runstate", SHUTOFF)
+    return dom
+
+
+def guest_xml(guest, domain_type="kvm"):
+    """Domain XML text of a guest."""
+    return _tostring(guest_element(guest, domain_type))
+
+
+def node_xml(spec):
+    """A ``test:///<file>`` node file describing ``spec``.
+
+    The test driver reads the CPU topology, memory, guests (with their
+    run state) and node devices from it; see the tests' list of what it
+    cannot express.
+    """
+    ET.register_namespace("test", TEST_NS)
+    node = ET.Element("node")
+    cpu = ET.SubElement(node, "cpu")
+    for tag, value in (("nodes", spec.numa_nodes), ("sockets", spec.sockets),
+                       ("cores", spec.cores), ("threads", spec.threads),
+                       ("active", len(spec.online)), ("mhz", spec.cpu_mhz),
+                       ("model", spec.arch)):
+        _text(cpu, tag, value)
+    _text(node, "memory", spec.memory_mib * 1024)
+    for guest in spec.guests:
+        node.append(guest_element(guest, "test", runstate=True))
+    for dev, parent in spec.pci_nodedev_specs():
+        node.append(nodedev_element(dev, parent))
+    return _tostring(node)

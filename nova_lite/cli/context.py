@@ -1,0 +1,155 @@
+"""What every command needs: settings, the state path, the store, a driver.
+
+The state path is chosen in this order, first match wins:
+
+1. ``--state-path DIR``;
+2. the environment variable ``NOVA_LITE_STATE_PATH``;
+3. ``state_path`` in the ``[DEFAULT]`` section of ``--config-file``;
+4. ``/var/lib/nova-lite`` if that directory exists and is writable;
+5. ``./nova-lite-state`` (relative to the working directory, made absolute).
+
+The system directory is never created by the command: packagers (or the
+operator) create it, and until then a run on a fresh machine keeps its
+state beside the user.
+"""
+
+import configparser
+import logging
+import os
+
+import attrs
+import sqlalchemy as sa
+
+from nova_lite import conf
+from nova_lite.db import Store
+from nova_lite.virt import loader
+
+LOG = logging.getLogger(__name__)
+
+#: Environment variable that sets the state path (below ``--state-path``).
+STATE_PATH_ENV = "NOVA_LITE_STATE_PATH"
+#: The system state path, used when it exists and is writable.
+SYSTEM_STATE_PATH = conf.DEFAULT_STATE_PATH
+#: The fallback state path, relative to the working directory.
+LOCAL_STATE_PATH = "nova-lite-state"
+
+
+class CommandError(Exception):
+    """A command cannot do what it was asked; the message says why."""
+
+
+@attrs.frozen
+class StatePath:
+    """The chosen state directory and where the choice came from."""
+
+    path: str
+    source: str
+
+
+def _config_state_path(config_file):
+    """``state_path`` as written in the config file's [DEFAULT], or None."""
+    parser = configparser.ConfigParser(interpolation=None)
+    with open(config_file, encoding="utf-8") as handle:
+        parser.read_file(handle)
+    value = parser.defaults().get("state_path", "").strip()
+    return value or None
+
+
+def choose_state_path(cli_value=None, config_file=None, environ=None):
+    """Pick the state directory (see the module docstring); returns a StatePath."""
+    environ = os.environ if environ is None else environ
+    if cli_value is not None:
+        if not cli_value.strip():
+            raise CommandError("--state-path must not be empty")
+        return StatePath(os.path.abspath(cli_value), "--state-path")
+    if environ.get(STATE_PATH_ENV, "").strip():
+        return StatePath(os.path.abspath(environ[STATE_PATH_ENV]), f"${STATE_PATH_ENV}")
+    if config_file is not None:
+        from_file = _config_state_path(config_file)
+        if from_file is not None:
+            return StatePath(os.path.abspath(from_file), f"state_path in {config_file}")
+    if os.path.isdir(SYSTEM_STATE_PATH) and os.access(SYSTEM_STATE_PATH, os.W_OK | os.X_OK):
+        return StatePath(SYSTEM_STATE_PATH, "system default")
+    return StatePath(os.path.abspath(LOCAL_STATE_PATH),
+                     f"{SYSTEM_STATE_PATH} is missing or not writable")
+
+
+def build_settings(config_file=None, database_url=None, state_path=None, environ=None):
+    """``(Settings, StatePath)`` from the global options.
+
+    Raises :class:`~nova_lite.exception.InvalidConfig` naming the option and
+    value for a bad config file or value.
+    """
+    if database_url is not None and not database_url.strip():
+        raise CommandError("--database-url must not be empty")
+    overrides = {}
+    if config_file is not None:
+        conf.load_settings(config_file)   # reports a bad file before anything else
+    state = choose_state_path(state_path, config_file, environ)
+    overrides["state_path"] = state.path
+    if database_url is not None:
+        overrides["database_url"] = database_url
+    if config_file is not None:
+        settings = conf.load_settings(config_file, **overrides)
+    else:
+        settings = conf.Settings(**overrides)
+    LOG.debug("State path %s (%s); database %s", state.path, state.source,
+              settings.redacted_database_url())
+    return settings, state
+
+
+def _sqlite_file(url):
+    if not url.startswith("sqlite"):
+        return None
+    try:
+        path = sa.engine.make_url(url).database
+    except sa.exc.ArgumentError:
+        return None
+    return path if path and path != ":memory:" else None
+
+
+class CliContext:
+    """Settings and resources shared by the commands of one invocation."""
+
+    def __init__(self, settings, state):
+        self.settings = settings
+        self.state = state
+        self._stores = []
+
+    @property
+    def database(self):
+        """The database URL with any password hidden."""
+        return self.settings.redacted_database_url()
+
+    def open_store(self, must_exist=False):
+        """Open the record store.
+
+        With ``must_exist`` an SQLite file that does not exist is an error
+        (nothing is created): read-only commands never make a database.
+        """
+        url = self.settings.database_url
+        path = _sqlite_file(url)
+        if must_exist and path is not None and not os.path.exists(path):
+            raise CommandError(
+                f"No nova-lite database at {path} (state path {self.state.path}, "
+                f"{self.state.source}). Run 'nova-lite compute --once' first, or pass "
+                "--state-path, --database-url or --config-file.")
+        try:
+            store = Store(url, claim_retries=self.settings.claim_retries)
+        except Exception as exc:   # noqa: BLE001 - shown to the operator, redacted
+            cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CommandError(f"Cannot open database {self.database}: "
+                               f"{conf.redact_url(cause)}") from exc
+        self._stores.append(store)
+        return store
+
+    def load_driver(self, name, host):
+        """Load driver ``name`` with these settings and ``init_host(host)`` it."""
+        driver = loader.load_driver(name, settings=self.settings)
+        driver.init_host(host)
+        return driver
+
+    def close(self):
+        """Close every store opened here."""
+        while self._stores:
+            self._stores.pop().close()

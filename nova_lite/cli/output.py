@@ -1,0 +1,158 @@
+"""Output helpers: text tables, number formatting, report commands.
+
+List and show commands use cliff's own formatters (``-f table|json|yaml|
+value|csv``).  Commands that print a multi-part report (``compute --once``,
+``audit``) derive from :class:`ReportCommand`, which gives them ``-f
+table|json|yaml`` over one JSON-serialisable dict.
+"""
+
+import json
+import logging
+from fractions import Fraction
+
+from cliff import columns, command
+
+LOG = logging.getLogger(__name__)
+
+FORMATS = ("table", "json", "yaml")
+
+
+def format_ratio(ratio):
+    """An allocation ratio as text: ``Fraction(7, 10)`` -> ``"0.7"``, 4 -> ``"4.0"``."""
+    if ratio is None:
+        return "-"
+    value = float(Fraction(ratio))
+    return repr(value)
+
+
+def ratio_number(ratio):
+    """An allocation ratio as a JSON number (float), None stays None."""
+    return None if ratio is None else float(Fraction(ratio))
+
+
+def cell(value):
+    """Text of one table cell: None is ``-``, Fractions are decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, Fraction):
+        return format_ratio(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def render_table(headers, rows):
+    """A bordered text table like cliff's; numbers are right-aligned."""
+    texts = [[cell(v) for v in row] for row in rows]
+    numeric = [bool(rows) and all(isinstance(row[i], (int, float)) and
+                                  not isinstance(row[i], bool) for row in rows)
+               for i in range(len(headers))]
+    widths = [len(h) for h in headers]
+    for row in texts:
+        for i, text in enumerate(row):
+            widths[i] = max(widths[i], *(len(line) for line in text.splitlines() or [""]))
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def line(values, align):
+        parts = []
+        for i, text in enumerate(values):
+            parts.append(" " + (text.rjust(widths[i]) if align[i] else text.ljust(widths[i]))
+                         + " ")
+        return "|" + "|".join(parts) + "|"
+
+    out = [rule, line(headers, [False] * len(headers)), rule]
+    for row in texts:
+        split = [text.splitlines() or [""] for text in row]
+        for n in range(max(len(s) for s in split)):
+            out.append(line([s[n] if n < len(s) else "" for s in split], numeric))
+    out.append(rule)
+    return "\n".join(out)
+
+
+class DictColumn(columns.FormattableColumn):
+    """A mapping: one ``key: value`` line per item for people, the dict for machines."""
+
+    def human_readable(self):
+        return "\n".join(f"{k}: {cell(v)}" for k, v in sorted(self._value.items())) or "-"
+
+    def machine_readable(self):
+        return dict(self._value)
+
+
+class ListColumn(columns.FormattableColumn):
+    """A sequence: comma-separated for people, a list for machines."""
+
+    def human_readable(self):
+        return ", ".join(str(v) for v in self._value) or "-"
+
+    def machine_readable(self):
+        return list(self._value)
+
+
+class CapabilitiesColumn(ListColumn):
+    """Capability names: short (``numa, pci``) for people, full names for machines."""
+
+    def human_readable(self):
+        return ", ".join(v.removeprefix("supports_") for v in self._value) or "-"
+
+
+class OptionalColumn(columns.FormattableColumn):
+    """Text that may be absent: empty for people, null for machines."""
+
+    def human_readable(self):
+        return "" if self._value is None else str(self._value)
+
+
+class LinesColumn(columns.FormattableColumn):
+    """A mapping of pre-formatted text lines for people, structured data for machines.
+
+    ``value`` is ``(lines, data)``.
+    """
+
+    def human_readable(self):
+        return "\n".join(self._value[0]) or "-"
+
+    def machine_readable(self):
+        return self._value[1]
+
+
+class ReportCommand(command.Command):
+    """A command whose result is one report: a table for people, or JSON/YAML.
+
+    Subclasses implement :meth:`report` returning ``(data, exit_code)``
+    and :meth:`render` turning ``data`` into text.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument(
+            "-f", "--format", dest="formatter", choices=FORMATS, default="table",
+            help="Output format (default: table).")
+        self.parser = parser
+        return parser
+
+    def report(self, parsed_args):
+        """``(data, exit_code)``: a JSON-serialisable dict and the exit status."""
+        raise NotImplementedError
+
+    def render(self, data):
+        """Human-readable text for ``data``."""
+        raise NotImplementedError
+
+    def emit(self, parsed_args, data):
+        """Write ``data`` to stdout in the format asked for."""
+        if parsed_args.formatter == "json":
+            text = json.dumps(data, indent=2, sort_keys=False)
+        elif parsed_args.formatter == "yaml":
+            import yaml   # a cliff dependency
+            text = yaml.safe_dump(data, default_flow_style=False, sort_keys=False).rstrip()
+        else:
+            text = self.render(data)
+        self.app.stdout.write(text + "\n")
+
+    def take_action(self, parsed_args):
+        data, code = self.report(parsed_args)
+        self.emit(parsed_args, data)
+        return code

@@ -1,0 +1,65 @@
+"""Shared helpers of the core tests: records, trackers on real stores."""
+
+import uuid
+
+import fixtures
+import testtools
+
+from nova_lite import conf, objects
+from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.db import Store
+from nova_lite.testing import databases
+from nova_lite.virt import loader
+
+
+def flavor(name="m1.small", vcpus=1, memory_mb=512, root_gb=1, ephemeral_gb=0, swap=0,
+           **kw):
+    return objects.Flavor(name=name, vcpus=vcpus, memory_mb=memory_mb, root_gb=root_gb,
+                          ephemeral_gb=ephemeral_gb, swap=swap, **kw)
+
+
+def instance(flv=None, **kw):
+    kw.setdefault("project_id", "demo")
+    return objects.Instance(uuid=str(uuid.uuid4()), flavor=flv or flavor(), **kw)
+
+
+class TestCase(testtools.TestCase):
+    """testtools.TestCase with helpers to build real trackers."""
+
+    host = "host1"
+
+    def setUp(self):
+        super().setUp()
+        self.state_path = self.useFixture(fixtures.TempDir()).path
+
+    def settings(self, **kw):
+        kw.setdefault("host", self.host)
+        kw.setdefault("state_path", self.state_path)
+        return conf.Settings(**kw)
+
+    def sqlite_store(self, **kw):
+        db = self.useFixture(databases.SQLiteFile())
+        store = Store(db.url, **kw)
+        self.addCleanup(store.close)
+        return store
+
+    def make_tracker(self, driver_name="fake", settings=None, store=None, host=None,
+                     audit=True, **driver_kwargs):
+        """(driver, tracker) on a fresh SQLite file, audited once."""
+        host = host or self.host
+        settings = settings or self.settings(reserved_host_memory_mb=0)
+        driver = loader.load_driver(driver_name, settings=settings, **driver_kwargs)
+        driver.init_host(host)
+        self.addCleanup(driver.destroy_all)
+        store = store if store is not None else self.sqlite_store()
+        rt = ResourceTracker(host, driver, store=store, settings=settings)
+        if audit:
+            result = rt.update_available_resource()
+            self.assertEqual({}, dict(result.failed))
+        return driver, rt
+
+    def assertUsage(self, rt, nodename, expected):
+        """Tracked usage, and a fresh tracker reading the records, both equal ``expected``."""
+        self.assertEqual(expected, dict(rt.get_node(nodename).usage))
+        stored = rt.store.get_compute_node(rt.host, nodename)
+        self.assertEqual(expected, dict(stored.usage))

@@ -1,0 +1,167 @@
+"""The benchmarks run at tiny sizes here, so their code cannot rot.
+
+No figure is asserted: timings belong to ``bench/`` (``make bench``), never
+to the test suite.  What is checked is that every scenario runs, counts
+what it did, and prints the JSON it promises.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import fixtures
+import testtools
+
+from bench import audit, claims, common, concurrency, fleet, run_all, summary
+from nova_lite.testing import components, databases
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCENARIOS = (claims, audit, fleet, concurrency)
+
+
+def _command(*args):
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+class TestCommon(testtools.TestCase):
+
+    def test_machine_names_the_cpus_and_python(self):
+        info = common.machine()
+        self.assertEqual(os.cpu_count(), info["cpu_count"])
+        self.assertEqual(sys.version.split()[0], info["python"])
+
+    def test_timings_summarise_wall_and_cpu(self):
+        summary = common.timings([(0.003, 0.002), (0.001, 0.001), (0.002, 0.002)])
+        self.assertEqual({"runs": 3, "min_ms": 1.0, "median_ms": 2.0, "max_ms": 3.0,
+                          "cpu_median_ms": 2.0}, summary)
+
+    def test_measure_returns_the_result(self):
+        (wall, cpu), result = common.measure(sum, [1, 2])
+        self.assertEqual(3, result)
+        self.assertGreaterEqual(wall, 0)
+        self.assertGreaterEqual(cpu, 0)
+
+    def test_peak_rss(self):
+        self.assertGreater(common.peak_rss_mib(), 1)
+
+    def test_every_scenario_has_json_cases_and_targets(self):
+        for scenario in SCENARIOS:
+            cases = scenario.cases(scenario.TINY_SIZES)
+            self.assertTrue(cases, scenario.NAME)
+            json.dumps(cases)
+            json.dumps(scenario.TARGETS)
+
+
+class TestScenarios(testtools.TestCase):
+    """Each scenario's cases, run in this process at tiny sizes."""
+
+    def run_case(self, scenario, **case):
+        figures = common.run_here(scenario, case)
+        self.assertNotIn("error", figures)
+        self.assertGreater(figures["peak_rss_mib"], 0)
+        json.dumps(figures)
+        return figures
+
+    def use_postgresql(self):
+        databases.use_postgresql(self)
+        self.useFixture(fixtures.MonkeyPatch("bench.common.PG_ADMIN_URL",
+                                             components.postgresql_url()))
+
+    def test_claims_in_memory_and_on_a_sqlite_file(self):
+        for store in ("memory", "sqlite-file"):
+            figures = self.run_case(claims, store=store, claims=5)
+            self.assertEqual(5, figures["vcpus_used_after"])
+            self.assertIn("p99", figures["latency_ms"])
+            self.assertGreater(figures["claims_per_s"], 0)
+
+    def test_claims_on_postgresql(self):
+        self.use_postgresql()
+        figures = self.run_case(claims, store="postgresql", claims=3)
+        self.assertEqual(3, figures["vcpus_used_after"])
+
+    def test_audit(self):
+        figures = self.run_case(audit, store="sqlite-file", instances=4, repeat=2)
+        self.assertEqual(["bench-host"], figures["audited"])
+        self.assertEqual(4, figures["vcpus_used"])
+        self.assertEqual(2, figures["audit"]["runs"])
+
+    def test_fleet_of_fake_nodes(self):
+        figures = self.run_case(fleet, store="sqlite-file", nodes=3, driver="fake.multinode",
+                                repeat=2)
+        self.assertEqual(3, figures["audited"])
+        self.assertEqual(0, figures["failed"])
+        self.assertEqual(2, figures["steady_pass"]["runs"])
+
+    def test_fleet_of_ironic_nodes(self):
+        if importlib.util.find_spec("nova_lite_ironic") is None:
+            self.skipTest("nova-lite-ironic is not installed")
+        figures = self.run_case(fleet, store="sqlite-file", nodes=3, driver="ironic",
+                                repeat=1)
+        self.assertEqual(3, figures["audited"])
+        self.assertEqual(0, figures["failed"])
+
+    def test_concurrency_on_a_sqlite_file(self):
+        for layout in concurrency.LAYOUTS:
+            figures = self.run_case(concurrency, store="sqlite-file", layout=layout,
+                                    processes=2, claims=2)
+            self.assertEqual(4, figures["total_claims"])
+            self.assertEqual(4, figures["vcpus_used_after"])
+
+    def test_concurrency_on_postgresql(self):
+        self.use_postgresql()
+        figures = self.run_case(concurrency, store="postgresql", layout="shared-node",
+                                processes=2, claims=2)
+        self.assertEqual(4, figures["vcpus_used_after"])
+
+
+class TestCommands(testtools.TestCase):
+    """The commands print one JSON object, each case run in its own process."""
+
+    def test_a_scenario_command(self):
+        status, out, err = _command("bench.audit", "--tiny")
+        self.assertEqual(0, status, err)
+        report = json.loads(out)
+        self.assertEqual("audit", report["scenario"])
+        self.assertEqual(os.cpu_count(), report["machine"]["cpu_count"])
+        self.assertEqual(len(audit.cases(audit.TINY_SIZES)), len(report["results"]))
+        for result in report["results"]:
+            self.assertNotIn("error", result)
+            self.assertIn("peak_rss_mib", result)
+
+    def test_run_all(self):
+        status, out, err = _command("bench.run_all", "--tiny", "--only", "claims")
+        self.assertEqual(0, status, err)
+        report = json.loads(out)
+        self.assertEqual(["claims"], list(report["scenarios"]))
+        self.assertEqual("claims", report["scenarios"]["claims"]["scenario"])
+
+    def test_run_all_refuses_an_unknown_scenario(self):
+        status, _, err = _command("bench.run_all", "--only", "nope")
+        self.assertEqual(2, status)
+        self.assertIn("nope", err)
+        self.assertEqual(("claims", "audit", "fleet", "concurrency"), run_all.SCENARIOS)
+
+    def test_summary_of_a_run(self):
+        out = self.useFixture(fixtures.TempDir()).join("run.json")
+        status, _, err = _command("bench.run_all", "--tiny", "--only", "audit", "--output", out)
+        self.assertEqual(0, status, err)
+        status, table, err = _command("bench.summary", out, "--baseline", out)
+        self.assertEqual(0, status, err)
+        self.assertIn("| Audit, one node | 3 instances | memory |", table)
+        status, table, err = _command("bench.summary", out, "--format", "rst")
+        self.assertEqual(0, status, err)
+        self.assertIn("Audit, one node", table)
+        with open(out, encoding="utf-8") as f:
+            header, lines = summary.table(json.load(f))
+        self.assertEqual(len(audit.cases(audit.TINY_SIZES)), len(lines))
+
+    def test_profile(self):
+        status, out, err = _command("bench.profiler", "claims",
+                                    '{"store": "memory", "claims": 2}', "--limit", "5")
+        self.assertEqual(0, status, err)
+        self.assertEqual(2, json.loads(out.splitlines()[0])["vcpus_used_after"])
+        self.assertIn("function calls", out)

@@ -1,0 +1,77 @@
+"""DriverCaller: one hung node cannot stall an audit."""
+
+import threading
+import time
+
+import testtools
+
+from nova_lite.compute.driver_calls import DriverCaller, DriverCallTimeout
+
+
+class TestDriverCaller(testtools.TestCase):
+
+    def test_values_in_order(self):
+        outcomes = DriverCaller(1).map(lambda x: x * 2, [1, 2, 3])
+        self.assertEqual([1, 2, 3], [o.item for o in outcomes])
+        self.assertEqual([2, 4, 6], [o.value for o in outcomes])
+        self.assertEqual([None] * 3, [o.error for o in outcomes])
+
+    def test_empty(self):
+        self.assertEqual([], DriverCaller(1).map(lambda x: x, []))
+
+    def test_errors_are_per_item(self):
+        def fn(x):
+            if x == "b":
+                raise ValueError("bad b")
+            return x.upper()
+        outcomes = DriverCaller(1).map(fn, ["a", "b", "c"])
+        self.assertEqual(["A", None, "C"], [o.value for o in outcomes])
+        self.assertIsInstance(outcomes[1].error, ValueError)
+        self.assertEqual("bad b", str(outcomes[1].error))
+
+    def test_hung_call_times_out_and_the_rest_go_on(self):
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def fn(x):
+            if x == "hang":
+                release.wait(10)
+            return x
+        started = time.monotonic()
+        outcomes = DriverCaller(0.2).map(fn, ["a", "hang", "b", "c"], what="get_it")
+        elapsed = time.monotonic() - started
+        self.assertLess(elapsed, 2)
+        self.assertGreaterEqual(elapsed, 0.2)
+        self.assertEqual(["a", None, "b", "c"], [o.value for o in outcomes])
+        self.assertIsInstance(outcomes[1].error, DriverCallTimeout)
+        self.assertIn("get_it('hang')", str(outcomes[1].error))
+        self.assertIn("0.2 s", str(outcomes[1].error))
+
+    def test_several_hangs(self):
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def fn(x):
+            if x.startswith("hang"):
+                release.wait(10)
+            return x
+        started = time.monotonic()
+        outcomes = DriverCaller(0.1).map(fn, ["hang1", "a", "hang2", "hang3", "b"])
+        self.assertLess(time.monotonic() - started, 3)
+        self.assertEqual([None, "a", None, None, "b"], [o.value for o in outcomes])
+        self.assertEqual(3, sum(isinstance(o.error, DriverCallTimeout) for o in outcomes))
+
+    def test_slow_calls_within_the_timeout_each(self):
+        # the timeout is per call, not for the whole map
+        outcomes = DriverCaller(0.3).map(lambda x: time.sleep(0.1) or x, range(5))
+        self.assertEqual(list(range(5)), [o.value for o in outcomes])
+
+    def test_call(self):
+        caller = DriverCaller(0.2)
+        self.assertEqual(5, caller.call(lambda a, b: a + b, 2, 3))
+        self.assertRaises(KeyError, caller.call, {}.__getitem__, "x")
+        release = threading.Event()
+        self.addCleanup(release.set)
+        exc = self.assertRaises(DriverCallTimeout, caller.call, release.wait, 10,
+                                what="get_available_nodes")
+        self.assertIn("get_available_nodes", str(exc))
