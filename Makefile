@@ -17,8 +17,9 @@ test:
 	@tools/run-tests.sh
 
 bench:
-	@tools/bootstrap.sh core
-	@.venv/bin/python -m bench.run_all
+	@tools/bootstrap.sh all
+	@.venv/bin/python -m bench.run_all --output bench-results.json
+	@.venv/bin/python -m bench.summary bench-results.json
 
 docs:
 	@tools/bootstrap.sh all
