@@ -94,6 +94,17 @@ def use_postgresql(test, admin_url=None):
     components.require(test, "postgresql", problem)
 
 
+def _admin_execute(admin_url, statement):
+    """Run one statement on the server at ``admin_url`` (autocommit)."""
+    import sqlalchemy as sa
+    engine = _admin_engine(admin_url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(statement))
+    finally:
+        engine.dispose()
+
+
 class PostgreSQLDatabase(fixtures.Fixture):
     """A new, empty PostgreSQL database, dropped at cleanup.
 
@@ -112,26 +123,14 @@ class PostgreSQLDatabase(fixtures.Fixture):
     def _setUp(self):
         import sqlalchemy as sa
         name = DATABASE_PREFIX + uuid.uuid4().hex[:16]
-        engine = _admin_engine(self.admin_url)
-        try:
-            with engine.connect() as conn:
-                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        finally:
-            engine.dispose()
+        _admin_execute(self.admin_url, f'CREATE DATABASE "{name}"')
         self.name = name
         self.addCleanup(self._drop)
         url = sa.engine.make_url(self.admin_url).set(database=name)
         self.url = url.render_as_string(hide_password=False)
 
     def _drop(self):
-        import sqlalchemy as sa
-        engine = _admin_engine(self.admin_url)
-        try:
-            with engine.connect() as conn:
-                # PostgreSQL 13+: close what is still connected, then drop.
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
-        finally:
-            engine.dispose()
+        _admin_execute(self.admin_url, f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
 class PostgreSQLSchema(fixtures.Fixture):
@@ -151,12 +150,7 @@ class PostgreSQLSchema(fixtures.Fixture):
     def _setUp(self):
         import sqlalchemy as sa
         name = DATABASE_PREFIX + uuid.uuid4().hex[:16]
-        engine = _admin_engine(self.admin_url)
-        try:
-            with engine.connect() as conn:
-                conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
-        finally:
-            engine.dispose()
+        _admin_execute(self.admin_url, f'CREATE SCHEMA "{name}"')
         self.name = name
         self.addCleanup(self._drop)
         url = sa.engine.make_url(self.admin_url)
@@ -164,13 +158,7 @@ class PostgreSQLSchema(fixtures.Fixture):
         self.url = url.render_as_string(hide_password=False)
 
     def _drop(self):
-        import sqlalchemy as sa
-        engine = _admin_engine(self.admin_url)
-        try:
-            with engine.connect() as conn:
-                conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE'))
-        finally:
-            engine.dispose()
+        _admin_execute(self.admin_url, f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
 
 
 __all__ = ["SQLiteFile", "PostgreSQLDatabase", "PostgreSQLSchema", "postgresql_problem",
