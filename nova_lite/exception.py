@@ -65,6 +65,15 @@ class InstanceNotFound(NovaLiteError, LookupError):
             f"Instance {instance_uuid} not found" + (f" {where}" if where else ""))
 
 
+class DriverNotReady(NovaLiteError):
+    """The virt driver cannot report its nodes right now (its back end is down).
+
+    Raised by ``get_available_nodes``: the audit skips the whole pass with
+    one WARNING instead of taking every node for gone, and the compute
+    service handles no orphans in that pass.
+    """
+
+
 class StoreError(NovaLiteError):
     """The record store failed; the message names the operation and cause.
 

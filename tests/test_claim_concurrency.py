@@ -108,8 +108,10 @@ class ConcurrentClaimTests:
         self.assertEqual(CAPACITY, len(set(admitted)))
         self.assertEqual(PROCESSES * CLAIMS_PER_PROCESS - CAPACITY, len(rejected))
         self.assertEqual({REASON}, set(rejected))
-        # every process got some of each (they really raced)
-        self.assertEqual(PROCESSES, len([1 for _, adm, _, _ in outcomes if adm]))
+        # They really raced: claims of more than one process were admitted.
+        # (Not "every process": on a loaded 2-core machine one process can
+        # sleep through the ~0.3 s the others need to fill the node.)
+        self.assertGreaterEqual(len([1 for _, adm, _, _ in outcomes if adm]), 2)
 
         node = store.get_compute_node(HOST, HOST)
         self.assertEqual(CAPACITY, node.capacity("VCPU"))

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from nova_lite.compute.manager import ComputeService
 from nova_lite.db import COMPUTE_BINARY, Store, models
+from nova_lite.exception import DriverNotReady
 from nova_lite.virt import fake, loader
 from tests import base
 from tests.base import flavor, instance
@@ -43,6 +44,27 @@ class FlakyNodesDriver(fake.FakeDriver):
         if self.failing:
             raise RuntimeError("node list unavailable")
         return super().get_available_nodes(refresh)
+
+
+class NotReadyDriver(fake.FakeMultiNodeDriver):
+    """A multi-node fake whose back end goes away while ``down`` is set.
+
+    Records the store the tracker attached.
+    """
+
+    down = False
+    attached = None
+
+    def attach_store(self, store):
+        self.attached = store
+
+    def get_available_nodes(self, refresh=False):
+        if self.down:
+            raise DriverNotReady("node API unreachable")
+        return super().get_available_nodes(refresh)
+
+    def is_node_deleted(self, nodename):
+        return True   # would delete every orphan, if asked
 
 
 class ServiceTestCase(base.TestCase):
@@ -110,6 +132,50 @@ class TestRunOnce(ServiceTestCase):
         self.assertIn("flaky", result.failed["b"])
         self.assertEqual((), result.orphans_deleted + result.orphans_kept)
         self.assertIn("flaky", svc.store.get_compute_node(self.host, "b").last_error)
+
+
+class TestDriverNotReady(ServiceTestCase):
+
+    def driver(self):
+        settings = self.settings(reserved_host_memory_mb=0)
+        return NotReadyDriver(settings=settings, nodes=["a", "b"])
+
+    def test_the_tracker_attaches_its_store_to_the_driver(self):
+        svc = self.service(driver=self.driver())
+        self.assertIs(svc.store, svc.driver.attached)
+
+    def test_pass_is_skipped_and_records_are_kept(self):
+        svc = self.service(driver=self.driver())
+        svc.run_once()
+        before = svc.store.get_compute_nodes(self.host)
+        svc.driver.down = True
+        log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
+        result = svc.run_once()
+        self.assertEqual("node API unreachable", result.skipped)
+        self.assertEqual(((), (), ()), (result.audited, result.orphans_deleted,
+                                        result.orphans_kept))
+        self.assertEqual(before, svc.store.get_compute_nodes(self.host))
+        warnings = [line for line in log.output.splitlines() if "not ready" in line]
+        self.assertEqual(1, len(warnings), log.output)
+        self.assertIn("node API unreachable", warnings[0])
+        self.assertNotIn("orphan", log.output.lower())
+
+    def test_next_pass_after_recovery_audits_again(self):
+        svc = self.service(driver=self.driver())
+        svc.run_once()
+        svc.driver.down = True
+        svc.run_once()
+        svc.driver.down = False
+        result = svc.run_once()
+        self.assertIsNone(result.skipped)
+        self.assertEqual(("a", "b"), result.audited)
+
+    def test_the_loop_goes_on_without_an_error(self):
+        svc = self.service(driver=self.driver(), update_resources_interval=0.01)
+        svc.driver.down = True
+        log = self.useFixture(fixtures.FakeLogger(level=logging.ERROR))
+        self.assertEqual(2, svc.run(max_passes=2))
+        self.assertEqual("", log.output)
 
 
 class TestOrphans(ServiceTestCase):
@@ -261,6 +327,46 @@ class TestRunLoop(ServiceTestCase):
         svc.stop()
         thread.join(5)
         self.assertFalse(thread.is_alive())
+
+    def test_heartbeat_every_report_interval_between_passes(self):
+        # A pass every hour, a heartbeat every 50 ms: the service must stay
+        # up for far longer than service_down_time.
+        svc = self.service(update_resources_interval=3600, report_interval=0.05,
+                           service_down_time=0.3)
+        passes = []
+        thread = self.start(svc, passes)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            rows = self.service_rows(svc.store)
+            if rows and rows[0].report_count >= 12:   # > 0.5 s of beats
+                break
+            time.sleep(0.02)
+        self.assertEqual([self.host], svc.live_services())
+        svc.stop()
+        thread.join(5)
+        self.assertEqual([1], passes)
+        self.assertGreaterEqual(self.service_rows(svc.store)[0].report_count, 12)
+
+    def test_heartbeat_stops_with_the_service(self):
+        svc = self.service(update_resources_interval=3600, report_interval=0.02)
+        thread = self.start(svc, [])
+        time.sleep(0.2)
+        svc.stop()
+        thread.join(5)
+        self.assertFalse(thread.is_alive())
+        count = self.service_rows(svc.store)[0].report_count
+        time.sleep(0.1)
+        self.assertEqual(count, self.service_rows(svc.store)[0].report_count)
+        self.assertNotIn(f"nova-lite heartbeat {self.host}",
+                         [t.name for t in threading.enumerate()])
+
+    def test_report_interval_not_below_service_down_time_warns(self):
+        svc = self.service(update_resources_interval=0.01, report_interval=5,
+                           service_down_time=5)
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        svc.run(max_passes=1)
+        self.assertIn("report_interval (5 s) is not less than service_down_time (5 s)",
+                      log.output)
 
     def test_max_passes(self):
         svc = self.service(update_resources_interval=0.01)

@@ -32,9 +32,9 @@ def sriov_nic():
 class PoolsTest(testtools.TestCase):
 
     def test_pools_group_by_vendor_product_node_type(self):
-        stats = pci.PciStats([dev("0000:04:00.0", numa_node=0), dev("0000:05:00.0", numa_node=0),
-                              dev("0000:84:00.0", numa_node=1), dev("0000:06:00.0", numa_node=None)],
-                             frozenset({"0000:05:00.0"}))
+        devices = [dev("0000:04:00.0", numa_node=0), dev("0000:05:00.0", numa_node=0),
+                   dev("0000:84:00.0", numa_node=1), dev("0000:06:00.0", numa_node=None)]
+        stats = pci.PciStats(devices, frozenset({"0000:05:00.0"}))
         self.assertEqual(
             (pci.PciPool("10de", "1db4", None, "type-PCI", count=1, free=1),
              pci.PciPool("10de", "1db4", 0, "type-PCI", count=2, free=1),

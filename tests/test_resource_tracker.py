@@ -334,6 +334,24 @@ class TestAuditRebuildsFromRecords(TrackerTestCase):
         rt.update_available_resource()
         self.check(rt, {"a": use(SMALL), "b": use(BIG)})
 
+    def test_rebuilt_migration_allocation_of_a_pinned_instance_counts_pcpu(self):
+        from nova_lite import objects
+        topo = objects.NUMATopology(cells=[objects.NUMACell(
+            id=0, cpuset={0, 1}, pcpuset={2, 3, 4, 5}, memory_mb=8192)])
+        _, rt = self.make_tracker(pcpus=4, vcpus=2, memory_mb=8192, local_gb=100,
+                                  numa_topology=topo)
+        request = objects.InstanceNUMATopology(cells=[objects.InstanceNUMACell(
+            id=0, cpuset={0}, memory_mb=512, cpu_policy="dedicated")])
+        inst = rt.instance_claim(instance(SMALL, numa_topology=request), self.host).instance
+        claim = rt.resize_claim(inst, flavor(name="mid", vcpus=2, memory_mb=1024), self.host)
+        self.assertEqual(2, claim.allocation.resources["PCPU"])
+        before = rt.get_node(self.host).usage
+        self.execute(rt.store, models.allocations.delete().where(
+            models.allocations.c.consumer_uuid == claim.migration.uuid))
+        rt.update_available_resource()
+        self.assertEqual(before, rt.get_node(self.host).usage)
+        self.assertNotIn("VCPU", rt.get_node(self.host).usage)
+
     def test_rebuilt_allocation_counts_overhead(self):
         from nova_lite.objects import Overhead
         _, rt = self.multinode(overhead=Overhead(memory_mb=100, disk_gb=1, vcpus=1))
@@ -461,6 +479,23 @@ class TestNodes(TrackerTestCase):
         fresh_store_rt.update_available_resource()
         self.assertEqual(wanted, fresh_store_rt.get_node("a").uuid)
         self.assertIsInstance(fresh_store_rt.get_node("a").resources, NodeResources)
+
+    def test_one_uuid_for_two_nodes_fails_both_clearly(self):
+        driver, rt = self.multinode(nodes=("a", "b", "c"))
+        rt.update_available_resource()
+        before = {n: rt.get_node(n) for n in ("a", "b")}
+        shared = "8c5b4b6e-4a6e-4f3e-9b59-7d0c7e0d0a11"
+        for name in ("a", "b"):
+            driver.inject_fault(name, report=attrs.evolve(
+                driver.get_available_resource(name), uuid=shared))
+        result = rt.update_available_resource()
+        self.assertEqual(("c",), result.audited)
+        self.assertEqual({"a", "b"}, set(result.failed))
+        self.assertIn(f"uuid {shared} for nodes 'a', 'b'", result.failed["a"])
+        for name in ("a", "b"):
+            node = rt.store.get_compute_node(self.host, name)
+            self.assertEqual(before[name].uuid, node.uuid)
+            self.assertIn(shared, node.last_error)
 
 
 class TestWithTheCallersInstance(TrackerTestCase):

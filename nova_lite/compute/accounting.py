@@ -8,7 +8,7 @@ import functools
 import math
 
 from nova_lite.exception import InvalidInput
-from nova_lite.objects import NodeUsage
+from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology, NodeUsage
 from nova_lite.resources import Inventory, ResourceClass, validate_resource_class
 
 VCPU, PCPU = ResourceClass.VCPU.value, ResourceClass.PCPU.value
@@ -92,7 +92,6 @@ def flavor_numa_request(flavor):
     ``hw:mem_page_size`` ask for NUMA placement; vCPUs and memory are split
     evenly over ``hw:numa_nodes`` cells (default 1).
     """
-    from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology
     specs = flavor.extra_specs
     policy = specs.get("hw:cpu_policy", "shared")
     nodes_text, page_text = specs.get("hw:numa_nodes"), specs.get("hw:mem_page_size")

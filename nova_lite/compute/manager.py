@@ -2,7 +2,10 @@
 
 One pass (:meth:`ComputeService.run_once`): heartbeat, audit every node,
 handle orphan node records.  :meth:`ComputeService.run` repeats it every
-``update_resources_interval`` seconds until :meth:`stop` or SIGTERM.
+``update_resources_interval`` seconds until :meth:`stop` or SIGTERM, and
+beats the heartbeat every ``report_interval`` seconds in between, so the
+service stays "up" (within ``service_down_time``) however long a pass or
+the wait for the next one takes.
 """
 
 import logging
@@ -27,6 +30,7 @@ class PassResult:
     failed: object = attrs.field(factory=dict)
     orphans_deleted: tuple = ()
     orphans_kept: tuple = ()
+    skipped: object = None
 
 
 class ComputeService:
@@ -44,13 +48,10 @@ class ComputeService:
             self.settings.database_url, claim_retries=self.settings.claim_retries)
         if getattr(driver, "host", None) != host:
             driver.init_host(host)
+        # The tracker hands its store to the driver (``attach_store``): a
+        # driver sharing a fleet with other services reads them from it.
         self.tracker = ResourceTracker(host, driver, store=self.store, settings=self.settings)
         self._stop = threading.Event()
-        # A driver that shares a fleet with other services (bare metal)
-        # reads the live services from the records.
-        attach = getattr(driver, "attach_service_view", None)
-        if callable(attach):
-            attach(self.live_services)
 
     def live_services(self):
         """Hosts of compute services whose heartbeat is within service_down_time."""
@@ -62,6 +63,9 @@ class ComputeService:
         """One pass: heartbeat, audit, orphans.  Returns a :class:`PassResult`."""
         self.store.heartbeat(self.host, COMPUTE_BINARY)
         audit = self.tracker.update_available_resource()
+        if audit.skipped is not None:
+            # The driver could not list its nodes: every record would look orphaned.
+            return PassResult(skipped=audit.skipped)
         deleted, kept = self._handle_orphans(set(audit.audited) | set(audit.failed))
         return PassResult(audited=audit.audited, failed=audit.failed,
                           orphans_deleted=tuple(deleted), orphans_kept=tuple(kept))
@@ -97,13 +101,24 @@ class ComputeService:
         it cleanly after the current pass (when ``handle_signals`` and on
         the main thread).  ``max_passes`` bounds the loop (tests).
         """
+        if self.settings.report_interval >= self.settings.service_down_time:
+            LOG.warning("report_interval (%g s) is not less than service_down_time (%g s): "
+                        "host %s will look down between heartbeats",
+                        self.settings.report_interval, self.settings.service_down_time,
+                        self.host)
         previous = {}
         if handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, self._on_signal)
+        beats_done = threading.Event()
+        beats = threading.Thread(target=self._heartbeats, args=(beats_done,), daemon=True,
+                                 name=f"nova-lite heartbeat {self.host}")
+        beats.start()
         try:
             passes = self._loop(max_passes)
         finally:
+            beats_done.set()
+            beats.join()
             # Give the process its handlers back (run() may be called by a
             # test runner or an embedding program).
             for sig, handler in previous.items():
@@ -125,6 +140,16 @@ class ComputeService:
             delay = self.settings.update_resources_interval - (time.monotonic() - started)
             self._stop.wait(max(0.0, delay))
         return passes
+
+    def _heartbeats(self, done):
+        """Beat every ``report_interval`` s until ``done`` or stop (a thread of run())."""
+        interval = self.settings.report_interval
+        while not done.wait(interval) and not self._stop.is_set():
+            try:
+                self.store.heartbeat(self.host, COMPUTE_BINARY)
+            except Exception as exc:   # noqa: BLE001 - the next beat tries again
+                LOG.warning("Heartbeat of host %s failed (retrying in %g s): %s",
+                            self.host, interval, exc)
 
     def _on_signal(self, signum, frame):
         # The handler runs on the main thread, which may be inside

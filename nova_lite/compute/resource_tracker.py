@@ -17,7 +17,7 @@ from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveCla
 from nova_lite.compute.driver_calls import DriverCaller
 from nova_lite.compute.locks import NodeLocks
 from nova_lite.db.store import ClaimPlan, NodeAudit, Store
-from nova_lite.exception import InstanceNotFound, InvalidInput, NodeNotFound
+from nova_lite.exception import DriverNotReady, InstanceNotFound, InvalidInput, NodeNotFound
 from nova_lite.objects import (
     Allocation, ComputeNode, Flavor, Instance, Migration, NodeResources, NodeUsage)
 
@@ -26,10 +26,15 @@ LOG = logging.getLogger(__name__)
 
 @attrs.frozen
 class AuditResult:
-    """One audit pass: nodes recorded, and nodes skipped with the reason."""
+    """One audit pass: nodes recorded, and nodes skipped with the reason.
+
+    ``skipped`` is the reason the whole pass was skipped (the driver was
+    not ready), else None.
+    """
 
     audited: tuple = ()
     failed: object = attrs.field(factory=dict)
+    skipped: object = None
 
 
 class _Tracked:
@@ -64,6 +69,9 @@ class ResourceTracker:
         self._locks = NodeLocks()
         self._nodes = {}
         self._calls = DriverCaller(self.settings.driver_timeout)
+        attach = getattr(driver, "attach_store", None)
+        if callable(attach):
+            attach(self.store)
 
     # -- views ----------------------------------------------------------------
     def get_node(self, nodename):
@@ -105,13 +113,20 @@ class ResourceTracker:
         Driver calls run outside the locks, each with ``driver_timeout``.
         A node whose report is malformed, raises or hangs is skipped and
         marked with the reason; the others are recorded.  Usage is rebuilt
-        from the records.  Returns an :class:`AuditResult`.
+        from the records.  Returns an :class:`AuditResult`.  If the driver
+        raises DriverNotReady while listing its nodes, nothing is recorded and
+        the result's ``skipped`` says why (one WARNING).
         """
         if nodename is not None:
             names = [nodename]
         else:
-            names = self._calls.call(self.driver.get_available_nodes,
-                                     what="get_available_nodes")
+            try:
+                names = self._calls.call(self.driver.get_available_nodes,
+                                         what="get_available_nodes")
+            except DriverNotReady as exc:
+                LOG.warning("Virt driver of host %s is not ready (%s); skipping this audit "
+                            "and keeping every node record as it is", self.host, exc)
+                return AuditResult(skipped=str(exc) or type(exc).__name__)
         outcomes = self._calls.map(self.driver.get_available_resource, names,
                                    what="get_available_resource")
         audits, failed = [], {}
@@ -125,6 +140,7 @@ class ResourceTracker:
                 failed[name] = f"{type(exc).__name__}: {exc}"
                 LOG.error("Skipping node %s of host %s in this audit: %s",
                           name, self.host, failed[name])
+        audits = _refuse_shared_uuids(audits, failed, self.host)
         with self._locks.holding(a.nodename for a in audits):
             recorded = self.store.record_audit(self.host, audits, self._rebuild_allocation)
             for name, node in recorded.items():
@@ -160,21 +176,26 @@ class ResourceTracker:
         if tracked is not None:
             tracked.node = attrs.evolve(tracked.node, last_error=reason)
 
-    def _rebuild_allocation(self, consumer, node_uuid):
+    def _rebuild_allocation(self, consumer, node_uuid, numa_request):
+        """The Allocation a claim would have recorded for ``consumer`` (an audit's repair).
+
+        Mirrors :meth:`_claim`: the NUMA request is the instance's, else the
+        one its flavor implies, so a pinned instance counts PCPU again.
+        """
         if isinstance(consumer, Migration):
-            flavor, instance_uuid, kind, numa = (consumer.new_flavor, consumer.instance_uuid,
-                                                 "migration", None)
-            subject = flavor
+            flavor, instance_uuid, kind = consumer.new_flavor, consumer.instance_uuid, "migration"
+            # Where the destination pinned it is lost with the allocation: the
+            # rebuilt one counts the amounts, not the cells.
+            subject, pci, placed = flavor, (), None
         else:
-            flavor, instance_uuid, kind, numa = (consumer.flavor, consumer.uuid, "instance",
-                                                 consumer.numa_topology)
-            subject = consumer
+            flavor, instance_uuid, kind = consumer.flavor, consumer.uuid, "instance"
+            subject, pci, placed = consumer, consumer.pci_devices, consumer.numa_topology
+        numa = numa_request or accounting.flavor_numa_request(flavor)
         overhead = self.driver.estimate_instance_overhead(subject)
         return Allocation(
             consumer_uuid=consumer.uuid, consumer_type=kind, instance_uuid=instance_uuid,
             node_uuid=node_uuid, resources=accounting.requested_resources(flavor, overhead, numa),
-            flavor=flavor, numa_topology=numa,
-            pci_devices=() if kind == "migration" else consumer.pci_devices)
+            flavor=flavor, numa_topology=placed, pci_devices=pci)
 
     # -- claims -------------------------------------------------------------------
     def instance_claim(self, instance, nodename, limits=None):
@@ -358,32 +379,61 @@ class ResourceTracker:
             return self._tracked(nodename).node.uuid
 
     def update_usage(self, instance):
-        """Record ``instance``'s new state; deleted or shelve-offloaded frees it at once."""
+        """Record ``instance``'s new state; deleted or shelve-offloaded frees it at once.
+
+        One transaction: the instance row and its allocations change
+        together, so no audit ever sees a live instance without its
+        allocation, nor a deleted one still holding resources.
+        """
         _check_instance(instance)
-        stored = self.store.get_instance(instance.uuid)
-        if instance.holds_resources:
-            self.store.save_instance(attrs.evolve(
-                instance, host=stored.host, node=stored.node,
-                numa_topology=stored.numa_topology, pci_devices=stored.pci_devices))
+        fresh = self.store.record_instance_state(instance)
+        self._adopt_usages(fresh)
+        if not instance.holds_resources:
+            LOG.info("Instance %s is %s: freed its resources", instance.uuid,
+                     instance.vm_state)
+
+    def _adopt_usages(self, fresh):
+        """Take ``{node_uuid: NodeUsage}`` read in a transaction for the nodes tracked here.
+
+        A usage older than the one tracked (a claim committed since) is
+        ignored: generations only move forward.
+        """
+        if not fresh:
             return
-        held = self.store.list_allocations(instance_uuid=instance.uuid)
-        migrations = self.store.list_migrations(instance.uuid, in_progress_only=True)
-        offloaded = instance.vm_state != "deleted"
-        gone = attrs.evolve(instance, host=None if offloaded else stored.host,
-                            node=None if offloaded else stored.node, pci_devices=())
-        own = {n.uuid: n.nodename for n in self.store.get_compute_nodes(self.host)}
-        node_uuids = sorted({a.node_uuid for a in held})
-        # One transaction: the instance row and its allocations change together,
-        # so no audit ever sees a live instance without its allocation.
-        with self._locks.holding(own[u] for u in node_uuids if u in own):
-            fresh = self.store.release(
-                node_uuids, [a.consumer_uuid for a in held], instance=gone,
-                migration_status=[(m.uuid, "error") for m in migrations])
-            for node_uuid, usage in fresh.items():
-                tracked = self._nodes.get(own.get(node_uuid))
-                if tracked is not None:
-                    tracked.usage = usage
-        LOG.info("Instance %s is %s: freed its resources", instance.uuid, instance.vm_state)
+        names = {t.node.uuid: name for name, t in self._nodes.items() if t.node.uuid in fresh}
+        for node_uuid, name in names.items():
+            with self._locks[name]:
+                tracked = self._nodes.get(name)
+                if tracked is not None and \
+                        fresh[node_uuid].generation > tracked.usage.generation:
+                    tracked.usage = fresh[node_uuid]
+
+
+def _refuse_shared_uuids(audits, failed, host):
+    """Drop (into ``failed``) the nodes whose report gives a uuid another node's gives too.
+
+    A uuid names one node record; which of the nodes owns it cannot be
+    told, so neither is recorded.
+    """
+    by_uuid = {}
+    for audit in audits:
+        if audit.node_uuid is not None:
+            by_uuid.setdefault(audit.node_uuid, []).append(audit.nodename)
+    shared = {u: names for u, names in by_uuid.items() if len(names) > 1}
+    if not shared:
+        return audits
+    kept = []
+    for audit in audits:
+        names = shared.get(audit.node_uuid)
+        if names is None:
+            kept.append(audit)
+            continue
+        failed[audit.nodename] = (
+            f"InvalidNodeResources: the driver reported uuid {audit.node_uuid} for nodes "
+            f"{', '.join(repr(n) for n in sorted(names))}; a uuid names one node")
+        LOG.error("Skipping node %s of host %s in this audit: %s", audit.nodename, host,
+                  failed[audit.nodename])
+    return kept
 
 
 def _check_instance(instance):

@@ -136,8 +136,11 @@ class Database:
             raise StoreError(f"Cannot open database {self.redacted_url}: {exc}") from exc
         self.dialect = self.engine.dialect.name
         # In-memory SQLite is one shared connection: one transaction at a time.
-        self._serialised = (threading.RLock() if is_memory_sqlite(self.url)
-                            else contextlib.nullcontext())
+        self._memory = is_memory_sqlite(self.url)
+        self._serialised = threading.RLock() if self._memory else contextlib.nullcontext()
+        # ... and write_raw keeps it checked out: a pool checkout and its
+        # reset on return cost more than a claim's statements.
+        self._pinned = None
         # The driver's own base exception: what write_raw's statements raise.
         self._dbapi_error = self.engine.dialect.loaded_dbapi.Error
 
@@ -169,7 +172,13 @@ class Database:
                 raise StoreError(f"{op} failed on {self.redacted_url}: {exc}") from exc
 
     def _raw_transaction(self, fn):
-        raw = self.engine.raw_connection()
+        if self._memory:
+            if self._pinned is None:
+                self._pinned = self.engine.raw_connection()
+            return self._raw_in(self._pinned, fn, close=False)
+        return self._raw_in(self.engine.raw_connection(), fn, close=True)
+
+    def _raw_in(self, raw, fn, close):
         try:
             cursor = raw.cursor()
             if self.dialect == "sqlite":
@@ -183,9 +192,12 @@ class Database:
                 raw.rollback()
             except self._dbapi_error:
                 raw.invalidate()   # a broken connection must not go back to the pool
+                if not close:
+                    self._pinned = None
             raise
         finally:
-            raw.close()
+            if close:
+                raw.close()
 
     def write(self, op, fn):
         """Run ``fn(conn)`` in a writing transaction (BEGIN IMMEDIATE on SQLite)."""
@@ -207,6 +219,10 @@ class Database:
 
     def dispose(self):
         """Close every pooled connection."""
+        with self._serialised:
+            if self._pinned is not None:
+                self._pinned.close()
+                self._pinned = None
         self.engine.dispose()
 
 

@@ -12,6 +12,7 @@ SQLAlchemy type processing happens on this path.
 """
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 
 class Prepared:
@@ -52,6 +53,21 @@ class Statements:
         """INSERT ``values`` (a dict by column name) into ``table``."""
         prepared = self._get(("insert", table.name, tuple(values)), lambda: table.insert().values(
             {name: sa.bindparam(name) for name in values}))
+        return prepared.execute(cursor, values)
+
+    def insert_new(self, cursor, table, values):
+        """INSERT ``values`` unless a row with the same primary key exists.
+
+        Returns the cursor: its ``rowcount`` is 0 when the row existed (and
+        nothing was written), 1 when it was inserted.
+        """
+        def build():
+            dialect_insert = postgresql.insert if self.dialect.name == "postgresql" \
+                else sqlite.insert
+            return dialect_insert(table).values(
+                {name: sa.bindparam(name) for name in values}).on_conflict_do_nothing(
+                index_elements=[c.name for c in table.primary_key.columns])
+        prepared = self._get(("insert-new", table.name, tuple(values)), build)
         return prepared.execute(cursor, values)
 
     def update(self, cursor, table, values, **where):

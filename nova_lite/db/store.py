@@ -168,8 +168,10 @@ class Store:
         rows and inventories are written only where they changed.  Stale
         allocations (deleted instances, finished migrations) are removed
         and missing ones rebuilt with ``rebuild_allocation(consumer,
-        node_uuid)`` (consumer: Instance or Migration), each logged at
-        WARNING.  Returns ``{nodename: ComputeNode}`` for the audited nodes.
+        node_uuid, numa_request)`` (consumer: Instance or Migration;
+        numa_request: the NUMA topology its claim asked for, the
+        instance's), each logged at WARNING.  Returns ``{nodename:
+        ComputeNode}`` for the audited nodes.
         """
         def op(conn):
             _serialise_host(conn, host)
@@ -183,24 +185,29 @@ class Store:
     def claim(self, node_uuid, cached_usage, decide):
         """Admit one claim on a node in one transaction.
 
-        ``decide(usage) -> ClaimPlan`` sees the node's current
-        :class:`NodeUsage` and raises to refuse.  The first transaction
-        bumps the generation only if it is still ``cached_usage``'s and
-        decides on that; if another writer got there first, a second one
-        locks the node row, re-reads the usage and decides on fresh
-        numbers.  The first runs on prepared statements (the hot path).
-        Returns ``(usage_seen, plan, new_generation)``.
+        ``decide(usage) -> ClaimPlan`` sees the node's usage and raises to
+        refuse.  The fast path decides on ``cached_usage`` before any
+        transaction, then writes the plan in one that bumps the generation
+        only if it is still ``cached_usage``'s (a compare-and-swap on
+        prepared statements).  If another writer got there first (nothing
+        was written), or the cached usage refuses, a second transaction
+        locks the node row, re-reads the usage and decides on fresh numbers:
+        that decision is final.  Returns ``(usage_seen, plan,
+        new_generation)``.
         """
         sql = self._sql
         seen = cached_usage.generation
+        try:
+            cached_plan = decide(cached_usage)
+        except Exception:   # noqa: BLE001 - the usage may be stale: decide again on fresh
+            cached_plan = None
 
         def optimistic(cursor):
             if not sql.update(cursor, T_NODES, {"generation": seen + 1},
                               uuid=node_uuid, generation=seen).rowcount:
                 return None   # lost the race: nothing was written
-            plan = decide(cached_usage)
-            _write_plan(sql, cursor, plan)
-            return cached_usage, plan, seen + 1
+            _write_plan(sql, cursor, cached_plan)
+            return cached_usage, cached_plan, seen + 1
 
         def locked(conn):
             usage = _lock_and_load_usage(conn, node_uuid)
@@ -211,7 +218,11 @@ class Store:
             return usage, plan, usage.generation + 1
 
         op = f"claim on node {node_uuid}"
-        return self.db.write_raw(op, optimistic) or self.db.write(op, locked)
+        if cached_plan is not None:
+            won = self.db.write_raw(op, optimistic)
+            if won is not None:
+                return won
+        return self.db.write(op, locked)
 
     def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
                 transfer=None):
@@ -225,29 +236,43 @@ class Store:
         returns ``{node_uuid: NodeUsage}`` fresh from the records.
         """
         def op(conn):
-            now = time.time()
-            for node_uuid in node_uuids:
-                conn.execute(T_ALLOC.delete().where(
-                    T_ALLOC.c.node_uuid == node_uuid,
-                    T_ALLOC.c.consumer_uuid.in_(list(consumer_uuids))))
-            if transfer is not None:
-                conn.execute(T_ALLOC.update().where(T_ALLOC.c.consumer_uuid == transfer[0])
-                             .values(consumer_uuid=transfer[1], consumer_type="instance"))
-            if instance is not None:
-                _upsert_instance(conn, instance, now)
-            statuses = migration_status or []
-            if isinstance(statuses, tuple):
-                statuses = [statuses]
-            for mig_uuid, status in statuses:
-                conn.execute(T_MIG.update().where(T_MIG.c.uuid == mig_uuid)
-                             .values(status=status, updated_at=now))
-            fresh = {}
-            for node_uuid in node_uuids:
-                conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid)
-                             .values(generation=T_NODES.c.generation + 1))
-                fresh[node_uuid] = _lock_and_load_usage(conn, node_uuid, lock=False)
-            return fresh
+            return _release(conn, node_uuids, consumer_uuids, instance=instance,
+                            migration_status=migration_status, transfer=transfer)
         return self.db.write("release allocations", op)
+
+    def record_instance_state(self, instance):
+        """Record ``instance``'s new state in one transaction; frees it if it holds nothing now.
+
+        A live instance keeps the placement of its record (host, node, NUMA
+        pinning, PCI devices).  A deleted or shelve-offloaded one gives back
+        every allocation it holds at once, its in-progress migrations are
+        marked "error", and (offloaded) it leaves its host and node.  Returns
+        ``{node_uuid: NodeUsage}`` of the nodes whose usage changed.  Raises
+        :class:`InstanceNotFound` if the instance has no record.
+        """
+        def op(conn):
+            row = conn.execute(T_INST.select().where(T_INST.c.uuid == instance.uuid)).first()
+            if row is None:
+                raise InstanceNotFound(instance.uuid, "in the records")
+            stored = _instance(row)
+            if instance.holds_resources:
+                _upsert_instance(conn, attrs.evolve(
+                    instance, host=stored.host, node=stored.node,
+                    numa_topology=stored.numa_topology, pci_devices=stored.pci_devices),
+                    time.time())
+                return {}
+            held = conn.execute(sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid).where(
+                T_ALLOC.c.instance_uuid == instance.uuid)).all()
+            moving = conn.execute(sa.select(T_MIG.c.uuid).where(
+                T_MIG.c.instance_uuid == instance.uuid,
+                T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))).scalars().all()
+            offloaded = instance.vm_state != "deleted"
+            gone = attrs.evolve(instance, host=None if offloaded else stored.host,
+                                node=None if offloaded else stored.node, pci_devices=())
+            return _release(conn, sorted({r.node_uuid for r in held}),
+                            [r.consumer_uuid for r in held], instance=gone,
+                            migration_status=[(m, "error") for m in moving])
+        return self.db.write(f"record state of instance {instance.uuid}", op)
 
     def node_usage(self, node_uuid):
         """The current :class:`NodeUsage` of a node, from the records."""
@@ -324,6 +349,33 @@ def _first_line(exc):
 
 
 # -- row <-> record ---------------------------------------------------------
+
+def _release(conn, node_uuids, consumer_uuids, instance=None, migration_status=None,
+             transfer=None):
+    """The statements of :meth:`Store.release`, on ``conn`` inside its transaction."""
+    now = time.time()
+    for node_uuid in node_uuids:
+        conn.execute(T_ALLOC.delete().where(
+            T_ALLOC.c.node_uuid == node_uuid,
+            T_ALLOC.c.consumer_uuid.in_(list(consumer_uuids))))
+    if transfer is not None:
+        conn.execute(T_ALLOC.update().where(T_ALLOC.c.consumer_uuid == transfer[0])
+                     .values(consumer_uuid=transfer[1], consumer_type="instance"))
+    if instance is not None:
+        _upsert_instance(conn, instance, now)
+    statuses = migration_status or []
+    if isinstance(statuses, tuple):
+        statuses = [statuses]
+    for mig_uuid, status in statuses:
+        conn.execute(T_MIG.update().where(T_MIG.c.uuid == mig_uuid)
+                     .values(status=status, updated_at=now))
+    fresh = {}
+    for node_uuid in node_uuids:
+        conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid)
+                     .values(generation=T_NODES.c.generation + 1))
+        fresh[node_uuid] = _lock_and_load_usage(conn, node_uuid, lock=False)
+    return fresh
+
 
 def _service(row):
     return ServiceRecord(host=row.host, binary=row.binary, created_at=row.created_at,
@@ -407,11 +459,11 @@ def _write_plan(sql, cursor, plan):
     now = time.time()
     if plan.instance is not None:
         values = _instance_values(plan.instance, now)
-        if sql.update(cursor, T_INST, values, uuid=plan.instance.uuid).rowcount:
+        if not sql.insert_new(cursor, T_INST, dict(values, uuid=plan.instance.uuid,
+                                                    created_at=now)).rowcount:
             # A known instance may already hold a claim (a new one never does).
             _refuse_second_claim(sql, cursor, plan.instance.uuid)
-        else:
-            sql.insert(cursor, T_INST, dict(values, uuid=plan.instance.uuid, created_at=now))
+            sql.update(cursor, T_INST, values, uuid=plan.instance.uuid)
     if plan.migration is not None:
         sql.insert(cursor, T_MIG, _migration_values(plan.migration, now))
     sql.insert(cursor, T_ALLOC, _allocation_values(plan.allocation, now))
@@ -722,9 +774,12 @@ def _reconcile_allocations(conn, host, rebuild_allocation):
     ).where(T_NODES.c.host == host, live, T_ALLOC.c.consumer_uuid.is_(None))
     mig_join = sa.and_(T_MIG.c.dest_compute == T_NODES.c.host,
                        T_MIG.c.dest_node == T_NODES.c.nodename)
-    missing_migrations = sa.select(T_MIG, T_NODES.c.uuid.label("node_uuid")).select_from(
+    missing_migrations = sa.select(
+        T_MIG, T_NODES.c.uuid.label("node_uuid"),
+        T_INST.c.numa_topology.label("instance_numa")).select_from(
         T_MIG.join(T_NODES, mig_join).outerjoin(T_ALLOC, sa.and_(
             T_ALLOC.c.consumer_uuid == T_MIG.c.uuid, T_ALLOC.c.node_uuid == T_NODES.c.uuid))
+        .outerjoin(T_INST, T_INST.c.uuid == T_MIG.c.instance_uuid)
     ).where(T_NODES.c.host == host, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS),
             T_ALLOC.c.consumer_uuid.is_(None))
     now = time.time()
@@ -735,7 +790,10 @@ def _reconcile_allocations(conn, host, rebuild_allocation):
             LOG.warning("Missing allocation: %s %s is on node %s/%s but holds nothing; "
                         "rebuilding it from its flavor", type(consumer).__name__.lower(),
                         consumer.uuid, host, row.node_uuid)
-            alloc = rebuild_allocation(consumer, row.node_uuid)
+            # A migration's claim asked for its instance's NUMA topology.
+            numa = (consumer.numa_topology if isinstance(consumer, Instance)
+                    else ser.numa_from_json(row.instance_numa))
+            alloc = rebuild_allocation(consumer, row.node_uuid, numa)
             conn.execute(T_ALLOC.insert().values(**_allocation_values(alloc, now)))
             changed.add(row.node_uuid)
     return changed

@@ -77,7 +77,10 @@ class ComputeDriver:
     def get_available_nodes(self, refresh=False):
         """Names of the nodes this service manages (list of str).
 
-        ``refresh=True`` asks the driver to bypass any cache.
+        ``refresh=True`` asks the driver to bypass any cache.  Raise
+        :class:`nova_lite.exception.DriverNotReady` when the nodes cannot be
+        listed now: the audit then skips the pass instead of treating every
+        node as gone.
         """
         raise NotImplementedError
 
@@ -102,6 +105,14 @@ class ComputeDriver:
         if nodename in self.get_available_nodes():
             return True
         return nodename in self.get_available_nodes(refresh=True)
+
+    def attach_store(self, store):
+        """Called by the ResourceTracker with its :class:`~nova_lite.db.Store`.
+
+        A driver whose nodes are shared with other compute services (bare
+        metal) reads the live services and this host's instances from it.
+        Default: ignored.
+        """
 
     def is_node_deleted(self, nodename):
         """True only if the hypervisor says ``nodename`` is gone for good.

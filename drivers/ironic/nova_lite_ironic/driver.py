@@ -100,20 +100,9 @@ class IronicDriver(driver_api.ComputeDriver):
             self._set_instance_view(peers.StoreInstanceView(store))
 
     def attach_service_view(self, view):
-        """Use ``view`` (a ServiceView, or a callable returning live hosts) for the ring.
-
-        The core's ComputeService calls this with its ``live_services``.  If
-        that callable's owner has a ``store``, this host's instances are read
-        from it too (unless an instance view was given explicitly).
-        """
+        """Use ``view`` (a ServiceView, or a callable returning live hosts) for the ring."""
         self._explicit_services = view = peers.as_service_view(view)
         self._set_service_view(view)
-        owner_store = getattr(getattr(getattr(view, "func", None), "__self__", None),
-                              "store", None)
-        if owner_store is not None and self._explicit_instances is None \
-                and hasattr(owner_store, "list_instances"):
-            self.store = owner_store
-            self._set_instance_view(peers.StoreInstanceView(owner_store))
 
     def attach_instance_view(self, view):
         """Use ``view`` (an InstanceView, or a callable ``host -> uuids``)."""
@@ -182,14 +171,14 @@ class IronicDriver(driver_api.ComputeDriver):
                 self._ensure_views()
             return cache.refresh()
         except (SourceError, DriverNotReady) as exc:
-            LOG.warning("Bare-metal driver not ready: %s", exc)
+            # The core's audit logs the one WARNING and skips the pass.
             raise DriverNotReady(f"cannot refresh the bare-metal nodes: {exc}") from exc
 
     def get_available_nodes(self, refresh=False):
         """UUIDs of this service's nodes; lists the fleet (once per call, as Nova does).
 
-        Raises :class:`DriverNotReady` (with a WARNING) if the source fails, so
-        the audit skips this pass instead of taking every node for gone.
+        Raises :class:`DriverNotReady` if the source fails, so the core's audit
+        skips this pass (one WARNING) instead of taking every node for gone.
         """
         self.refresh()
         return self.cache.nodenames()

@@ -7,12 +7,8 @@ class IronicDriverError(core.NovaLiteError):
     """Base class of the errors this driver raises on purpose."""
 
 
-class DriverNotReady(getattr(core, "DriverNotReady", IronicDriverError)):
-    """The node source could not be listed; this audit pass must be skipped.
-
-    Derives from the core's ``DriverNotReady`` when the core has one, so the
-    compute service recognises it.
-    """
+class DriverNotReady(core.DriverNotReady, IronicDriverError):
+    """The node source could not be listed; the core's audit skips this pass."""
 
 
 class SourceError(IronicDriverError):

@@ -1,6 +1,9 @@
 """The driver under the core's tracker and compute service (fake fleet, real Store)."""
 
+import logging
 import time
+
+import fixtures
 
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.manager import ComputeService
@@ -104,13 +107,21 @@ class TestTracking(ServiceTestCase):
         fake = self.fake_fleet(3)
         svc = self.service(fake, "h1")
         svc.run_once()
+        before = {n.nodename: n for n in svc.store.get_compute_nodes("h1")}
         fake.list_error = sdk_exc.HttpException("503 Service Unavailable")
-        try:
-            svc.run_once()
-        except Exception as exc:   # the core may or may not catch DriverNotReady
-            self.assertEqual("DriverNotReady", type(exc).__name__)
-        self.assertEqual(3, len(self.records("h1")))
-        self.assertIn("Bare-metal driver not ready", self.log.output)
+        core_log = self.useFixture(fixtures.FakeLogger(level=logging.INFO, name="nova_lite"))
+        result = svc.run_once()
+        self.assertIn("503", result.skipped)
+        self.assertEqual((), result.audited)
+        self.assertEqual(((), ()), (result.orphans_deleted, result.orphans_kept))
+        after = {n.nodename: n for n in svc.store.get_compute_nodes("h1")}
+        self.assertEqual(before, after)
+        warnings = [line for line in (core_log.output + self.log.output).splitlines()
+                    if "not ready" in line]
+        self.assertEqual(1, len(warnings), core_log.output + self.log.output)
+        self.assertIn("skipping this audit", warnings[0])
+        fake.list_error = None
+        self.assertEqual(3, len(svc.run_once().audited))
 
 
 class TestSharedFleet(ServiceTestCase):
