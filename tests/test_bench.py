@@ -77,6 +77,8 @@ class TestScenarios(testtools.TestCase):
             self.assertEqual(5, figures["vcpus_used_after"])
             self.assertIn("p99", figures["latency_ms"])
             self.assertGreater(figures["claims_per_s"], 0)
+            self.assertGreater(figures["store_only_per_s"], 0)
+            self.assertGreater(figures["store_share_of_time"], 0)
 
     def test_claims_on_postgresql(self):
         self.use_postgresql()

@@ -1,0 +1,181 @@
+"""Records from rows and rows from records; usage summed from allocations.
+
+The read side of :mod:`nova_lite.db.store` and of an audit's writes:
+turning rows into :class:`~nova_lite.objects.Instance`,
+:class:`~nova_lite.objects.Migration`, :class:`~nova_lite.objects.Allocation`
+and :class:`~nova_lite.objects.ComputeNode` records (and back), and a
+node's usage as the database sums it.
+"""
+
+import collections
+import json
+from fractions import Fraction
+
+import sqlalchemy as sa
+
+from nova_lite.db import models, serialize as ser
+from nova_lite.exception import NodeNotFound
+from nova_lite.objects import (
+    Allocation, ComputeNode, Instance, Migration, NodeResources, NodeUsage)
+from nova_lite.resources import Inventory
+
+T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
+T_INST, T_MIG = models.instances, models.migrations
+STD_COLUMNS = tuple(models.ALLOCATION_COLUMNS.items())
+
+
+def instance_from_row(row):
+    return Instance(
+        uuid=row.uuid, flavor=ser.flavor_from_json(row.flavor), project_id=row.project_id,
+        user_id=row.user_id, host=row.host, node=row.node, vm_state=row.vm_state,
+        task_state=row.task_state, numa_topology=ser.numa_from_json(row.numa_topology),
+        pci_requests=ser.pci_requests_from_json(row.pci_requests),
+        pci_devices=ser.strings_from_json(row.pci_devices))
+
+
+def migration_from_row(row):
+    return Migration(
+        uuid=row.uuid, instance_uuid=row.instance_uuid, source_compute=row.source_compute,
+        source_node=row.source_node, dest_compute=row.dest_compute, dest_node=row.dest_node,
+        old_flavor=ser.flavor_from_json(row.old_flavor),
+        new_flavor=ser.flavor_from_json(row.new_flavor), status=row.status,
+        migration_type=row.migration_type)
+
+
+def allocation_resources(row):
+    amounts = {rc: getattr(row, col) for rc, col in STD_COLUMNS if getattr(row, col)}
+    if row.other:
+        amounts.update(json.loads(row.other))
+    return amounts
+
+
+def allocation_from_row(row):
+    return Allocation(
+        consumer_uuid=row.consumer_uuid, consumer_type=row.consumer_type,
+        instance_uuid=row.instance_uuid, node_uuid=row.node_uuid,
+        resources=allocation_resources(row), flavor=ser.flavor_from_json(row.flavor),
+        numa_topology=ser.numa_from_json(row.numa_topology),
+        pci_devices=ser.strings_from_json(row.pci_devices))
+
+
+def allocation_values(alloc, now):
+    values = {col: alloc.resources.get(rc, 0) for rc, col in STD_COLUMNS}
+    other = {rc: n for rc, n in alloc.resources.items() if rc not in models.ALLOCATION_COLUMNS}
+    values.update(
+        consumer_uuid=alloc.consumer_uuid, node_uuid=alloc.node_uuid,
+        consumer_type=alloc.consumer_type, instance_uuid=alloc.instance_uuid,
+        other=ser.dumps(other) if other else None, flavor=ser.flavor_to_json(alloc.flavor),
+        numa_topology=ser.numa_to_json(alloc.numa_topology),
+        pci_devices=ser.strings_to_json(alloc.pci_devices), created_at=now)
+    return values
+
+
+def instance_values(inst, now):
+    return dict(
+        host=inst.host, node=inst.node, vm_state=inst.vm_state, task_state=inst.task_state,
+        project_id=inst.project_id, user_id=inst.user_id, flavor=ser.flavor_to_json(inst.flavor),
+        numa_topology=ser.numa_to_json(inst.numa_topology),
+        pci_requests=ser.pci_requests_to_json(inst.pci_requests),
+        pci_devices=ser.strings_to_json(inst.pci_devices), updated_at=now)
+
+
+def upsert_instance(conn, inst, now):
+    values = instance_values(inst, now)
+    if conn.execute(T_INST.update().where(T_INST.c.uuid == inst.uuid).values(**values)).rowcount:
+        return
+    conn.execute(T_INST.insert().values(uuid=inst.uuid, created_at=now, **values))
+
+
+def migration_values(mig, now):
+    return dict(
+        uuid=mig.uuid, instance_uuid=mig.instance_uuid, source_compute=mig.source_compute,
+        source_node=mig.source_node, dest_compute=mig.dest_compute, dest_node=mig.dest_node,
+        old_flavor=ser.flavor_to_json(mig.old_flavor),
+        new_flavor=ser.flavor_to_json(mig.new_flavor), status=mig.status,
+        migration_type=mig.migration_type, created_at=now, updated_at=now)
+
+
+def lock_and_load_usage(conn, node_uuid, lock=True):
+    query = sa.select(T_NODES.c.generation).where(T_NODES.c.uuid == node_uuid)
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    generation = conn.execute(query).scalar()
+    if generation is None:
+        raise NodeNotFound(node_uuid)
+    amounts, numa, pci = usage_by_node(conn, T_ALLOC.c.node_uuid == node_uuid).get(
+        node_uuid, NO_USAGE)
+    return NodeUsage(generation=generation, amounts=amounts, numa_placements=tuple(numa),
+                     pci_in_use=frozenset(pci))
+
+
+NO_USAGE = ({}, (), ())
+
+
+def usage_by_node(conn, where):
+    """``{node_uuid: (amounts, numa_placements, pci_in_use)}`` of the allocations ``where``.
+
+    The standard classes are summed by the database; only the rows with
+    other classes, NUMA cells or PCI devices are read one by one.
+    """
+    usage = {}
+    totals = [sa.func.sum(T_ALLOC.c[col]) for _, col in STD_COLUMNS]
+    sums = sa.select(T_ALLOC.c.node_uuid, *totals).where(where).group_by(T_ALLOC.c.node_uuid)
+    for node_uuid, *totals in conn.execute(sums):
+        amounts = {rc: int(total) for (rc, _), total in zip(STD_COLUMNS, totals) if total}
+        usage[node_uuid] = (amounts, [], set())
+    extras = sa.select(T_ALLOC.c.node_uuid, T_ALLOC.c.other, T_ALLOC.c.numa_topology,
+                       T_ALLOC.c.pci_devices).where(
+        where, sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
+                      T_ALLOC.c.pci_devices.is_not(None)))
+    for node_uuid, other, numa_json, pci_json in conn.execute(extras):
+        amounts, numa, pci = usage[node_uuid]
+        for rc, n in (json.loads(other) if other else {}).items():
+            amounts[rc] = amounts.get(rc, 0) + n
+        if numa_json:
+            numa.append(ser.numa_from_json(numa_json))
+        pci.update(ser.strings_from_json(pci_json))
+    return usage
+
+
+def load_nodes(conn, host=None, nodename=None):
+    """ComputeNode records with inventories and usage, three queries in all."""
+    query = T_NODES.select().order_by(T_NODES.c.host, T_NODES.c.nodename)
+    if host is not None:
+        query = query.where(T_NODES.c.host == host)
+    if nodename is not None:
+        query = query.where(T_NODES.c.nodename == nodename)
+    rows = conn.execute(query).all()
+    if not rows:
+        return []
+    scope = [r.uuid for r in rows] if nodename is not None else None
+    node_filter = scope_filter(host, scope)
+    invs = collections.defaultdict(dict)
+    for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
+        invs[r.node_uuid][r.resource_class] = r
+    usage = usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
+    nodes = []
+    for row in rows:
+        used, numa, pci = usage.get(row.uuid, NO_USAGE)
+        inventories = {rc: Inventory(
+            total=i.total, reserved=i.reserved, min_unit=i.min_unit, max_unit=i.max_unit,
+            step_size=i.step_size, allocation_ratio=Fraction(i.allocation_ratio),
+            used=used.get(rc, 0))
+            for rc, i in invs.get(row.uuid, {}).items()}
+        nodes.append(ComputeNode(
+            uuid=row.uuid, host=row.host, nodename=row.nodename, generation=row.generation,
+            inventories=inventories, usage=used,
+            resources=NodeResources.from_dict(json.loads(row.resources))
+            if row.resources else None,
+            numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error))
+    return nodes
+
+
+def scope_filter(host, node_uuids):
+    def node_filter(column):
+        if node_uuids is not None:
+            return column.in_(node_uuids)
+        if host is not None:
+            return column.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host))
+        return sa.true()
+    return node_filter
+
