@@ -25,7 +25,7 @@ from nova_lite import conf, objects
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
-from nova_lite.exception import NovaLiteError
+from nova_lite.exception import InvalidInput, NovaLiteError
 from nova_lite.virt import loader
 
 FLAVORS = [objects.Flavor(name="c.tiny", vcpus=1, memory_mb=128, root_gb=1),
@@ -61,7 +61,12 @@ def claim_loop(url, host, *nodes):
             else:
                 u = rng.choice(live)
                 stored = store.get_instance(u)
-                claim = rt.resize_claim(stored, rng.choice(FLAVORS), rng.choice(nodes))
+                try:
+                    claim = rt.resize_claim(stored, rng.choice(FLAVORS), rng.choice(nodes))
+                except InvalidInput:
+                    # A killed predecessor left this instance mid-resize: the
+                    # tracker refuses a second move until that one ends.
+                    continue
                 rt.drop_move_claim(stored, claim.migration.source_node, stored.flavor)
         except ComputeResourcesUnavailable:
             continue

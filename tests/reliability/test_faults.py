@@ -309,6 +309,9 @@ class _SigkillTests(_Tracked):
             time.sleep(rng.uniform(0.01, 0.3))
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
+            # Still running when killed: a child that died of an error of its
+            # own would make this a test of nothing.
+            self.assertEqual(-signal.SIGKILL, proc.returncode, proc.stderr.read())
             self._check_after_kill()
         self.assertTrue(self.store.list_allocations(), "the children never claimed")
 
