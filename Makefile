@@ -26,6 +26,8 @@ docs:
 	@.venv/bin/sphinx-build -W -b html doc/source doc/build/html
 
 lint:
+	@tools/bootstrap.sh core
+	@test -x .venv/bin/ruff || .venv/bin/pip install -q ruff
 	@.venv/bin/ruff check nova_lite drivers tests bench tools
 
 clean:

@@ -64,7 +64,43 @@ def machine():
         "platform": platform.platform(),
         "sqlalchemy": sqlalchemy.__version__,
         "sqlite": sqlite3.sqlite_version,
+        "reference_us": reference_speed(),
     }
+
+
+def reference_speed(repeat=5):
+    """Microseconds two fixed workloads take here (best of ``repeat``): ``python``, ``sqlite``.
+
+    Machines of the same "kind" differ: the same code has run twice as
+    fast on one 2-vCPU EPYC as on another.  These two numbers say how fast
+    this one is, so figures from different days can be compared by their
+    ratio to them.  ``python``: a loop of 100,000 integer additions and
+    dict stores; ``sqlite``: 1,000 single-row INSERTs, each committed, into
+    an in-memory database (what a claim's transaction is made of).
+    """
+    def python_work():
+        table = {}
+        for i in range(100_000):
+            table[i & 1023] = i + 1
+
+    def sqlite_work():
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER)")
+        for i in range(1000):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?, ?)", (f"{i * 7919 % 1000:04d}", i))
+            conn.execute("COMMIT")
+        conn.close()
+
+    def best_us(work):
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - start)
+        return round(min(times) * 1e6, 1)
+
+    return {"python": best_us(python_work), "sqlite": best_us(sqlite_work)}
 
 
 def peak_rss_mib():

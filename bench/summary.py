@@ -4,8 +4,10 @@
     python -m bench.summary now.json                       # Markdown
     python -m bench.summary now.json --baseline before.json --format rst
 
-One row per figure: the scenario and size, the store, the figure now (and
-before, with ``--baseline``), its target and the case's peak RSS.
+First a line naming the machine and its reference speed (see
+:func:`bench.common.reference_speed`; the baseline's too, with
+``--baseline``), then one row per figure: the scenario and size, the store,
+the figure now (and before), its target and the case's peak RSS.
 """
 
 import argparse
@@ -86,6 +88,17 @@ def table(report, baseline=None):
     return header, lines
 
 
+def machine_line(report, label="Machine"):
+    """One line: CPUs, Python, SQLite and the reference speed of ``report``'s machine."""
+    info = report.get("machine", {})
+    ref = info.get("reference_us")
+    speed = (f"; reference python {ref['python']:,.0f} us, sqlite {ref['sqlite']:,.0f} us"
+             if ref else "; no reference speed recorded")
+    return (f"{label} ({report.get('date', 'undated')}): {info.get('cpu_count')} x "
+            f"{info.get('cpu_model')}, {info.get('implementation', 'Python')} "
+            f"{info.get('python')}, SQLite {info.get('sqlite')}{speed}")
+
+
 def markdown(header, lines):
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(line) + " |" for line in lines]
@@ -115,6 +128,10 @@ def main(argv=None):
         with open(args.baseline, encoding="utf-8") as f:
             baseline = json.load(f)
     header, lines = table(report, baseline)
+    print(machine_line(report, "Now" if baseline else "Machine"))
+    if baseline:
+        print(machine_line(baseline, "Before"))
+    print()
     print((markdown if args.format == "markdown" else rst)(header, lines))
     return 0
 

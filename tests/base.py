@@ -23,6 +23,12 @@ def instance(flv=None, **kw):
     return objects.Instance(uuid=str(uuid.uuid4()), flavor=flv or flavor(), **kw)
 
 
+def dedicated_request(cpus=1, memory_mb=512):
+    """An instance NUMA request for ``cpus`` pinned CPUs in one cell."""
+    return objects.InstanceNUMATopology(cells=[objects.InstanceNUMACell(
+        id=0, cpuset=set(range(cpus)), memory_mb=memory_mb, cpu_policy="dedicated")])
+
+
 class TestCase(testtools.TestCase):
     """testtools.TestCase with helpers to build real trackers."""
 
@@ -57,6 +63,13 @@ class TestCase(testtools.TestCase):
             result = rt.update_available_resource()
             self.assertEqual({}, dict(result.failed))
         return driver, rt
+
+    def make_pinning_tracker(self):
+        """(driver, tracker) of one node with 2 shared and 4 dedicated CPUs in one cell."""
+        topo = objects.NUMATopology(cells=[objects.NUMACell(
+            id=0, cpuset={0, 1}, pcpuset={2, 3, 4, 5}, memory_mb=8192)])
+        return self.make_tracker(pcpus=4, vcpus=2, memory_mb=8192, local_gb=100,
+                                 numa_topology=topo)
 
     def assertUsage(self, rt, nodename, expected):
         """Tracked usage, and a fresh tracker reading the records, both equal ``expected``."""

@@ -4,7 +4,7 @@ import json
 
 import attrs
 
-from nova_lite import audit, objects
+from nova_lite import audit
 from nova_lite.exception import NodeNotFound
 from nova_lite.virt import driver as driver_api
 from nova_lite.virt.fake import FakeDriver
@@ -132,13 +132,9 @@ class TestAudit(base.TestCase):
         self.assertIsNotNone(claim.migration)
 
     def test_resize_of_pinned_instance_is_consistent(self):
-        topo = objects.NUMATopology(cells=[objects.NUMACell(
-            id=0, cpuset={0, 1}, pcpuset={2, 3, 4, 5}, memory_mb=8192)])
-        driver, rt = self.make_tracker(pcpus=4, vcpus=2, memory_mb=8192, local_gb=100,
-                                       numa_topology=topo)
-        request = objects.InstanceNUMATopology(cells=[objects.InstanceNUMACell(
-            id=0, cpuset={0}, memory_mb=512, cpu_policy="dedicated")])
-        claim = rt.instance_claim(base.instance(numa_topology=request), self.host)
+        driver, rt = self.make_pinning_tracker()
+        claim = rt.instance_claim(base.instance(numa_topology=base.dedicated_request()),
+                                  self.host)
         driver.spawn(claim.instance)
         rt.resize_claim(rt.store.get_instance(claim.instance.uuid),
                         base.flavor(name="m1.bigger", memory_mb=1024), self.host)

@@ -33,6 +33,8 @@ class TestCommon(testtools.TestCase):
         info = common.machine()
         self.assertEqual(os.cpu_count(), info["cpu_count"])
         self.assertEqual(sys.version.split()[0], info["python"])
+        self.assertGreater(info["reference_us"]["python"], 0)
+        self.assertGreater(info["reference_us"]["sqlite"], 0)
 
     def test_timings_summarise_wall_and_cpu(self):
         summary = common.timings([(0.003, 0.002), (0.001, 0.001), (0.002, 0.002)])
@@ -154,6 +156,8 @@ class TestCommands(testtools.TestCase):
         status, table, err = _command("bench.summary", out, "--baseline", out)
         self.assertEqual(0, status, err)
         self.assertIn("| Audit, one node | 3 instances | memory |", table)
+        self.assertRegex(table, r"Now \(\d{4}-\d\d-\d\d.*\): \d+ x .*reference python [\d,]+ us")
+        self.assertIn("\nBefore (", table)
         status, table, err = _command("bench.summary", out, "--format", "rst")
         self.assertEqual(0, status, err)
         self.assertIn("Audit, one node", table)

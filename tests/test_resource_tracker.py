@@ -335,14 +335,9 @@ class TestAuditRebuildsFromRecords(TrackerTestCase):
         self.check(rt, {"a": use(SMALL), "b": use(BIG)})
 
     def test_rebuilt_migration_allocation_of_a_pinned_instance_counts_pcpu(self):
-        from nova_lite import objects
-        topo = objects.NUMATopology(cells=[objects.NUMACell(
-            id=0, cpuset={0, 1}, pcpuset={2, 3, 4, 5}, memory_mb=8192)])
-        _, rt = self.make_tracker(pcpus=4, vcpus=2, memory_mb=8192, local_gb=100,
-                                  numa_topology=topo)
-        request = objects.InstanceNUMATopology(cells=[objects.InstanceNUMACell(
-            id=0, cpuset={0}, memory_mb=512, cpu_policy="dedicated")])
-        inst = rt.instance_claim(instance(SMALL, numa_topology=request), self.host).instance
+        _, rt = self.make_pinning_tracker()
+        inst = rt.instance_claim(instance(SMALL, numa_topology=base.dedicated_request()),
+                                 self.host).instance
         claim = rt.resize_claim(inst, flavor(name="mid", vcpus=2, memory_mb=1024), self.host)
         self.assertEqual(2, claim.allocation.resources["PCPU"])
         before = rt.get_node(self.host).usage
