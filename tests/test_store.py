@@ -16,10 +16,10 @@ from sqlalchemy import exc as sa_exc
 
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import COMPUTE_BINARY, Store, migrations, models
+from nova_lite.db import COMPUTE_BINARY, Store, migrations, models, rows
 from nova_lite.exception import InstanceNotFound, NodeNotFound, StoreError
 from nova_lite.objects import (
-    InstanceNUMACell, InstanceNUMATopology, NUMACell, NUMATopology, PciDevice, PciRequest)
+    Allocation, InstanceNUMACell, InstanceNUMATopology, NUMACell, NUMATopology, PciDevice, PciRequest)
 from nova_lite.testing import databases
 from tests import base
 from tests.base import flavor, instance
@@ -184,6 +184,16 @@ class StoreTests:
         exc = self.assertRaises(InstanceNotFound, self.store.get_instance, "nope")
         self.assertIn("nope", str(exc))
 
+    def test_claimed_rows_read_back_as_claimed(self):
+        # The claim writes its rows as tuples on a plain cursor: read back,
+        # they are exactly the records the claim returned.
+        _, rt = self.make_tracker("fake", store=self.store)
+        inst = attrs.evolve(instance(flavor(swap=1536)), project_id="p", user_id="u",
+                            display_name="")
+        claim = rt.instance_claim(inst, self.host)
+        self.assertEqual(claim.instance, self.store.get_instance(inst.uuid))
+        self.assertEqual([claim.allocation], self.store.list_allocations())
+
     # -- claims across trackers (as across processes) ----------------------------------
     def test_claims_from_two_trackers_see_each_other(self):
         settings = self.settings(cpu_allocation_ratio=1.0, reserved_host_memory_mb=0)
@@ -279,6 +289,26 @@ class TestPostgreSQLStore(StoreTests, base.TestCase):
         self.addCleanup(store.close)
         self.assertEqual("postgresql", store.db.dialect)
         self.assertEqual(migrations.LATEST, store.schema_version)
+
+
+class TestClaimRows(base.TestCase):
+    """The claim's tuple rows match the column-by-name rows of every other path."""
+
+    def test_allocation_row_matches_allocation_values(self):
+        alloc = Allocation(consumer_uuid="c", consumer_type="instance", instance_uuid="i",
+                           node_uuid="n", flavor=flavor(),
+                           resources={"VCPU": 2, "MEMORY_MB": 512, "CUSTOM_GPU": 1})
+        by_name = rows.allocation_values(alloc, 5.0)
+        self.assertEqual(tuple(by_name[col] for col in rows.ALLOCATION_ROW),
+                         rows.allocation_row(alloc, 5.0))
+        self.assertEqual(set(by_name), set(rows.ALLOCATION_ROW))
+
+    def test_instance_row_matches_instance_values(self):
+        inst = instance(flavor(), host="h", node="n", project_id="p")
+        by_name = dict(rows.instance_values(inst, 5.0), uuid=inst.uuid, created_at=5.0)
+        self.assertEqual(tuple(by_name[col] for col in rows.INSTANCE_ROW),
+                         rows.new_instance_row(inst, 5.0))
+        self.assertEqual(set(by_name), set(rows.INSTANCE_ROW))
 
 
 class TestStoreErrors(base.TestCase):

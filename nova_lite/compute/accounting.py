@@ -167,26 +167,25 @@ def amount_problems(inventories, used, requested, limits=None):
     (Nova's scheduler keys) narrow free to ``limit - reserved - used``.
     """
     limit_by_rc = _limits_by_class(limits)
-    reasons = []
-    for rc in sorted(requested, key=lambda r: (_ORDER.get(r, 9), r)):
-        amount = requested[rc]
+    problems = {}   # rc -> reason; reported in Nova's order of classes
+    for rc, amount in requested.items():
         if amount <= 0:
             continue
         inv = inventories.get(rc)
         in_use = used.get(rc, 0)
         if inv is None:
-            reasons.append(_free_text(rc, 0, amount))
+            problems[rc] = _free_text(rc, 0, amount)
             continue
         free = inv.capacity - in_use
         if rc in limit_by_rc:
             free = min(free, limit_by_rc[rc] - inv.reserved - in_use)
         if amount > free:
-            reasons.append(_free_text(rc, free, amount))
+            problems[rc] = _free_text(rc, free, amount)
             continue   # one reason per dimension: the amount is the first problem
         unit_problem = inv.unit_problem(amount)
         if unit_problem:
-            reasons.append(f"{rc}: {unit_problem}")
-    return reasons
+            problems[rc] = f"{rc}: {unit_problem}"
+    return [problems[rc] for rc in sorted(problems, key=lambda r: (_ORDER.get(r, 9), r))]
 
 
 def _limits_by_class(limits):
@@ -215,16 +214,17 @@ def add_usage(usage, allocation, sign=1, generation=None):
         amounts[rc] = amounts.get(rc, 0) + sign * n
         if not amounts[rc]:
             del amounts[rc]
-    numa = list(usage.numa_placements)
-    pci = set(usage.pci_in_use)
+    # Most claims place no NUMA cell and no PCI device: keep those as they are.
+    numa, pci = usage.numa_placements, usage.pci_in_use
     if allocation.numa_topology is not None:
+        numa = list(numa)
         if sign > 0:
             numa.append(allocation.numa_topology)
         elif allocation.numa_topology in numa:
             numa.remove(allocation.numa_topology)
-    if sign > 0:
-        pci.update(allocation.pci_devices)
-    else:
-        pci.difference_update(allocation.pci_devices)
+        numa = tuple(numa)
+    if allocation.pci_devices:
+        devices = frozenset(allocation.pci_devices)
+        pci = pci | devices if sign > 0 else pci - devices
     return NodeUsage(generation=usage.generation if generation is None else generation,
-                     amounts=amounts, numa_placements=tuple(numa), pci_in_use=frozenset(pci))
+                     amounts=amounts, numa_placements=numa, pci_in_use=pci)

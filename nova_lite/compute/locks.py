@@ -13,6 +13,7 @@ class FairLock:
         self._serving = 0
         self._owner = None
         self._depth = 0
+        self._waiting = 0   # threads in wait(): release wakes them only if any
 
     def acquire(self):
         """Wait for this thread's turn, then hold the lock."""
@@ -23,8 +24,13 @@ class FairLock:
                 return
             ticket = self._next_ticket
             self._next_ticket += 1
-            while ticket != self._serving:
-                self._cond.wait()
+            if ticket != self._serving:
+                self._waiting += 1
+                try:
+                    while ticket != self._serving:
+                        self._cond.wait()
+                finally:
+                    self._waiting -= 1
             self._owner = me
             self._depth = 1
 
@@ -37,7 +43,8 @@ class FairLock:
             if self._depth == 0:
                 self._owner = None
                 self._serving += 1
-                self._cond.notify_all()
+                if self._waiting:
+                    self._cond.notify_all()
 
     def __enter__(self):
         self.acquire()

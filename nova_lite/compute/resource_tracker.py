@@ -306,8 +306,9 @@ class ResourceTracker:
                          instance.uuid, flavor.name, nodename, self.host, "; ".join(exc.reasons))
                 raise
             tracked.usage = accounting.add_usage(seen, plan.allocation, generation=generation)
-        LOG.info("Claim of instance %s (%s) on node %s successful: %s", instance.uuid,
-                 flavor.name, nodename, dict(requested))
+        if LOG.isEnabledFor(logging.INFO):
+            LOG.info("Claim of instance %s (%s) on node %s successful: %s", instance.uuid,
+                     flavor.name, nodename, dict(requested))
         if migration is None:
             return Claim(self, plan.instance, nodename, plan.allocation)
         return MoveClaim(self, instance, nodename, plan.allocation, migration)

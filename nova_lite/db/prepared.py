@@ -11,6 +11,8 @@ Values must already be the DBAPI's plain types (str, int, float, None): no
 SQLAlchemy type processing happens on this path.
 """
 
+import operator
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -22,13 +24,46 @@ class Prepared:
         compiled = statement.compile(dialect=dialect)
         self.sql = compiled.string
         # SQLite's driver takes "?" placeholders, in this order; psycopg named ones.
-        self._order = tuple(compiled.positiontup) if compiled.positional else None
+        self._positional = None
+        if compiled.positional:
+            order = tuple(compiled.positiontup)
+            pick = operator.itemgetter(*order)
+            # itemgetter of one name returns the value, not a 1-tuple.
+            self._positional = pick if len(order) > 1 else (lambda values: (pick(values),))
 
     def execute(self, cursor, values):
         """Run on ``cursor`` with ``values`` (a dict by placeholder name); returns it."""
-        if self._order is not None:
-            values = tuple([values[name] for name in self._order])
+        if self._positional is not None:
+            values = self._positional(values)
         cursor.execute(self.sql, values)
+        return cursor
+
+
+class PreparedRow:
+    """An INSERT of fixed ``columns``, run with a tuple of values in that order.
+
+    The claim's INSERTs: no dict is built per row.  SQLite's driver gets the
+    tuple itself (reordered only if the compiled statement lists the columns
+    in another order); psycopg gets the named dict it wants.
+    """
+
+    def __init__(self, statement, dialect, columns):
+        compiled = statement.compile(dialect=dialect)
+        self.sql = compiled.string
+        self._columns = columns
+        self._reorder = None
+        self._named = not compiled.positional
+        if compiled.positional:
+            order = tuple(compiled.positiontup)
+            if order != columns:
+                self._reorder = operator.itemgetter(*[columns.index(name) for name in order])
+
+    def execute(self, cursor, row):
+        """Run on ``cursor`` with ``row`` (values in ``columns`` order); returns it."""
+        if self._named:
+            cursor.execute(self.sql, dict(zip(self._columns, row)))
+        else:
+            cursor.execute(self.sql, row if self._reorder is None else self._reorder(row))
         return cursor
 
 
@@ -55,20 +90,28 @@ class Statements:
             {name: sa.bindparam(name) for name in values}))
         return prepared.execute(cursor, values)
 
-    def insert_new(self, cursor, table, values):
-        """INSERT ``values`` unless a row with the same primary key exists.
+    def insert_row(self, cursor, table, columns, row, new_only=False):
+        """INSERT ``row`` (a tuple of values of ``columns``, a constant tuple) into ``table``.
 
-        Returns the cursor: its ``rowcount`` is 0 when the row existed (and
-        nothing was written), 1 when it was inserted.
+        ``new_only``: insert unless a row with the same primary key exists.
+        Returns the cursor: its ``rowcount`` is 0 when ``new_only`` found the
+        row (and nothing was written), 1 when it was inserted.
         """
-        def build():
-            dialect_insert = postgresql.insert if self.dialect.name == "postgresql" \
-                else sqlite.insert
-            return dialect_insert(table).values(
-                {name: sa.bindparam(name) for name in values}).on_conflict_do_nothing(
-                index_elements=[c.name for c in table.primary_key.columns])
-        prepared = self._get(("insert-new", table.name, tuple(values)), build)
-        return prepared.execute(cursor, values)
+        key = ("insert-row", table.name, columns, new_only)
+        prepared = self._prepared.get(key)
+        if prepared is None:   # a race only compiles it twice
+            statement = self._insert(table, new_only).values(
+                {name: sa.bindparam(name) for name in columns})
+            if new_only:
+                statement = statement.on_conflict_do_nothing(
+                    index_elements=[c.name for c in table.primary_key.columns])
+            prepared = self._prepared[key] = PreparedRow(statement, self.dialect, columns)
+        return prepared.execute(cursor, row)
+
+    def _insert(self, table, dialect_specific):
+        if not dialect_specific:
+            return table.insert()
+        return (postgresql.insert if self.dialect.name == "postgresql" else sqlite.insert)(table)
 
     def update(self, cursor, table, values, **where):
         """UPDATE ``table`` SET ``values`` WHERE each ``where`` column equals its value.

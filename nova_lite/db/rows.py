@@ -22,6 +22,7 @@ from nova_lite.resources import Inventory
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
 T_INST, T_MIG = models.instances, models.migrations
 STD_COLUMNS = tuple(models.ALLOCATION_COLUMNS.items())
+STD_CLASSES = tuple(models.ALLOCATION_COLUMNS)
 
 
 def instance_from_row(row):
@@ -68,6 +69,36 @@ def allocation_values(alloc, now):
         numa_topology=ser.numa_to_json(alloc.numa_topology),
         pci_devices=ser.strings_to_json(alloc.pci_devices), created_at=now)
     return values
+
+
+#: The columns of :func:`allocation_row`, in its order.
+ALLOCATION_ROW = ("consumer_uuid", "node_uuid", "consumer_type", "instance_uuid",
+                  *models.ALLOCATION_COLUMNS.values(), "other", "flavor", "numa_topology",
+                  "pci_devices", "created_at")
+
+
+def allocation_row(alloc, now):
+    """:func:`allocation_values` as a tuple in :data:`ALLOCATION_ROW` order (the claim's path)."""
+    resources = alloc.resources
+    other = {rc: n for rc, n in resources.items() if rc not in models.ALLOCATION_COLUMNS}
+    return (alloc.consumer_uuid, alloc.node_uuid, alloc.consumer_type, alloc.instance_uuid,
+            *[resources.get(rc, 0) for rc in STD_CLASSES], ser.dumps(other) if other else None,
+            ser.flavor_to_json(alloc.flavor), ser.numa_to_json(alloc.numa_topology),
+            ser.strings_to_json(alloc.pci_devices), now)
+
+
+#: The columns of :func:`new_instance_row`, in its order.
+INSTANCE_ROW = ("uuid", "host", "node", "vm_state", "task_state", "project_id", "user_id",
+                "flavor", "numa_topology", "pci_requests", "pci_devices", "created_at",
+                "updated_at")
+
+
+def new_instance_row(inst, now):
+    """The row of an instance first recorded at ``now``, in :data:`INSTANCE_ROW` order."""
+    return (inst.uuid, inst.host, inst.node, inst.vm_state, inst.task_state, inst.project_id,
+            inst.user_id, ser.flavor_to_json(inst.flavor), ser.numa_to_json(inst.numa_topology),
+            ser.pci_requests_to_json(inst.pci_requests), ser.strings_to_json(inst.pci_devices),
+            now, now)
 
 
 def instance_values(inst, now):

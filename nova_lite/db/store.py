@@ -374,15 +374,16 @@ def _write_plan(sql, cursor, plan):
     """Write a claim's rows with the prepared ``sql`` on a DBAPI ``cursor``."""
     now = time.time()
     if plan.instance is not None:
-        values = rows.instance_values(plan.instance, now)
-        if not sql.insert_new(cursor, T_INST, dict(values, uuid=plan.instance.uuid,
-                                                    created_at=now)).rowcount:
+        if not sql.insert_row(cursor, T_INST, rows.INSTANCE_ROW,
+                              rows.new_instance_row(plan.instance, now),
+                              new_only=True).rowcount:
             # A known instance may already hold a claim (a new one never does).
             _refuse_second_claim(sql, cursor, plan.instance.uuid)
-            sql.update(cursor, T_INST, values, uuid=plan.instance.uuid)
+            sql.update(cursor, T_INST, rows.instance_values(plan.instance, now),
+                       uuid=plan.instance.uuid)
     if plan.migration is not None:
         sql.insert(cursor, T_MIG, rows.migration_values(plan.migration, now))
-    sql.insert(cursor, T_ALLOC, rows.allocation_values(plan.allocation, now))
+    sql.insert_row(cursor, T_ALLOC, rows.ALLOCATION_ROW, rows.allocation_row(plan.allocation, now))
 
 
 def _refuse_second_claim(sql, cursor, instance_uuid):
