@@ -19,7 +19,8 @@ from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import COMPUTE_BINARY, Store, migrations, models, rows
 from nova_lite.exception import InstanceNotFound, NodeNotFound, StoreError
 from nova_lite.objects import (
-    Allocation, InstanceNUMACell, InstanceNUMATopology, NUMACell, NUMATopology, PciDevice, PciRequest)
+    Allocation, InstanceNUMACell, InstanceNUMATopology, NUMACell, NUMATopology, PciDevice,
+    PciRequest)
 from nova_lite.testing import databases
 from tests import base
 from tests.base import flavor, instance
