@@ -1,5 +1,6 @@
 """The fake hypervisor: conformance of every fake entry point, and its controls."""
 
+import attrs
 import testtools
 
 from nova_lite import objects
@@ -98,6 +99,16 @@ class TestFakeControls(testtools.TestCase):
         self.driver.destroy(inst)
         self.driver.destroy(inst)   # not an error
         self.assertEqual([], self.driver.list_instances())
+        self.assertEqual(0, self.driver.get_available_resource("b").vcpus_used)
+
+    def test_respawn_on_another_node_counts_once_there(self):
+        inst = instance(flavor(vcpus=2), node="a")
+        self.driver.spawn(inst)
+        self.driver.spawn(attrs.evolve(inst, node="b"))   # the guest moved
+        self.assertEqual(0, self.driver.get_available_resource("a").vcpus_used)
+        self.assertEqual(2, self.driver.get_available_resource("b").vcpus_used)
+        self.assertEqual([inst.uuid], self.driver.list_instances())
+        self.driver.destroy_all()
         self.assertEqual(0, self.driver.get_available_resource("b").vcpus_used)
 
     def test_spawn_on_unknown_node(self):

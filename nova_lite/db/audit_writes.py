@@ -24,6 +24,11 @@ T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.alloc
 T_INST, T_MIG = models.instances, models.migrations
 
 
+# The node columns an audit reads, as named tuples over plain DBAPI rows.
+_AuditedRow = collections.namedtuple("_AuditedRow", "uuid nodename generation last_error")
+_ExistingRow = collections.namedtuple("_ExistingRow", "uuid nodename resources last_error")
+
+
 def serialise_host(conn, host):
     """Make audits of one host take turns across processes.
 
@@ -42,9 +47,9 @@ def audited_nodes(conn, host, audits):
     parsed back from their rows (what costs most in a fleet's audit); the
     uuids, generations, errors and usage are read.
     """
-    node_rows = {r.nodename: r for r in conn.execute(
-        sa.select(T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.generation,
-                  T_NODES.c.last_error).where(T_NODES.c.host == host)).all()}
+    node_rows = {r.nodename: r for r in map(_AuditedRow._make, rows.plain_rows(conn, sa.select(
+        T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.generation,
+        T_NODES.c.last_error).where(T_NODES.c.host == host)))}
     usage = rows.usage_by_node(conn, rows.scope_filter(host, None)(T_ALLOC.c.node_uuid))
     nodes = {}
     for audit in sorted(audits, key=lambda a: a.nodename):
@@ -123,14 +128,15 @@ def write_nodes(conn, host, audits, known_texts):
     at a time, as it comes.
     """
     now = time.time()
-    existing = {r.nodename: r for r in conn.execute(
-        sa.select(T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.resources,
-                  T_NODES.c.last_error).where(T_NODES.c.host == host)).all()}
+    existing = {r.nodename: r for r in map(_ExistingRow._make, rows.plain_rows(conn, sa.select(
+        T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.resources,
+        T_NODES.c.last_error).where(T_NODES.c.host == host)))}
     stored_inv = collections.defaultdict(dict)
-    for r in conn.execute(sa.select(T_INV.c.node_uuid, T_INV.c.resource_class, *INV_FIELDS)
-                          .where(T_INV.c.node_uuid.in_(
-                              sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)))).all():
-        stored_inv[r[0]][r[1]] = tuple(r[2:])
+    for r in rows.plain_rows(conn, sa.select(T_INV.c.node_uuid, T_INV.c.resource_class,
+                                             *INV_FIELDS).where(T_INV.c.node_uuid.in_(
+                                                 sa.select(T_NODES.c.uuid).where(
+                                                     T_NODES.c.host == host)))):
+        stored_inv[r[0]][r[1]] = r[2:]
     counts = collections.Counter(a.node_uuid for a in audits if a.node_uuid)
     repeated = {node_uuid for node_uuid, n in counts.items() if n > 1}
     # Records of other hosts (or renamed) that new nodes adopt, in a few queries.

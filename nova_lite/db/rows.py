@@ -25,6 +25,27 @@ STD_COLUMNS = tuple(models.ALLOCATION_COLUMNS.items())
 STD_CLASSES = tuple(models.ALLOCATION_COLUMNS)
 
 
+def plain_rows(conn, statement):
+    """All rows of ``statement`` as plain tuples, read on the DBAPI cursor.
+
+    For an audit's big reads of one host's nodes and inventories:
+    SQLAlchemy's Row objects cost more than the database's own work (15,000
+    inventory rows: about 64 ms against 26 ms).  Only for columns that need
+    no type processing (text, integers, floats, NULL).
+    """
+    compiled = statement.compile(dialect=conn.dialect,
+                                 compile_kwargs={"render_postcompile": True})
+    params = compiled.params
+    if compiled.positional:
+        params = tuple(params[name] for name in compiled.positiontup)
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(compiled.string, params)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
 def instance_from_row(row):
     return Instance(
         uuid=row.uuid, flavor=ser.flavor_from_json(row.flavor), project_id=row.project_id,

@@ -83,6 +83,8 @@ class FakeDriver(driver.ComputeDriver):
         self._sizes = {}
         self._faults = {}
         self._guests = {}   # instance uuid -> (nodename, flavor)
+        self._guests_on = {}   # nodename -> {instance uuid: flavor}: a report reads its own
+        self._uuids = {}   # (host, nodename) -> node uuid, derived once
         self._numa = numa_topology if numa_topology is None else NUMATopology(
             cells=numa_topology.cells)
         self._pci = tuple(pci_devices)
@@ -111,7 +113,7 @@ class FakeDriver(driver.ComputeDriver):
                 raise LookupError(f"fake node {nodename!r} does not exist")
             fault = self._faults.get(nodename)
             size = self._sizes.get(nodename, self._default_size)
-            guests = [flavor for node, flavor in self._guests.values() if node == nodename]
+            guests = list(self._guests_on.get(nodename, {}).values())
         if fault is not None:
             if fault.hang_seconds:
                 time.sleep(fault.hang_seconds)
@@ -141,7 +143,12 @@ class FakeDriver(driver.ComputeDriver):
         survives the node's record being deleted: a node that comes back
         keeps its uuid.
         """
-        return str(uuidlib.uuid5(_NODE_UUID_NAMESPACE, f"{self.host or ''}/{nodename}"))
+        key = (self.host, nodename)
+        node_uuid = self._uuids.get(key)
+        if node_uuid is None:
+            node_uuid = self._uuids[key] = str(
+                uuidlib.uuid5(_NODE_UUID_NAMESPACE, f"{self.host or ''}/{nodename}"))
+        return node_uuid
 
     def estimate_instance_overhead(self, instance_or_flavor):
         """The ``overhead`` given at construction (zero by default)."""
@@ -158,12 +165,19 @@ class FakeDriver(driver.ComputeDriver):
             node = instance.node or (self._node_names or [None])[0]
             if node not in self._node_set:
                 raise LookupError(f"fake node {node!r} does not exist")
+            self._forget_guest(instance.uuid)
             self._guests[instance.uuid] = (node, instance.flavor)
+            self._guests_on.setdefault(node, {})[instance.uuid] = instance.flavor
 
     def destroy(self, instance):
         """Remove the guest of ``instance``; a missing guest is not an error."""
         with self._lock:
-            self._guests.pop(instance.uuid, None)
+            self._forget_guest(instance.uuid)
+
+    def _forget_guest(self, instance_uuid):
+        placed = self._guests.pop(instance_uuid, None)
+        if placed is not None:
+            self._guests_on[placed[0]].pop(instance_uuid, None)
 
     def list_instances(self):
         """UUIDs of the spawned guests."""
@@ -195,6 +209,7 @@ class FakeDriver(driver.ComputeDriver):
         """Remove every guest (test clean-up)."""
         with self._lock:
             self._guests.clear()
+            self._guests_on.clear()
 
     def clear_faults(self):
         """Undo every :meth:`inject_fault`."""
