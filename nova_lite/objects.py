@@ -200,7 +200,7 @@ def _flavor_extra_specs(value):
     return v.str_mapping(value)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)   # hashed on every claim (cached JSON)
 class Flavor:
     """An instance size.
 

@@ -40,11 +40,12 @@ class Prepared:
 
 
 class PreparedRow:
-    """An INSERT of fixed ``columns``, run with a tuple of values in that order.
+    """One statement whose placeholders ``columns`` are filled from a tuple in that order.
 
-    The claim's INSERTs: no dict is built per row.  SQLite's driver gets the
-    tuple itself (reordered only if the compiled statement lists the columns
-    in another order); psycopg gets the named dict it wants.
+    The claim's INSERTs and generation swap: no dict is built per row.
+    SQLite's driver gets the tuple itself (reordered only if the compiled
+    statement lists the placeholders in another order); psycopg gets the
+    named dict it wants.
     """
 
     def __init__(self, statement, dialect, columns):
@@ -107,6 +108,23 @@ class Statements:
                     index_elements=[c.name for c in table.primary_key.columns])
             prepared = self._prepared[key] = PreparedRow(statement, self.dialect, columns)
         return prepared.execute(cursor, row)
+
+    def bump_generation(self, cursor, table, key, generation):
+        """Compare-and-swap: set ``table``'s ``generation`` to ``generation + 1``
+        where its ``uuid`` is ``key`` and its generation still ``generation``.
+
+        Returns the cursor: ``rowcount`` 0 means another writer got there first.
+        """
+        cache_key = ("bump-generation", table.name)
+        prepared = self._prepared.get(cache_key)
+        if prepared is None:
+            statement = table.update().where(
+                table.c.uuid == sa.bindparam("key"),
+                table.c.generation == sa.bindparam("seen")).values(
+                generation=sa.bindparam("next"))
+            prepared = self._prepared[cache_key] = PreparedRow(
+                statement, self.dialect, ("next", "key", "seen"))
+        return prepared.execute(cursor, (generation + 1, key, generation))
 
     def _insert(self, table, dialect_specific):
         if not dialect_specific:

@@ -199,8 +199,7 @@ class Store:
             cached_plan = None
 
         def optimistic(cursor):
-            if not sql.update(cursor, T_NODES, {"generation": seen + 1},
-                              uuid=node_uuid, generation=seen).rowcount:
+            if not sql.bump_generation(cursor, T_NODES, node_uuid, seen).rowcount:
                 return None   # lost the race: nothing was written
             _write_plan(sql, cursor, cached_plan)
             return cached_usage, cached_plan, seen + 1
