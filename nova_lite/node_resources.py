@@ -17,7 +17,13 @@ from nova_lite.objects import (
 from nova_lite.resources import ResourceClass, validate_resource_class
 
 
+_VCPU, _PCPU = ResourceClass.VCPU.value, ResourceClass.PCPU.value
+_MEMORY_MB, _DISK_GB = ResourceClass.MEMORY_MB.value, ResourceClass.DISK_GB.value
+
+
 def _reserved_mapping(value):
+    if not value:   # what almost every report carries
+        return v.frozen_mapping(None)
     proxy = v.frozen_mapping(value)
     out = {}
     for rc, amount in proxy.items():
@@ -67,6 +73,8 @@ class NodeResources:
     reserved: object = attrs.field(factory=dict, converter=_reserved_mapping, hash=False)
 
     def __attrs_post_init__(self):
+        if not self.reserved:
+            return
         totals = self.totals()
         for rc, amount in self.reserved.items():
             total = totals.get(rc, 0)
@@ -77,12 +85,8 @@ class NodeResources:
 
     def totals(self):
         """Total amount per resource class this report offers (zeros left out)."""
-        totals = {
-            ResourceClass.VCPU.value: self.vcpus,
-            ResourceClass.PCPU.value: self.pcpus,
-            ResourceClass.MEMORY_MB.value: self.memory_mb,
-            ResourceClass.DISK_GB.value: self.local_gb,
-        }
+        totals = {_VCPU: self.vcpus, _PCPU: self.pcpus, _MEMORY_MB: self.memory_mb,
+                  _DISK_GB: self.local_gb}
         if self.resource_class:
             totals[self.resource_class] = 1
         return {rc: n for rc, n in totals.items() if n}
