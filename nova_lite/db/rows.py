@@ -80,18 +80,6 @@ def allocation_from_row(row):
         pci_devices=ser.strings_from_json(row.pci_devices))
 
 
-def allocation_values(alloc, now):
-    values = {col: alloc.resources.get(rc, 0) for rc, col in STD_COLUMNS}
-    other = {rc: n for rc, n in alloc.resources.items() if rc not in models.ALLOCATION_COLUMNS}
-    values.update(
-        consumer_uuid=alloc.consumer_uuid, node_uuid=alloc.node_uuid,
-        consumer_type=alloc.consumer_type, instance_uuid=alloc.instance_uuid,
-        other=ser.dumps(other) if other else None, flavor=ser.flavor_to_json(alloc.flavor),
-        numa_topology=ser.numa_to_json(alloc.numa_topology),
-        pci_devices=ser.strings_to_json(alloc.pci_devices), created_at=now)
-    return values
-
-
 #: The columns of :func:`allocation_row`, in its order.
 ALLOCATION_ROW = ("consumer_uuid", "node_uuid", "consumer_type", "instance_uuid",
                   *models.ALLOCATION_COLUMNS.values(), "other", "flavor", "numa_topology",
@@ -99,13 +87,22 @@ ALLOCATION_ROW = ("consumer_uuid", "node_uuid", "consumer_type", "instance_uuid"
 
 
 def allocation_row(alloc, now):
-    """:func:`allocation_values` as a tuple in :data:`ALLOCATION_ROW` order (the claim's path)."""
+    """An allocation's row, recorded at ``now``, as a tuple in :data:`ALLOCATION_ROW` order.
+
+    The claim's path writes it as it is (no dict per row); other paths use
+    :func:`allocation_values`.
+    """
     resources = alloc.resources
     other = {rc: n for rc, n in resources.items() if rc not in models.ALLOCATION_COLUMNS}
     return (alloc.consumer_uuid, alloc.node_uuid, alloc.consumer_type, alloc.instance_uuid,
             *[resources.get(rc, 0) for rc in STD_CLASSES], ser.dumps(other) if other else None,
             ser.flavor_to_json(alloc.flavor), ser.numa_to_json(alloc.numa_topology),
             ser.strings_to_json(alloc.pci_devices), now)
+
+
+def allocation_values(alloc, now):
+    """:func:`allocation_row` as a dict by column name."""
+    return dict(zip(ALLOCATION_ROW, allocation_row(alloc, now)))
 
 
 #: The columns of :func:`new_instance_row`, in its order.
@@ -123,12 +120,10 @@ def new_instance_row(inst, now):
 
 
 def instance_values(inst, now):
-    return dict(
-        host=inst.host, node=inst.node, vm_state=inst.vm_state, task_state=inst.task_state,
-        project_id=inst.project_id, user_id=inst.user_id, flavor=ser.flavor_to_json(inst.flavor),
-        numa_topology=ser.numa_to_json(inst.numa_topology),
-        pci_requests=ser.pci_requests_to_json(inst.pci_requests),
-        pci_devices=ser.strings_to_json(inst.pci_devices), updated_at=now)
+    """The columns an update of ``inst``'s row at ``now`` sets (not its uuid nor created_at)."""
+    values = dict(zip(INSTANCE_ROW, new_instance_row(inst, now)))
+    del values["uuid"], values["created_at"]
+    return values
 
 
 def upsert_instance(conn, inst, now):
