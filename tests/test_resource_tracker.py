@@ -5,6 +5,7 @@ and a fresh tracker reading the same records must agree.
 """
 
 import logging
+import threading
 import time
 
 import attrs
@@ -491,6 +492,38 @@ class TestNodes(TrackerTestCase):
             node = rt.store.get_compute_node(self.host, name)
             self.assertEqual(before[name].uuid, node.uuid)
             self.assertIn(shared, node.last_error)
+
+
+class TestClaimLocking(TrackerTestCase):
+
+    def test_a_slow_overhead_estimate_holds_up_no_other_claim(self):
+        # The driver's estimate runs before the node's lock is taken: while
+        # one claim waits on it, another claim on the same node goes through.
+        driver, rt = self.multinode(nodes=("a",))
+        slow, waiting = threading.Event(), threading.Event()
+        plain = driver.estimate_instance_overhead
+
+        def estimate(subject):
+            if getattr(subject, "display_name", "") == "slow":
+                waiting.set()
+                slow.wait(10)
+            return plain(subject)
+
+        driver.estimate_instance_overhead = estimate
+        first = threading.Thread(target=rt.instance_claim,
+                                 args=(instance(display_name="slow"), "a"))
+        first.start()
+        self.addCleanup(first.join, 10)
+        self.addCleanup(slow.set)
+        self.assertTrue(waiting.wait(10))
+        second = threading.Thread(target=rt.instance_claim, args=(instance(), "a"))
+        second.start()
+        second.join(5)
+        self.assertFalse(second.is_alive(), "the claim waited for another's estimate")
+        self.assertTrue(first.is_alive())
+        slow.set()
+        first.join(10)
+        self.assertEqual(2, len(rt.store.list_allocations()))
 
 
 class TestWithTheCallersInstance(TrackerTestCase):

@@ -269,16 +269,18 @@ class ResourceTracker:
             new_flavor=new_flavor, status="pre-migrating", migration_type=kind)
 
     def _claim(self, instance, flavor, nodename, limits, migration):
+        # What is asked for depends on the request alone: worked out before the
+        # node's lock, so a slow driver estimate holds up no other claim.
+        overhead = self.driver.estimate_instance_overhead(
+            instance if migration is None else flavor)
+        # An instance without a NUMA request gets the one its flavor implies
+        # (hw:cpu_policy=dedicated, hw:numa_nodes, hw:mem_page_size), as in Nova.
+        numa_request = instance.numa_topology or accounting.flavor_numa_request(flavor)
+        requested = accounting.requested_resources(flavor, overhead, numa_request)
+        consumer = migration.uuid if migration is not None else instance.uuid
         with self._locks[nodename]:
             tracked = self._tracked(nodename)
             node = tracked.node
-            subject = instance if migration is None else flavor
-            overhead = self.driver.estimate_instance_overhead(subject)
-            # An instance without a NUMA request gets the one its flavor implies
-            # (hw:cpu_policy=dedicated, hw:numa_nodes, hw:mem_page_size), as in Nova.
-            numa_request = instance.numa_topology or accounting.flavor_numa_request(flavor)
-            requested = accounting.requested_resources(flavor, overhead, numa_request)
-            consumer = migration.uuid if migration is not None else instance.uuid
 
             def decide(usage):
                 decision = placement.decide(node, usage, requested, limits,
