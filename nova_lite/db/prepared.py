@@ -79,10 +79,17 @@ class Statements:
         self.dialect = dialect
         self._prepared = {}
 
-    def _get(self, key, build):
+    def _get(self, key, build, columns=None):
+        """The statement cached under ``key``, else ``build()`` compiled and cached.
+
+        With ``columns`` it is a :class:`PreparedRow` (run with tuples in that
+        order), else a :class:`Prepared` (run with dicts).
+        """
         prepared = self._prepared.get(key)
         if prepared is None:   # a race only compiles it twice
-            prepared = self._prepared[key] = Prepared(build(), self.dialect)
+            prepared = self._prepared[key] = (
+                Prepared(build(), self.dialect) if columns is None
+                else PreparedRow(build(), self.dialect, columns))
         return prepared
 
     def insert(self, cursor, table, values):
@@ -98,15 +105,14 @@ class Statements:
         Returns the cursor: its ``rowcount`` is 0 when ``new_only`` found the
         row (and nothing was written), 1 when it was inserted.
         """
-        key = ("insert-row", table.name, columns, new_only)
-        prepared = self._prepared.get(key)
-        if prepared is None:   # a race only compiles it twice
+        def build():
             statement = self._insert(table, new_only).values(
                 {name: sa.bindparam(name) for name in columns})
             if new_only:
                 statement = statement.on_conflict_do_nothing(
                     index_elements=[c.name for c in table.primary_key.columns])
-            prepared = self._prepared[key] = PreparedRow(statement, self.dialect, columns)
+            return statement
+        prepared = self._get(("insert-row", table.name, columns, new_only), build, columns)
         return prepared.execute(cursor, row)
 
     def bump_generation(self, cursor, table, key, generation):
@@ -115,15 +121,10 @@ class Statements:
 
         Returns the cursor: ``rowcount`` 0 means another writer got there first.
         """
-        cache_key = ("bump-generation", table.name)
-        prepared = self._prepared.get(cache_key)
-        if prepared is None:
-            statement = table.update().where(
-                table.c.uuid == sa.bindparam("key"),
-                table.c.generation == sa.bindparam("seen")).values(
-                generation=sa.bindparam("next"))
-            prepared = self._prepared[cache_key] = PreparedRow(
-                statement, self.dialect, ("next", "key", "seen"))
+        prepared = self._get(("bump-generation", table.name), lambda: table.update().where(
+            table.c.uuid == sa.bindparam("key"),
+            table.c.generation == sa.bindparam("seen")).values(generation=sa.bindparam("next")),
+            ("next", "key", "seen"))
         return prepared.execute(cursor, (generation + 1, key, generation))
 
     def _insert(self, table, dialect_specific):
