@@ -334,7 +334,10 @@ class ComputeNode:
     resources: object = attrs.field(default=None, hash=False)
     numa_placements: tuple = attrs.field(factory=tuple, hash=False)
     pci_in_use: frozenset = attrs.field(factory=frozenset, converter=frozenset, hash=False)
-    last_error: str = attrs.field(default=None, hash=False)
+    last_error: str | None = attrs.field(default=None, hash=False)
+    #: False once the driver stops listing the node: its record is kept, but
+    #: it admits no claim and the scheduler does not offer it.
+    reported: bool = attrs.field(default=True, hash=False)
 
     def numa_usage(self):
         """Per host NUMA cell usage (NUMACellUsage records); () without NUMA."""
@@ -358,8 +361,13 @@ class ComputeNode:
         return self.usage.get(str(rc), 0)
 
     def free(self, rc):
-        """``capacity(rc) - used(rc)``; may be negative after a shrink."""
-        return self.capacity(rc) - self.used(rc)
+        """``max(0, capacity(rc) - used(rc))``: never negative."""
+        return max(0, self.capacity(rc) - self.used(rc))
+
+    def over(self, rc):
+        """``max(0, used(rc) - capacity(rc))``: what is held beyond capacity
+        (the node shrank, a ratio was lowered, ...)."""
+        return max(0, self.used(rc) - self.capacity(rc))
 
 
 # NodeResources lives in its own module because it carries the legacy-dict

@@ -117,7 +117,9 @@ class TestComputeNode(testtools.TestCase):
         self.assertEqual(13, node.free("VCPU"))
         # reserved lives in the inventory only: subtracted once
         self.assertEqual(7680, node.capacity("MEMORY_MB"))
-        self.assertEqual(-320, node.free("MEMORY_MB"))
+        self.assertEqual(0, node.free("MEMORY_MB"))
+        self.assertEqual(320, node.over("MEMORY_MB"))
+        self.assertEqual(0, node.over("VCPU"))
         self.assertEqual(0, node.capacity("DISK_GB"))
         self.assertEqual(0, node.free("DISK_GB"))
         self.assertEqual((), node.numa_usage())

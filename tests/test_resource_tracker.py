@@ -423,7 +423,8 @@ class TestAuditPersistsOnlyOnChange(TrackerTestCase):
         driver.set_node_size("a", vcpus=4)
         rt.update_available_resource()
         node = rt.get_node("a")
-        self.assertEqual(-4, node.free("VCPU"))
+        self.assertEqual(0, node.free("VCPU"))
+        self.assertEqual(4, node.over("VCPU"))
         # changes that make it no worse are still accepted
         rt.instance_claim(instance(flavor(vcpus=1, memory_mb=1, root_gb=0,
                                           extra_specs={"resources:VCPU": "0"})), "a")
