@@ -26,7 +26,11 @@ SHELVED = "shelved"
 SHELVED_OFFLOADED = "shelved_offloaded"
 VM_STATES = frozenset({ACTIVE, BUILDING, PAUSED, SUSPENDED, STOPPED, RESCUED, RESIZED,
                        SOFT_DELETED, DELETED, ERROR, SHELVED, SHELVED_OFFLOADED})
-#: vm_states whose instance holds no resources on its node.
+#: task_states of a shelved-offloaded instance being spawned again (unshelve):
+#: it holds the claim made for it.
+UNSHELVE_TASK_STATES = frozenset({"spawning"})
+#: vm_states whose instance holds no resources on its node (but see
+#: :data:`UNSHELVE_TASK_STATES`).
 STATES_WITHOUT_RESOURCES = frozenset({DELETED, SHELVED_OFFLOADED})
 
 # Migration statuses that still hold resources (Nova's "in progress" set).
@@ -244,8 +248,20 @@ class Instance:
 
     @property
     def holds_resources(self):
-        """False for deleted and shelved-offloaded instances."""
-        return self.vm_state not in STATES_WITHOUT_RESOURCES
+        """False for deleted and shelved-offloaded instances, except one being unshelved."""
+        return self.state_holds_resources(self.vm_state, self.task_state)
+
+    @staticmethod
+    def state_holds_resources(vm_state, task_state):
+        """Whether an instance in ``vm_state``/``task_state`` holds resources on its node.
+
+        A shelved-offloaded instance whose task is ``spawning`` is being
+        unshelved onto the node its claim chose: it holds that claim (Nova
+        bug 2025480).
+        """
+        if vm_state not in STATES_WITHOUT_RESOURCES:
+            return True
+        return vm_state == SHELVED_OFFLOADED and task_state in UNSHELVE_TASK_STATES
 
 
 @attrs.frozen

@@ -125,6 +125,7 @@ class TrackerMachine(RuleBasedStateMachine):
         self.reported = {n: DEFAULT_SIZE for n in NODES}
         self.recorded = {}                 # node -> Size of its last good audit
         self.errors = set()                # recorded nodes whose last audit failed
+        self.unlisted = set()              # recorded nodes the last full audit did not list
         self.may_exceed = set()            # nodes whose inventory shrank or came back
         self.instances = {}
         self.migrations = {}
@@ -149,6 +150,8 @@ class TrackerMachine(RuleBasedStateMachine):
         return usage
 
     def _fits(self, node, amounts):
+        if node in self.unlisted:
+            return False   # kept, but its driver does not list it: no claim
         capacity = self.recorded[node].capacity()
         used = self._expected_usage(node)
         return all(used.get(rc, 0) + n <= capacity[rc] for rc, n in amounts.items())
@@ -166,10 +169,12 @@ class TrackerMachine(RuleBasedStateMachine):
                 self.may_exceed.add(node)    # shrank, or came back with its instances
             self.recorded[node] = size
             self.errors.discard(node)
+        self.unlisted = set(self.recorded) - self.present
         if service_pass:
             for node in set(self.recorded) - self.present:
                 del self.recorded[node]      # the fake says it is deleted
                 self.errors.discard(node)
+                self.unlisted.discard(node)
 
     def _finish_migrations(self, instance_uuid):
         inst = self.instances[instance_uuid]
