@@ -34,6 +34,21 @@ class AuditResult:
     audited: tuple = ()
     failed: object = attrs.field(factory=dict)
     skipped: object = None
+    #: ``{nodename: generation}`` of the audited nodes as recorded by this pass.
+    generations: object = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Released:
+    """What giving resources back changed.
+
+    ``generations``: ``{node_uuid: generation}`` of each node freed on, as
+    the change committed; ``migration_uuid``: the migration it finished
+    (confirm, revert, abort), else None.
+    """
+
+    generations: object = attrs.field(factory=dict)
+    migration_uuid: str | None = None
 
 
 class ResourceTracker:
@@ -149,7 +164,8 @@ class ResourceTracker:
         if listed is not None:
             for gone in set(self._nodes) - listed:
                 del self._nodes[gone]
-        return AuditResult(audited=tuple(sorted(recorded)), failed=failed)
+        return AuditResult(audited=tuple(sorted(recorded)), failed=failed,
+                           generations={name: n.generation for name, n in recorded.items()})
 
     def _audit_entry(self, nodename, report):
         if isinstance(report, dict):
@@ -229,8 +245,9 @@ class ResourceTracker:
         if len({i.uuid for i in instances}) != len(instances):
             raise InvalidInput("instance_claims got the same instance twice")
         requests = [self._request(instance, instance.flavor, None) for instance in instances]
-        plans = self._claim(nodename, limits, requests)
-        return [Claim(self, plan.instance, nodename, plan.allocation) for plan in plans]
+        plans, generation = self._claim(nodename, limits, requests)
+        return [Claim(self, plan.instance, nodename, plan.allocation, generation)
+                for plan in plans]
 
     def resize_claim(self, instance, new_flavor, nodename, limits=None):
         """Claim ``new_flavor`` on ``nodename`` for a resize of ``instance``.
@@ -256,8 +273,9 @@ class ResourceTracker:
 
     def _move_claim(self, instance, flavor, nodename, limits, kind):
         migration = self._new_migration(instance, flavor, nodename, kind)
-        plan, = self._claim(nodename, limits, [self._request(instance, flavor, migration)])
-        return MoveClaim(self, instance, nodename, plan.allocation, migration)
+        (plan,), generation = self._claim(nodename, limits,
+                                          [self._request(instance, flavor, migration)])
+        return MoveClaim(self, instance, nodename, plan.allocation, migration, generation)
 
     def _placement_of(self, instance):
         """(host, node) of ``instance``: its own, else its record's.
@@ -289,7 +307,11 @@ class ResourceTracker:
         return placement.ClaimAsk.build(instance, flavor, overhead, migration)
 
     def _claim(self, nodename, limits, asks):
-        """Claim ``asks`` on ``nodename`` in one transaction; returns their ClaimPlans."""
+        """Claim ``asks`` on ``nodename`` in one transaction.
+
+        Returns ``(plans, generation)``: their ClaimPlans and the node's
+        generation they committed at.
+        """
         requests = [ClaimRequest(ask.instance.uuid, ask.migration) for ask in asks]
 
         def decide(node):
@@ -309,34 +331,50 @@ class ResourceTracker:
             for ask in asks:
                 LOG.info("Claim of instance %s (%s) on node %s successful: %s",
                          ask.instance.uuid, ask.flavor.name, nodename, dict(ask.requested))
-        return plans
+        return plans, node.generation
 
     # -- giving back ------------------------------------------------------------
     def _release(self, nodename, consumers, **changes):
-        """Drop ``consumers``' allocations on ``nodename`` (one transaction)."""
+        """Drop ``consumers``' allocations on ``nodename`` (one transaction).
+
+        Returns a :class:`Released`.
+        """
         with self._locks[nodename]:
             node = self._tracked(nodename)
             fresh = self.store.release([node.uuid], consumers, **changes)
             self._nodes[nodename] = fresh[node.uuid]
+        finished = changes.get("migration_status")
+        return Released(generations={node.uuid: fresh[node.uuid].generation},
+                        migration_uuid=finished[0] if finished else None)
 
     def abort_instance_claim(self, instance, nodename):
-        """Give back everything ``instance`` holds on ``nodename``."""
+        """Give back everything ``instance`` holds on ``nodename``.
+
+        Returns a :class:`Released`.
+        """
         _check_instance(instance)
         self.store.get_instance(instance.uuid)   # InstanceNotFound: nothing to give back
-        self._release(nodename, [instance.uuid], instance=attrs.evolve(
+        done = self._release(nodename, [instance.uuid], instance=attrs.evolve(
             instance, host=None, node=None, pci_devices=()))
         LOG.info("Aborted claim of instance %s on node %s", instance.uuid, nodename)
+        return done
 
     def abort_move_claim(self, migration):
-        """Free a move claim's destination and mark its migration "error"."""
-        self._release(migration.dest_node, [migration.uuid],
-                      migration_status=(migration.uuid, "error"))
+        """Free a move claim's destination and mark its migration "error".
+
+        Returns a :class:`Released`.
+        """
+        return self._release(migration.dest_node, [migration.uuid],
+                             migration_status=(migration.uuid, "error"))
 
     def drop_move_claim(self, instance, nodename, flavor):
         """Free ``flavor`` held for ``instance`` on ``nodename``.
 
         Confirm: the old flavor at the source (the new one becomes the
         instance's own).  Revert: the new flavor at the destination.
+        Refused (InvalidInput, nothing changed) if the migration is no
+        longer in progress when the change commits.  Returns a
+        :class:`Released` naming the migration.
         """
         _check_instance(instance)
         migration = self._migration_in_progress(instance)
@@ -349,11 +387,11 @@ class ResourceTracker:
         # On a same-node resize to an equal flavor both match: confirm wins.
         alloc = sorted(match, key=lambda a: a.consumer_type != "instance")[0]
         if alloc.consumer_type == "migration":
-            self._release(nodename, [migration.uuid],
-                          migration_status=(migration.uuid, "reverted"))
+            done = self._release(nodename, [migration.uuid],
+                                 migration_status=(migration.uuid, "reverted"))
             LOG.info("Reverted resize of instance %s: freed %s on %s", instance.uuid,
                      flavor.name, nodename)
-            return
+            return done
         moved = self.store.list_allocations(instance_uuid=instance.uuid)
         target = [a for a in moved if a.consumer_uuid == migration.uuid]
         numa = target[0].numa_topology if target else instance.numa_topology
@@ -361,11 +399,12 @@ class ResourceTracker:
         confirmed = attrs.evolve(instance, flavor=migration.new_flavor,
                                  host=migration.dest_compute, node=migration.dest_node,
                                  numa_topology=numa, pci_devices=pci)
-        self._release(nodename, [instance.uuid], instance=confirmed,
-                      migration_status=(migration.uuid, "confirmed"),
-                      transfer=(migration.uuid, instance.uuid))
+        done = self._release(nodename, [instance.uuid], instance=confirmed,
+                             migration_status=(migration.uuid, "confirmed"),
+                             transfer=(migration.uuid, instance.uuid))
         LOG.info("Confirmed resize of instance %s: freed %s on %s", instance.uuid,
                  flavor.name, nodename)
+        return done
 
     def _migration_in_progress(self, instance):
         migrations = self.store.list_migrations(instance.uuid, in_progress_only=True)
@@ -382,7 +421,11 @@ class ResourceTracker:
 
         One transaction: the instance row and its allocations change
         together, so no audit ever sees a live instance without its
-        allocation, nor a deleted one still holding resources.
+        allocation, nor a deleted one still holding resources.  A change
+        decided on a state the records no longer hold (the instance was
+        deleted meanwhile) raises InstanceStateConflict and changes
+        nothing.  Returns a :class:`Released` with the nodes it freed
+        resources on.
         """
         _check_instance(instance)
         fresh = self.store.record_instance_state(instance)
@@ -390,6 +433,7 @@ class ResourceTracker:
         if not instance.holds_resources:
             LOG.info("Instance %s is %s: freed its resources", instance.uuid,
                      instance.vm_state)
+        return Released(generations={u: node.generation for u, node in fresh.items()})
 
     def _adopt_usages(self, fresh):
         """Take ``{node_uuid: ComputeNode}`` read in a transaction for the nodes tracked here.
@@ -448,4 +492,4 @@ def _log_final_view(node):
              "; ".join(parts) or "no inventory")
 
 
-__all__ = ["ResourceTracker", "AuditResult", "ComputeNode"]
+__all__ = ["ResourceTracker", "AuditResult", "Released", "ComputeNode"]

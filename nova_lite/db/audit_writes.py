@@ -95,12 +95,26 @@ def bump_generations(conn, node_uuids):
                      .values(generation=T_NODES.c.generation + 1))
 
 
+def _locked(conn, query):
+    """``query`` ordered by uuid, its rows locked on PostgreSQL until the transaction ends.
+
+    Two hosts' audits may both claim one node (a hash ring moving); the
+    second waits, then sees the node as the first left it.  Rows are locked
+    in uuid order, as releases lock them.
+    """
+    query = query.order_by(T_NODES.c.uuid)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return conn.execute(query).all()
+
+
 def records_by_uuid(conn, node_uuids):
-    """``{uuid: row(host, nodename)}`` of the node records (of any host) with these uuids."""
+    """``{uuid: row(host, nodename)}`` of the node records (of any host) with these
+    uuids, locked."""
     found = {}
     for chunk in chunks(node_uuids):
-        for r in conn.execute(sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename)
-                              .where(T_NODES.c.uuid.in_(chunk))).all():
+        for r in _locked(conn, sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename)
+                         .where(T_NODES.c.uuid.in_(chunk))):
             found[r.uuid] = r
     return found
 
@@ -142,7 +156,7 @@ def write_nodes(conn, host, audits, known_texts):
     tracker refuses a uuid two nodes report).
     """
     now = time.time()
-    existing = {r.nodename: r for r in conn.execute(sa.select(
+    existing = {r.nodename: r for r in _locked(conn, sa.select(
         T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.resources, T_NODES.c.last_error,
         T_NODES.c.reported).where(T_NODES.c.host == host))}
     stored_inv = collections.defaultdict(dict)

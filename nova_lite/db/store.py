@@ -300,7 +300,11 @@ class Store:
         def locked(conn):
             known = claim_writes.guard_requests(conn, requests)
             fresh = rows.load_node(conn, node.uuid, lock=True)
-            fresh_plans = tuple(decide(fresh))
+            try:
+                fresh_plans = tuple(decide(fresh))
+            except ComputeResourcesUnavailable as exc:
+                exc.generation = fresh.generation
+                raise
             claim_writes.bump(conn, node.uuid, fresh.generation)
             claim_writes.write_plans(conn, fresh_plans, known, time.time())
             return _after(fresh, fresh.generation + 1, fresh_plans), fresh_plans
