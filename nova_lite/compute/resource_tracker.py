@@ -152,9 +152,11 @@ class ResourceTracker:
                 LOG.error("Skipping node %s of host %s in this audit: %s",
                           node_checks.printable(name), self.host, failed[name])
         audits = _refuse_shared_uuids(audits, failed, self.host)
-        rebuilt = self._rebuild_missing()
+        only = None if nodename is None else [nodename]
+        rebuilt = self._rebuild_missing(only)
         with self._locks.holding(a.nodename for a in audits):
-            recorded = self.store.record_audit(self.host, audits, rebuilt, listed=listed)
+            recorded = self.store.record_audit(self.host, audits, rebuilt, listed=listed,
+                                               only=only)
             self._nodes.update(recorded)
         for node in recorded.values():
             _log_final_view(node)
@@ -191,7 +193,7 @@ class ResourceTracker:
         if node is not None:
             self._nodes[nodename] = attrs.evolve(node, last_error=reason)
 
-    def _rebuild_missing(self):
+    def _rebuild_missing(self, nodenames=None):
         """``{(consumer_uuid, nodename): Allocation}`` for the consumers whose
         allocation is missing, worked out before the audit's transaction.
 
@@ -199,7 +201,7 @@ class ResourceTracker:
         transaction, each with ``driver_timeout``; a consumer whose
         estimate fails is repaired by a later pass.
         """
-        missing = self.store.missing_allocations(self.host)
+        missing = self.store.missing_allocations(self.host, nodenames)
         if not missing:
             return {}
         outcomes = self._calls.map(

@@ -271,9 +271,9 @@ def _live_instance():
                                          T_INST.c.node.is_not(None)))))
 
 
-def missing_allocations(conn, host):
-    """Every consumer on ``host`` with no allocation on its node (a list of
-    :class:`MissingAllocation`).
+def missing_allocations(conn, host, nodenames=None):
+    """Every consumer on ``host`` (on ``nodenames`` only, if given) with no
+    allocation on its node: a list of :class:`MissingAllocation`.
 
     A consumer whose node has no record yet (it comes back in this audit)
     counts too, with ``node_uuid`` None.
@@ -284,6 +284,8 @@ def missing_allocations(conn, host):
             T_ALLOC.c.consumer_uuid == T_INST.c.uuid, T_ALLOC.c.node_uuid == T_NODES.c.uuid))
     ).where(T_INST.c.host == host, T_INST.c.node.is_not(None), _live_instance(),
             T_ALLOC.c.consumer_uuid.is_(None))
+    if nodenames is not None:
+        missing_instances = missing_instances.where(T_INST.c.node.in_(list(nodenames)))
     mig_join = sa.and_(T_MIG.c.dest_compute == T_NODES.c.host,
                        T_MIG.c.dest_node == T_NODES.c.nodename)
     missing_migrations = sa.select(
@@ -294,6 +296,8 @@ def missing_allocations(conn, host):
         .outerjoin(T_INST, T_INST.c.uuid == T_MIG.c.instance_uuid)
     ).where(T_MIG.c.dest_compute == host, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS),
             T_ALLOC.c.consumer_uuid.is_(None))
+    if nodenames is not None:
+        missing_migrations = missing_migrations.where(T_MIG.c.dest_node.in_(list(nodenames)))
     found = []
     for row in conn.execute(missing_instances).all():
         instance = rows.instance_from_row(row)
@@ -306,8 +310,9 @@ def missing_allocations(conn, host):
     return found
 
 
-def reconcile_allocations(conn, host, rebuilt):
-    """Drop stale allocations and restore missing ones on ``host``'s nodes.
+def reconcile_allocations(conn, host, rebuilt, nodenames=None):
+    """Drop stale allocations and restore missing ones on ``host``'s nodes
+    (on ``nodenames`` only, if given: a one-node audit touches one node).
 
     ``rebuilt``: ``{(consumer_uuid, nodename): Allocation}`` worked out
     before the transaction (see :func:`missing_allocations`); a consumer
@@ -330,6 +335,8 @@ def reconcile_allocations(conn, host, rebuilt):
         T_NODES.c.host == host, T_ALLOC.c.consumer_type == "migration",
         sa.or_(T_MIG.c.uuid.is_(None), T_MIG.c.status.not_in(MIGRATION_IN_PROGRESS)))
     for query, kind in ((stale_instance, "instance"), (stale_migration, "migration")):
+        if nodenames is not None:
+            query = query.where(T_NODES.c.nodename.in_(list(nodenames)))
         for consumer, node_uuid, nodename in conn.execute(query).all():
             LOG.warning("Leaked allocation: %s %s holds resources on node %s but no live "
                         "record backs it; removing it", kind, consumer, nodename)
@@ -337,7 +344,7 @@ def reconcile_allocations(conn, host, rebuilt):
                                                 T_ALLOC.c.node_uuid == node_uuid))
             changed.add(node_uuid)
     now = time.time()
-    for missing in missing_allocations(conn, host):
+    for missing in missing_allocations(conn, host, nodenames):
         if missing.node_uuid is None:
             continue   # its node has no record: nothing to hold resources on
         consumer = missing.consumer

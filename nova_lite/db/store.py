@@ -228,7 +228,7 @@ class Store:
                 T_NODES.c.last_error.is_distinct_from(error)).values(last_error=error))
         self._write(f"mark compute node {host}/{nodename}", op)
 
-    def missing_allocations(self, host):
+    def missing_allocations(self, host, nodenames=None):
         """Consumers on ``host``'s nodes that hold no allocation there, for an audit's repair.
 
         A list of :class:`~nova_lite.db.audit_writes.MissingAllocation`; the
@@ -237,9 +237,9 @@ class Store:
         hands the result to :meth:`record_audit`.
         """
         return self._read(f"find missing allocations of host {host}",
-                          lambda conn: audit_writes.missing_allocations(conn, host))
+                          lambda conn: audit_writes.missing_allocations(conn, host, nodenames))
 
-    def record_audit(self, host, audits, rebuilt=None, listed=None):
+    def record_audit(self, host, audits, rebuilt=None, listed=None, only=None):
         """Write one audit pass of ``host`` in one transaction.
 
         ``audits``: :class:`NodeAudit` per node that reported well.  Node
@@ -259,7 +259,7 @@ class Store:
             changed = audit_writes.write_nodes(conn, host, audits, self._report_texts[host])
             if listed is not None:
                 changed |= audit_writes.mark_unreported(conn, host, listed)
-            changed |= audit_writes.reconcile_allocations(conn, host, rebuilt or {})
+            changed |= audit_writes.reconcile_allocations(conn, host, rebuilt or {}, only)
             audit_writes.bump_generations(conn, changed)
             return audit_writes.audited_nodes(conn, host, audits)
         return self._write(f"record audit of host {host}", op)
@@ -493,8 +493,15 @@ def _release(conn, node_uuids, consumer_uuids, instance=None, migration_status=N
             T_ALLOC.c.node_uuid == node_uuid,
             T_ALLOC.c.consumer_uuid.in_(list(consumer_uuids))))
     if transfer is not None:
+        target = conn.execute(sa.select(T_NODES.c.host, T_NODES.c.nodename).select_from(
+            T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid)).where(
+            T_ALLOC.c.consumer_uuid == transfer[0])).first()
         conn.execute(T_ALLOC.update().where(T_ALLOC.c.consumer_uuid == transfer[0])
                      .values(consumer_uuid=transfer[1], consumer_type="instance"))
+        if target is not None and instance is not None:
+            # The destination as recorded now: its node may have moved to
+            # another host since the caller read the migration.
+            instance = attrs.evolve(instance, host=target.host, node=target.nodename)
     if instance is not None:
         rows.upsert_instance(conn, instance, now)
     statuses = migration_status or []
