@@ -30,19 +30,16 @@ GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
 
 MUTANTS = {
     "cas-ignored": (
-        "the generation compare-and-swap's result is ignored",
-        "nova_lite/db/claim_writes.py",
-        '    return bool(_HOT_COMPARE_AND_SWAP.execute(conn, {"node": node_uuid, "seen": generation,\n'
-        '                                                     "next": generation + 1}).rowcount)',
-        '    _HOT_COMPARE_AND_SWAP.execute(conn, {"node": node_uuid, "seen": generation,\n'
-        '                                         "next": generation + 1})\n'
-        '    return True'),
-    "no-inventory-reread": (
-        "the locked path re-reads usage only, deciding on the inventories and owner it had",
+        "the claim writes what it decided before the transaction, whatever the generation",
         "nova_lite/db/store.py",
-        "            fresh = rows.load_node(conn, node.uuid, lock=True)\n",
-        "            reread = rows.load_node(conn, node.uuid, lock=True)\n"
-        "            fresh = attrs.evolve(node, generation=reread.generation, usage=reread.usage,\n"
+        "            if plans is not None and generation == node.generation + 1:\n",
+        "            if plans is not None:\n"),
+    "no-inventory-reread": (
+        "a stale claim re-reads usage only, deciding on the inventories and owner it had",
+        "nova_lite/db/store.py",
+        "            fresh = rows.load_node(conn, node.uuid)\n",
+        "            reread = rows.load_node(conn, node.uuid)\n"
+        "            fresh = attrs.evolve(node, usage=reread.usage,\n"
         "                                 numa_placements=reread.numa_placements,\n"
         "                                 pci_in_use=reread.pci_in_use)\n"),
     "move-check-outside": (

@@ -8,9 +8,11 @@ node's usage as the database sums it.
 """
 
 import collections
+import functools
 import json
 from fractions import Fraction
 
+import attrs
 import sqlalchemy as sa
 
 from nova_lite.db import models, serialize as ser
@@ -112,18 +114,70 @@ def node_generation(conn, node_uuid):
     return generation
 
 
-def load_node(conn, node_uuid, lock=False):
-    """The :class:`ComputeNode` with this uuid as recorded now: owner, reported
-    flag, inventories, report and usage, all at one generation.
+# One node's statements, built once: a claim that lost its race re-reads the
+# node with them while it holds the node's lock.
+_NODE = T_NODES.select().where(T_NODES.c.uuid == sa.bindparam("node"))
+_NODE_INVENTORIES = T_INV.select().where(T_INV.c.node_uuid == sa.bindparam("node"))
+_NODE_SUMS = sa.select(*[sa.func.sum(T_ALLOC.c[col]) for _, col in STD_COLUMNS]).where(
+    T_ALLOC.c.node_uuid == sa.bindparam("node"))
+_NODE_EXTRAS = sa.select(T_ALLOC.c.other, T_ALLOC.c.numa_topology, T_ALLOC.c.pci_devices).where(
+    T_ALLOC.c.node_uuid == sa.bindparam("node"),
+    sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
+           T_ALLOC.c.pci_devices.is_not(None)))
 
-    ``lock``: take the node row's lock first (PostgreSQL ``FOR UPDATE``;
-    SQLite's writing transactions hold the database already), so nothing
-    changes the node until the transaction ends.  Raises NodeNotFound.
+
+def load_node(conn, node_uuid):
+    """The :class:`ComputeNode` with this uuid as recorded now: owner, reported
+    flag, inventories, report and usage, all at one generation (read in one
+    transaction).  Raises NodeNotFound.
     """
-    nodes = load_nodes(conn, node_uuid=node_uuid, lock=lock)
-    if not nodes:
+    params = {"node": node_uuid}
+    row = conn.execute(_NODE, params).first()
+    if row is None:
         raise NodeNotFound(node_uuid)
-    return nodes[0]
+    amounts = {rc: int(total) for (rc, _), total in
+               zip(STD_COLUMNS, conn.execute(_NODE_SUMS, params).one()) if total}
+    numa, pci = [], set()
+    for other, numa_json, pci_json in conn.execute(_NODE_EXTRAS, params):
+        _add_extras(amounts, numa, pci, other, numa_json, pci_json)
+    return _node(row, conn.execute(_NODE_INVENTORIES, params).all(), (amounts, numa, pci))
+
+
+def _add_extras(amounts, numa, pci, other, numa_json, pci_json):
+    for rc, n in (json.loads(other) if other else {}).items():
+        amounts[rc] = amounts.get(rc, 0) + n
+    if numa_json:
+        numa.append(ser.numa_from_json(numa_json))
+    pci.update(ser.strings_from_json(pci_json))
+
+
+@functools.lru_cache(maxsize=1024)
+def report_from_text(text):
+    """The NodeResources of a stored report (records are frozen: parsed once per text)."""
+    return NodeResources.from_dict(json.loads(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _inventory(total, reserved, min_unit, max_unit, step_size, ratio):
+    return Inventory(total=total, reserved=reserved, min_unit=min_unit, max_unit=max_unit,
+                     step_size=step_size, allocation_ratio=Fraction(ratio))
+
+
+def _node(row, inventory_rows, usage):
+    """A ComputeNode from its row, its inventory rows and its usage triple."""
+    used, numa, pci = usage
+    inventories = {}
+    for i in inventory_rows:
+        inv = _inventory(i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+                         i.allocation_ratio)
+        inventories[i.resource_class] = (attrs.evolve(inv, used=used[i.resource_class])
+                                         if used.get(i.resource_class) else inv)
+    return ComputeNode(
+        uuid=row.uuid, host=row.host, nodename=row.nodename, generation=row.generation,
+        inventories=inventories, usage=used,
+        resources=report_from_text(row.resources) if row.resources else None,
+        numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error,
+        reported=bool(row.reported))
 
 
 NO_USAGE = ({}, (), ())
@@ -147,53 +201,28 @@ def usage_by_node(conn, where):
                       T_ALLOC.c.pci_devices.is_not(None)))
     for node_uuid, other, numa_json, pci_json in conn.execute(extras):
         amounts, numa, pci = usage[node_uuid]
-        for rc, n in (json.loads(other) if other else {}).items():
-            amounts[rc] = amounts.get(rc, 0) + n
-        if numa_json:
-            numa.append(ser.numa_from_json(numa_json))
-        pci.update(ser.strings_from_json(pci_json))
+        _add_extras(amounts, numa, pci, other, numa_json, pci_json)
     return usage
 
 
-def load_nodes(conn, host=None, nodename=None, node_uuid=None, lock=False):
-    """ComputeNode records with inventories and usage, three queries in all.
-
-    ``lock`` (with ``node_uuid``): see :func:`load_node`.
-    """
+def load_nodes(conn, host=None, nodename=None):
+    """ComputeNode records with inventories and usage, a few queries in all."""
     query = T_NODES.select().order_by(T_NODES.c.host, T_NODES.c.nodename)
     if host is not None:
         query = query.where(T_NODES.c.host == host)
     if nodename is not None:
         query = query.where(T_NODES.c.nodename == nodename)
-    if node_uuid is not None:
-        query = query.where(T_NODES.c.uuid == node_uuid)
-        if lock and conn.dialect.name == "postgresql":
-            query = query.with_for_update()
     rows = conn.execute(query).all()
     if not rows:
         return []
-    scope = [r.uuid for r in rows] if (nodename or node_uuid) is not None else None
+    scope = [r.uuid for r in rows] if nodename is not None else None
     node_filter = scope_filter(host, scope)
-    invs = collections.defaultdict(dict)
+    invs = collections.defaultdict(list)
     for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
-        invs[r.node_uuid][r.resource_class] = r
+        invs[r.node_uuid].append(r)
     usage = usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
-    nodes = []
-    for row in rows:
-        used, numa, pci = usage.get(row.uuid, NO_USAGE)
-        inventories = {rc: Inventory(
-            total=i.total, reserved=i.reserved, min_unit=i.min_unit, max_unit=i.max_unit,
-            step_size=i.step_size, allocation_ratio=Fraction(i.allocation_ratio),
-            used=used.get(rc, 0))
-            for rc, i in invs.get(row.uuid, {}).items()}
-        nodes.append(ComputeNode(
-            uuid=row.uuid, host=row.host, nodename=row.nodename, generation=row.generation,
-            inventories=inventories, usage=used,
-            resources=NodeResources.from_dict(json.loads(row.resources))
-            if row.resources else None,
-            numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error,
-            reported=bool(row.reported)))
-    return nodes
+    return [_node(row, invs.get(row.uuid, ()), usage.get(row.uuid, ({}, (), ())))
+            for row in rows]
 
 
 def scope_filter(host, node_uuids):

@@ -275,47 +275,41 @@ class Store:
         :class:`~nova_lite.compute.claims.ComputeResourcesUnavailable` to
         refuse.
 
-        First, ``decide(node)``; its plans are written in a transaction
-        that commits only if the node's generation is still ``node``'s (a
-        compare-and-swap: the inventories, owner, reported flag and usage
-        it decided on are the current ones).  If another writer got there
-        first, or the possibly stale node refuses, a second transaction
-        locks the node row, reads all of it again and decides on it: that
-        decision is final.  The guards of ``requests`` run first in both.
-        Returns ``(node_after, plans)``: the node as recorded after the
-        claims, and the plans written.
+        One transaction.  The guards of ``requests`` run first; then the
+        node's generation is bumped, which takes the node row's lock (a
+        concurrent claim waits for it rather than retrying).  If the
+        generation it moved from is ``node``'s, nothing a claim decides on
+        (inventories, owner, reported flag, usage) changed since ``node``
+        was read, and the plans decided on it before the transaction are
+        written: a compare-and-swap.  Otherwise (or if the possibly stale
+        ``node`` refused) the node is read again under that lock and
+        decided on: that decision is final.  Returns ``(node_after,
+        plans)``: the node as recorded after the claims, and the plans
+        written.
         """
         try:
             plans = tuple(decide(node))
         except ComputeResourcesUnavailable:   # perhaps stale: decide again on fresh records
             plans = None
 
-        def optimistic(conn):
-            known = claim_writes.guard_requests(conn, requests, plans)
-            if not claim_writes.compare_and_swap(conn, node.uuid, node.generation):
-                raise _LostRace()   # rolls back: nothing was written
-            claim_writes.write_plans(conn, plans, known, time.time())
-            return _after(node, node.generation + 1, plans), plans
-
-        def locked(conn):
-            known = claim_writes.guard_requests(conn, requests)
-            fresh = rows.load_node(conn, node.uuid, lock=True)
+        def transaction(conn):
+            guarded = claim_writes.guard_requests(conn, requests, plans)
+            generation = claim_writes.bump_and_lock(conn, node.uuid)
+            if plans is not None and generation == node.generation + 1:
+                claim_writes.write_plans(conn, plans, guarded, time.time())
+                return _after(node, generation, plans), plans
+            fresh = rows.load_node(conn, node.uuid)
+            fresh = attrs.evolve(fresh, generation=generation - 1)
             try:
                 fresh_plans = tuple(decide(fresh))
             except ComputeResourcesUnavailable as exc:
                 exc.generation = fresh.generation
                 raise
-            claim_writes.bump(conn, node.uuid, fresh.generation)
-            claim_writes.write_plans(conn, fresh_plans, known, time.time())
-            return _after(fresh, fresh.generation + 1, fresh_plans), fresh_plans
+            known, inserted = guarded
+            claim_writes.write_plans(conn, fresh_plans, (known | inserted, set()), time.time())
+            return _after(fresh, generation, fresh_plans), fresh_plans
 
-        op = f"claim on node {node.host}/{node.nodename}"
-        if plans is not None:
-            try:
-                return self._write(op, optimistic)
-            except _LostRace:
-                pass
-        return self._write(op, locked)
+        return self._write(f"claim on node {node.host}/{node.nodename}", transaction)
 
     def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
                 transfer=None):
@@ -447,10 +441,6 @@ class Store:
 def _first_line(exc):
     from nova_lite.db.engine import cause
     return cause(exc)
-
-
-class _LostRace(Exception):
-    """The node's generation moved on: the optimistic transaction rolled back."""
 
 
 def _sqlite_sidecars_empty(path):
