@@ -425,7 +425,8 @@ class TestNodeCommands(CliTestCase):
         rows = self.json("node", "list")
         self.assertEqual([f"{self.host}-node0", f"{self.host}-node1"],
                          [r["Node"] for r in rows])
-        self.assertEqual({"used": 0, "capacity": 4000, "free": 4000}, rows[0]["Usage"]["VCPU"])
+        self.assertEqual({"used": 0, "capacity": 4000, "free": 4000, "over": 0},
+                         rows[0]["Usage"]["VCPU"])
         self.assertIsNone(rows[0]["Last error"])
         self.assertEqual([], self.json("node", "list", "--host", "other"))
         self.assertIn(f"{self.host}-node1", self.ok("node", "list"))

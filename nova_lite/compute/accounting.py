@@ -273,3 +273,31 @@ def add_usage(usage, allocation, sign=1, generation=None):
         pci = pci | devices if sign > 0 else pci - devices
     return NodeUsage(generation=usage.generation if generation is None else generation,
                      amounts=amounts, numa_placements=numa, pci_in_use=pci)
+
+
+def over_capacity_reports(node, allocations=()):
+    """``[(rc, over, capacity, used, instance uuids)]`` for every class ``node``
+    holds beyond its capacity (empty when none is).
+
+    ``node`` is a ComputeNode; ``allocations`` its live Allocation records,
+    which name the instances holding each class (migrations by their
+    instance).
+    """
+    out = []
+    for rc, over in node.over_classes().items():
+        instances = sorted({a.instance_uuid for a in allocations if a.resources.get(rc)})
+        out.append((rc, over, node.capacity(rc), node.used(rc), instances))
+    return out
+
+
+def log_over_capacity(node, allocations=(), log=None):
+    """One WARNING per class ``node`` holds beyond capacity, naming the node,
+    the class, the figures and the instances on it.  Returns how many."""
+    log = log or LOG
+    reports = over_capacity_reports(node, allocations)
+    for rc, over, capacity, used, instances in reports:
+        log.warning("Node %s/%s (uuid %s) is over capacity in %s by %d: %d used of "
+                    "capacity %d (free shows 0). Instances on it: %s", node.host,
+                    node.nodename, node.uuid, rc, over, used, capacity,
+                    ", ".join(instances) or "none")
+    return len(reports)
