@@ -38,10 +38,11 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f"
 
 
 def safe_text(value):
-    """``value`` as text with every control character escaped.
+    r"""``value`` as text with every control character escaped.
 
     Names come from drivers, configuration and the database; a node named
-    ``"n\x1b[2J"`` shows as ``n\x1b[2J`` instead of clearing the screen.
+    ``"n\x1b[2J"`` (ESC, then "[2J") shows as ``n\\x1b[2J`` instead of clearing
+    the screen.
     Newlines and tabs are escaped too (``\n``, ``\t``).
     """
     text = value if isinstance(value, str) else str(value)
