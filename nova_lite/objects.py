@@ -8,7 +8,6 @@ All records are frozen attrs classes: build a changed copy with
 import attrs
 
 from nova_lite import validators as v
-from nova_lite.exception import InvalidInput
 from nova_lite.host_topology import (  # noqa: F401 - public names of this module
     PCI_DEV_TYPES, CpuInfo, CpuTopology, MaxPhysAddr, MemPage, NUMACell, NUMATopology,
     PciDevice, SupportedInstance)

@@ -26,7 +26,8 @@ __all__ = [
 ResourceClass = enum.Enum(
     "ResourceClass", [(name, name) for name in orc.STANDARDS], type=str,
     module=__name__, qualname="ResourceClass")
-ResourceClass.__doc__ = "The standard resource classes (Placement's names, from os-resource-classes)."
+ResourceClass.__doc__ = ("The standard resource classes (Placement's names, from "
+                         "os-resource-classes).")
 ResourceClass.__str__ = lambda self: self.value
 
 

@@ -35,7 +35,8 @@ def inventory_rows(node):
             "resource_class": rc, "total": inv.total, "reserved": inv.reserved,
             "allocation_ratio": ratio_number(inv.allocation_ratio),
             "capacity": node.capacity(rc), "used": node.used(rc), "free": node.free(rc),
-            "over": node.over(rc), "min_unit": inv.min_unit, "max_unit": inv.max_unit, "step_size": inv.step_size,
+            "over": node.over(rc), "min_unit": inv.min_unit, "max_unit": inv.max_unit,
+            "step_size": inv.step_size,
         })
     for rc in sorted(set(node.usage) - set(node.inventories)):
         rows.append({"resource_class": rc, "total": 0, "reserved": 0, "allocation_ratio": None,
