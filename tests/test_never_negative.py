@@ -169,3 +169,28 @@ class TestOverReports(base.TestCase):
         self.assertIn("h/n", logs.output)
         self.assertIn("MEMORY_MB by 200", logs.output)
         self.assertIn("i-1, i-2", logs.output)
+
+
+class TestLimitsThroughTheTracker(base.TestCase):
+
+    def test_limits_not_a_mapping_is_refused_naming_limits_and_nothing_written(self):
+        from nova_lite.exception import InvalidInput
+        _, rt = self.make_tracker()
+        exc = self.assertRaises(InvalidInput, rt.instance_claim, base.instance(), self.host,
+                                limits="abc")
+        self.assertIn("limits must be a mapping", str(exc))
+        self.assertEqual([], rt.store.list_allocations())
+
+    def test_limits_object_with_to_dict(self):
+        class SchedulerLimits:
+            def to_dict(self):
+                return {"memory_mb": 1024.0, "vcpu": None, "disk_gb": None,
+                        "numa_topology": None}
+
+        _, rt = self.make_tracker()
+        rt.instance_claim(base.instance(base.flavor(memory_mb=1024)), self.host,
+                          limits=SchedulerLimits())
+        exc = self.assertRaises(ComputeResourcesUnavailable, rt.instance_claim,
+                                base.instance(base.flavor(memory_mb=1)), self.host,
+                                limits=SchedulerLimits())
+        self.assertIn("Free memory 0.00 MB < requested 1 MB", str(exc))

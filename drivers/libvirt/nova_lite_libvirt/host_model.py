@@ -82,7 +82,9 @@ def cpu_info(caps, info):
         model=caps.model, vendor=caps.vendor,
         topology=CpuTopology(sockets=caps.sockets or info.sockets or 1,
                              cores=caps.cores or info.cores or 1,
-                             threads=caps.threads or info.threads or 1),
+                             threads=caps.threads or info.threads or 1,
+                             # As Nova: the number of NUMA cells, 1 without any.
+                             cells=len(caps.cells) or 1),
         features=caps.features)
 
 
