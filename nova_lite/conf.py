@@ -57,8 +57,10 @@ def _int_option(minimum=0, maximum=2 ** 53):
 
 #: The largest allocation ratio accepted: far beyond any real over-commit.
 MAX_ALLOCATION_RATIO = 10000
-#: Shortest interval or timeout accepted from code (seconds).
+#: Shortest interval accepted from code (seconds; tests use short ones).
 MIN_SECONDS = 1e-6
+#: Shortest ``driver_timeout`` accepted anywhere (seconds).
+MIN_DRIVER_TIMEOUT = 0.1
 #: Shortest values accepted from a configuration file (seconds): an operator
 #: asking for less is mistaken (a 1e-9 s driver timeout fails every call).
 MIN_FILE_SECONDS = {"driver_timeout": 0.1, "update_resources_interval": 1.0,
@@ -87,13 +89,15 @@ def _unset_ratio(value):
     return value
 
 
-def _seconds_option(instance, attribute, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise InvalidConfig(attribute.name, value, "must be a number of seconds > 0")
-    if value < MIN_SECONDS:
-        raise InvalidConfig(attribute.name, value,
-                            f"must be at least {MIN_SECONDS:g} seconds")
+def _seconds_option(minimum=None):
+    def check(instance, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value <= 0:
+            raise InvalidConfig(attribute.name, value, "must be a number of seconds > 0")
+        floor = MIN_SECONDS if minimum is None else minimum
+        if value < floor:
+            raise InvalidConfig(attribute.name, value, f"must be at least {floor:g} seconds")
+    return check
 
 
 def _cpu_set_option(instance, attribute, value):
@@ -136,10 +140,10 @@ class Settings:
     in Nova), intervals seconds.  A ``*_allocation_ratio`` left as None
     (or 0.0, as Nova's configs written before Stein say it) means "use
     ``initial_*_allocation_ratio``" (Nova's semantics).  Ratios must be
-    finite and at most :data:`MAX_ALLOCATION_RATIO`; intervals and
-    timeouts at least :data:`MIN_SECONDS` (from a configuration file, at
-    least :data:`MIN_FILE_SECONDS`: 0.1 s for ``driver_timeout``, 1 s for
-    the intervals).
+    finite and at most :data:`MAX_ALLOCATION_RATIO`; ``driver_timeout`` at
+    least :data:`MIN_DRIVER_TIMEOUT` (0.1 s); intervals at least
+    :data:`MIN_SECONDS` (from a configuration file, at least 1 s: see
+    :data:`MIN_FILE_SECONDS`).
     """
 
     host: str = attrs.field(factory=socket.gethostname, validator=_str_option)
@@ -169,11 +173,11 @@ class Settings:
     vcpu_pin_set: str = attrs.field(default=None, validator=_cpu_set_option)
     cpu_shared_set: str = attrs.field(default=None, validator=_cpu_set_option)
     cpu_dedicated_set: str = attrs.field(default=None, validator=_cpu_set_option)
-    update_resources_interval: float = attrs.field(default=60, validator=_seconds_option)
-    service_down_time: float = attrs.field(default=60, validator=_seconds_option)
-    report_interval: float = attrs.field(default=10, validator=_seconds_option)
+    update_resources_interval: float = attrs.field(default=60, validator=_seconds_option())
+    service_down_time: float = attrs.field(default=60, validator=_seconds_option())
+    report_interval: float = attrs.field(default=10, validator=_seconds_option())
     driver_timeout: float = attrs.field(default=DEFAULT_DRIVER_TIMEOUT,
-                                        validator=_seconds_option)
+                                        validator=_seconds_option(MIN_DRIVER_TIMEOUT))
     claim_retries: int = attrs.field(default=10, validator=_int_option(1, 1000))
     libvirt_connection_uri: str = attrs.field(default="qemu:///system",
                                               validator=_str_option)
