@@ -226,7 +226,8 @@ class ComputeNode:
     """A compute node record as tracked: inventories, usage and views.
 
     ``usage`` counts instances and in-progress migrations only; reserved
-    host amounts live in ``inventories`` (so free = capacity - used).
+    host amounts live in ``inventories`` (so free = max(0, capacity - used),
+    and over is the excess).
     ``resources`` is the last report the driver gave (the hypervisor view).
     """
 
