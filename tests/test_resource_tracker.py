@@ -252,10 +252,17 @@ class TestAuditFailures(TrackerTestCase):
         driver, rt = self.multinode(nodes=("a", "b"), settings=self.settings())
         driver.inject_fault("a", report=42)
         driver.set_node_size("b", memory_mb=256)   # below reserved_host_memory_mb=512
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
         result = rt.update_available_resource()
-        self.assertEqual((), result.audited)
+        # A node whose reserved amount exceeds its total is still recorded,
+        # with its current inventory: all of it reserved, so it admits nothing.
+        self.assertEqual(("b",), result.audited)
         self.assertIn("int", result.failed["a"])
-        self.assertIn("reserved_host_memory_mb", result.failed["b"])
+        self.assertIn("reserved_host_memory_mb = 512", log.output)
+        node = rt.get_node("b")
+        self.assertEqual((256, 256, 0, 0), (
+            node.inventory("MEMORY_MB").total, node.inventory("MEMORY_MB").reserved,
+            node.capacity("MEMORY_MB"), node.free("MEMORY_MB")))
 
     def test_failure_on_the_first_audit_of_a_fresh_tracker(self):
         driver, rt = self.multinode(nodes=("a", "b"))

@@ -64,9 +64,11 @@ class RunAudit(ReportCommand):
             lines.append(f"Node {node['nodename']} (uuid {node['node_uuid'] or '-'}): "
                          f"{'consistent' if node['consistent'] else 'differs'}")
             lines.append(render_table(
-                ["Resource class", "Hypervisor", "Tracked", "Records", "Status"],
+                ["Resource class", "Hypervisor", "Tracked", "Records", "Capacity", "Free",
+                 "Over", "Status"],
                 [[r["resource_class"], r["hypervisor"], r["tracked"], r["records"],
-                  r["status"]] for r in node["resources"]]))
+                  r["capacity"], r["free"], r["over"], r["status"]]
+                 for r in node["resources"]]))
             if node["differences"]:
                 lines.append(_differences_table(node["differences"]))
         if data["differences"]:
