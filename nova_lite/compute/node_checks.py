@@ -2,8 +2,9 @@
 
 The same limits on every backend (SQLite stores what PostgreSQL refuses):
 a node name is a non-empty string of at most 255 characters with no NUL
-and no other control character; a node uuid is a canonical UUID.  A bad
-node is reported by name; the others are recorded.
+byte; a node uuid is a canonical UUID.  A bad node is reported by name;
+the others are recorded.  (Other control characters are recorded as they
+are and escaped wherever a name is shown.)
 """
 
 import logging
@@ -43,8 +44,8 @@ def name_problem(name, what="node name"):
     if len(name) > MAX_NAME_LENGTH:
         return (f"{what} {printable(name[:40])}... is {len(name)} characters long; at most "
                 f"{MAX_NAME_LENGTH} are recorded")
-    if any(not c.isprintable() for c in name):
-        return f"{what} {printable(name)!r} contains control characters (NUL, escapes, ...)"
+    if "\x00" in name:
+        return f"{what} {printable(name)!r} contains a NUL byte"
     return None
 
 

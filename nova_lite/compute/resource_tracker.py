@@ -160,6 +160,9 @@ class ResourceTracker:
             self._nodes.update(recorded)
         for node in recorded.values():
             _log_final_view(node)
+            if node.over_classes():
+                accounting.log_over_capacity(
+                    node, self.store.list_allocations(node_uuid=node.uuid))
         for name, reason in failed.items():
             if node_checks.storable(name):
                 self._mark_failed(name, reason)
@@ -488,8 +491,8 @@ def _check_instance(instance):
 def _log_final_view(node):
     if not LOG.isEnabledFor(logging.INFO):
         return
-    parts = [f"{rc}: capacity={inv.capacity} used={node.used(rc)} free={node.free(rc)}"
-             for rc, inv in sorted(node.inventories.items())]
+    parts = [f"{rc}: capacity={node.capacity(rc)} used={node.used(rc)} free={node.free(rc)} "
+             f"over={node.over(rc)}" for rc in sorted(node.inventories)]
     LOG.info("Node %s/%s final view: %s", node.host, node.nodename,
              "; ".join(parts) or "no inventory")
 

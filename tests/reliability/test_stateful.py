@@ -64,12 +64,12 @@ class Size:
 
     @property
     def valid(self):
-        """The audit refuses a node whose total is below the reserved amount."""
-        return self.memory_mb >= RESERVED_MEMORY_MB and self.vcpus >= RESERVED_CPUS
+        """Every report is recorded: a total below the reserved amount gives capacity 0."""
+        return True
 
     def capacity(self):
-        return {"VCPU": math.floor((self.vcpus - RESERVED_CPUS) * CPU_RATIO),
-                "MEMORY_MB": self.memory_mb - RESERVED_MEMORY_MB,
+        return {"VCPU": max(0, math.floor((self.vcpus - RESERVED_CPUS) * CPU_RATIO)),
+                "MEMORY_MB": max(0, self.memory_mb - RESERVED_MEMORY_MB),
                 "DISK_GB": self.local_gb}
 
 
@@ -349,11 +349,13 @@ class TrackerMachine(RuleBasedStateMachine):
         for name, node in stored.items():
             expected = self._expected_usage(name)
             assert dict(node.usage) == expected, (name, dict(node.usage), expected)
-            capacity = self.recorded[name].capacity()
+            size = self.recorded[name]
+            capacity = size.capacity()
             assert {rc: node.capacity(rc) for rc in capacity} == capacity, name
             # Reserved lives in the inventory, never in the usage.
-            assert node.inventory("MEMORY_MB").reserved == RESERVED_MEMORY_MB
-            assert node.inventory("VCPU").reserved == RESERVED_CPUS
+            assert node.inventory("MEMORY_MB").reserved == min(RESERVED_MEMORY_MB,
+                                                               size.memory_mb)
+            assert node.inventory("VCPU").reserved == min(RESERVED_CPUS, size.vcpus)
             if name not in self.may_exceed:
                 for rc in capacity:
                     assert node.used(rc) <= capacity[rc], (name, rc, dict(node.usage))
