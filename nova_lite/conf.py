@@ -179,6 +179,10 @@ class Settings:
     driver_timeout: float = attrs.field(default=DEFAULT_DRIVER_TIMEOUT,
                                         validator=_seconds_option(MIN_DRIVER_TIMEOUT))
     claim_retries: int = attrs.field(default=10, validator=_int_option(1, 1000))
+    #: Seconds a transaction waits for another writer's lock before it fails
+    #: with "database busy" and writes nothing.
+    database_busy_timeout: float = attrs.field(default=10.0,
+                                               validator=_seconds_option(MIN_DRIVER_TIMEOUT))
     libvirt_connection_uri: str = attrs.field(default="qemu:///system",
                                               validator=_str_option)
     sections: object = attrs.field(factory=dict, converter=_sections, repr=False, eq=False)
@@ -266,6 +270,7 @@ _INI_OPTIONS = {
     ("compute", "cpu_shared_set"): "cpu_shared_set",
     ("compute", "cpu_dedicated_set"): "cpu_dedicated_set",
     ("database", "connection"): "database_url",
+    ("database", "busy_timeout"): "database_busy_timeout",
     ("libvirt", "connection_uri"): "libvirt_connection_uri",
 }
 _FIELD_TYPES = {f.name: f.type for f in attrs.fields(Settings)}

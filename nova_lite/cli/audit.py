@@ -44,7 +44,7 @@ class RunAudit(ReportCommand):
             self.parser.error("--host must not be empty")
         name = parsed_args.driver or ctx.settings.compute_driver
         driver = ctx.load_driver(name, host)
-        store = ctx.open_store(must_exist=True)
+        store = ctx.open_store(must_exist=True, readonly=True)
         tracker = ResourceTracker(host, driver, store=store, settings=ctx.settings)
         result = audit.audit_host(tracker, nodename=parsed_args.node)
         data = result.to_dict()

@@ -70,7 +70,7 @@ class ListNodes(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         headers = ("Host", "Node", "UUID", "Generation", "Usage", "Last error")
         rows = [(TextColumn(n.host), TextColumn(n.nodename), n.uuid, n.generation,
                  _usage_column(n),
@@ -91,7 +91,7 @@ class ShowNode(show.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         report = node.resources
         instances = [i.uuid for i in store.list_instances(host=node.host, node=node.nodename)]

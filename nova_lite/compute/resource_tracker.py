@@ -64,7 +64,8 @@ class ResourceTracker:
         self.driver = driver
         self.settings = settings or getattr(driver, "settings", None) or conf.Settings()
         self.store = store if store is not None else Store(
-            "sqlite://", claim_retries=self.settings.claim_retries)
+            "sqlite://", claim_retries=self.settings.claim_retries,
+            busy_timeout=self.settings.database_busy_timeout)
         self._locks = NodeLocks()
         self._nodes = {}
         self._calls = DriverCaller(self.settings.driver_timeout)
