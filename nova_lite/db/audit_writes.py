@@ -220,6 +220,37 @@ def mark_unreported(conn, host, listed):
     return {r.uuid for r in gone}
 
 
+def lock_adopted_consumers(conn, host, audits):
+    """Before any node row: lock the instance and migration rows an adoption will move.
+
+    A claim or a release locks instance (and migration) rows before node
+    rows; an audit that adopts a node would otherwise hold the node's row
+    while it waits for them, and the two would wait on each other.  Only
+    nodes whose record belongs to another host (or another name) are
+    looked at.
+    """
+    if conn.dialect.name != "postgresql":
+        return   # SQLite's writing transaction holds the whole database
+    reported = {a.node_uuid for a in audits if a.node_uuid}
+    if not reported:
+        return
+    mine = set(conn.execute(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)).scalars())
+    moving = reported - mine
+    if not moving:
+        return
+    for chunk in chunks(moving):
+        for r in conn.execute(sa.select(T_NODES.c.host, T_NODES.c.nodename).where(
+                T_NODES.c.uuid.in_(chunk))):
+            conn.execute(sa.select(T_INST.c.uuid).where(
+                T_INST.c.host == r.host, T_INST.c.node == r.nodename)
+                .order_by(T_INST.c.uuid).with_for_update()).all()
+            for end in ("source", "dest"):
+                conn.execute(sa.select(T_MIG.c.uuid).where(
+                    T_MIG.c[f"{end}_compute"] == r.host, T_MIG.c[f"{end}_node"] == r.nodename,
+                    T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
+                    .order_by(T_MIG.c.uuid).with_for_update()).all()
+
+
 def create_or_adopt(conn, host, audit, resources_json, now, new_nodes, elsewhere):
     """Adopt the record of the driver's node uuid, or create one.
 

@@ -4,22 +4,21 @@ A claim's transaction locks (or checks) in a fixed order, instance rows
 first and the node row last, so two transactions never wait on each other
 in a circle:
 
-1. :func:`guard_requests` checks, under the instance row's lock, what makes a
-   claim meaningful at all: an instance claim is not for a deleted instance
-   nor for one that already holds a claim; a move is of a live instance
-   with no other move in progress.
+1. :func:`guard_requests` checks, under the instance row's lock, that a move
+   is of a live instance with no other move in progress.
 2. The node: :func:`bump_and_lock` moves its generation and takes its
    row's lock; the store compares the generation it moved from with the
    one the decision was made at (else it reads the node again, under that
    lock, and decides on fresh records).
-3. :func:`write_plans`: the instance, migration and allocation rows.
+3. :func:`write_plans`: the instance, migration and allocation rows; a
+   known instance is checked here (not deleted, no other claim), under its
+   row's lock.
 
 On SQLite a writing transaction holds the whole database from its first
 statement, so the order only matters on PostgreSQL.
 """
 
 import functools
-import time
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -101,13 +100,11 @@ def holds_resources(vm_state, task_state):
 
 
 def _guard_instance_claim(conn, instance_uuid):
-    """A known instance may be claimed unless deleted or already holding a claim.
-
-    Returns True if the instance has a row (the claim updates it).
-    """
+    """A known instance may be claimed unless deleted or already holding a claim."""
     stored = _locked_instance(conn, instance_uuid)
     if stored is None:
-        return False
+        raise InvalidInput(f"Instance {instance_uuid} was claimed and removed by another "
+                           "request at the same time; this claim is refused")
     if stored.vm_state == DELETED:
         raise InstanceStateConflict(instance_uuid, DELETED, "claimed",
                                     "deleted is final; a deleted instance is never claimed "
@@ -119,7 +116,6 @@ def _guard_instance_claim(conn, instance_uuid):
         where = ", ".join(f"{host}/{node}" for host, node in held)
         raise InvalidInput(f"Instance {instance_uuid} already holds a claim on node {where}; "
                            "abort it or free the instance before claiming again")
-    return True
 
 
 def _guard_move(conn, migration):
@@ -140,32 +136,18 @@ def _guard_move(conn, migration):
             f"({moving.status}) in progress; confirm, revert or abort it first")
 
 
-def guard_requests(conn, requests, plans=None):
-    """Step 1 for every request (:class:`~nova_lite.db.store.ClaimRequest`).
+def guard_requests(conn, requests):
+    """Step 1: every move's guard (:func:`_guard_move`), under its instance row's lock.
 
-    Raises (and the transaction rolls back) on the first refusal; returns
-    the uuids of the instances that already have a row.  With ``plans``
-    (decided already), a new instance's row is inserted here at once: a
-    claim for an instance nobody knows needs no other check, which saves
-    the common claim a statement.
+    Raises (and the transaction rolls back) on the first refusal.  An
+    instance claim is checked when its row is written (:func:`write_plans`):
+    a new instance has no row to lock, and inserting one before the node's
+    lock would make an audit that adopts the node wait on it while holding
+    the node.
     """
-    known = set()
-    inserted = set()
-    if plans is not None:
-        now = time.time()
-        for plan in plans:
-            if plan.instance is not None and plan.migration is None and \
-                    _insert_new_instance(conn.dialect.name).execute(
-                        conn, rows.new_instance_values(plan.instance, now)).rowcount:
-                inserted.add(plan.instance.uuid)
     for request in requests:
         if request.migration is not None:
             _guard_move(conn, request.migration)
-        elif request.instance_uuid in inserted:
-            known.add(request.instance_uuid)   # written already: write_plans updates nothing
-        elif _guard_instance_claim(conn, request.instance_uuid):
-            known.add(request.instance_uuid)
-    return known, inserted
 
 
 def bump_and_lock(conn, node_uuid):
@@ -181,25 +163,22 @@ def bump_and_lock(conn, node_uuid):
     return generation
 
 
-def write_plans(conn, plans, guarded, now):
+def write_plans(conn, plans, now):
     """The instance, migration and allocation rows of admitted plans.
 
-    ``guarded``: what :func:`guard_requests` returned (instances that have
-    a row, instances it inserted); the others are inserted, and one that
-    another transaction inserted meanwhile refuses the claim.
+    A new instance's row is inserted; a known one is checked under its
+    row's lock (:func:`_guard_instance_claim`: not deleted, no other claim)
+    and updated.
     """
-    known, inserted = guarded
     for plan in plans:
         instance = plan.instance
-        if instance is None or instance.uuid in inserted:
+        if instance is None:
             continue
-        if instance.uuid in known:
+        if not _insert_new_instance(conn.dialect.name).execute(
+                conn, rows.new_instance_values(instance, now)).rowcount:
+            _guard_instance_claim(conn, instance.uuid)
             conn.execute(_UPDATE_INSTANCE, dict(rows.instance_values(instance, now),
                                                 key=instance.uuid))
-        elif not _insert_new_instance(conn.dialect.name).execute(
-                conn, rows.new_instance_values(instance, now)).rowcount:
-            raise InvalidInput(f"Instance {instance.uuid} was claimed by another request at "
-                               "the same time; this claim is refused")
     migrations = [rows.migration_values(p.migration, now) for p in plans
                   if p.migration is not None]
     if migrations:

@@ -256,6 +256,7 @@ class Store:
         """
         def op(conn):
             audit_writes.serialise_host(conn, host)
+            audit_writes.lock_adopted_consumers(conn, host, audits)
             changed = audit_writes.write_nodes(conn, host, audits, self._report_texts[host])
             if listed is not None:
                 changed |= audit_writes.mark_unreported(conn, host, listed)
@@ -275,7 +276,7 @@ class Store:
         :class:`~nova_lite.compute.claims.ComputeResourcesUnavailable` to
         refuse.
 
-        One transaction.  The guards of ``requests`` run first; then the
+        One transaction.  The guards of moves run first; then the
         node's generation is bumped, which takes the node row's lock (a
         concurrent claim waits for it rather than retrying).  If the
         generation it moved from is ``node``'s, nothing a claim decides on
@@ -293,10 +294,10 @@ class Store:
             plans = None
 
         def transaction(conn):
-            guarded = claim_writes.guard_requests(conn, requests, plans)
+            claim_writes.guard_requests(conn, requests)
             generation = claim_writes.bump_and_lock(conn, node.uuid)
             if plans is not None and generation == node.generation + 1:
-                claim_writes.write_plans(conn, plans, guarded, time.time())
+                claim_writes.write_plans(conn, plans, time.time())
                 return _after(node, generation, plans), plans
             fresh = rows.load_node(conn, node.uuid)
             fresh = attrs.evolve(fresh, generation=generation - 1)
@@ -305,8 +306,7 @@ class Store:
             except ComputeResourcesUnavailable as exc:
                 exc.generation = fresh.generation
                 raise
-            known, inserted = guarded
-            claim_writes.write_plans(conn, fresh_plans, (known | inserted, set()), time.time())
+            claim_writes.write_plans(conn, fresh_plans, time.time())
             return _after(fresh, generation, fresh_plans), fresh_plans
 
         return self._write(f"claim on node {node.host}/{node.nodename}", transaction)
