@@ -217,16 +217,6 @@ class Allocation:
 
 
 @attrs.frozen
-class NodeUsage:
-    """Everything the live allocations of one node hold, at one generation."""
-
-    generation: int
-    amounts: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
-    numa_placements: tuple = ()
-    pci_in_use: frozenset = attrs.field(factory=frozenset, converter=frozenset)
-
-
-@attrs.frozen
 class NUMACellUsage:
     """What claims hold on one host NUMA cell."""
 

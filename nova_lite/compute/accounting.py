@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 
 from nova_lite.exception import InvalidInput
-from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology, NodeUsage
+from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology
 from nova_lite.resources import Inventory, ResourceClass, validate_resource_class
 
 LOG = logging.getLogger(__name__)
@@ -247,32 +247,6 @@ def _limits_by_class(limits):
             raise InvalidInput(f"limit {key!r} must be a finite number, got {value!r}")
         out[LIMIT_KEYS[key]] = value
     return out
-
-
-def add_usage(usage, allocation, sign=1, generation=None):
-    """A new NodeUsage with ``allocation`` added (``sign=-1``: removed).
-
-    ``generation``: the new usage's (default: ``usage``'s own).
-    """
-    amounts = dict(usage.amounts)
-    for rc, n in allocation.resources.items():
-        amounts[rc] = amounts.get(rc, 0) + sign * n
-        if not amounts[rc]:
-            del amounts[rc]
-    # Most claims place no NUMA cell and no PCI device: keep those as they are.
-    numa, pci = usage.numa_placements, usage.pci_in_use
-    if allocation.numa_topology is not None:
-        numa = list(numa)
-        if sign > 0:
-            numa.append(allocation.numa_topology)
-        elif allocation.numa_topology in numa:
-            numa.remove(allocation.numa_topology)
-        numa = tuple(numa)
-    if allocation.pci_devices:
-        devices = frozenset(allocation.pci_devices)
-        pci = pci | devices if sign > 0 else pci - devices
-    return NodeUsage(generation=usage.generation if generation is None else generation,
-                     amounts=amounts, numa_placements=numa, pci_in_use=pci)
 
 
 def over_capacity_reports(node, allocations=()):
