@@ -318,6 +318,9 @@ class ResourceTracker:
         Returns ``(plans, generation)``: their ClaimPlans and the node's
         generation they committed at.
         """
+        problem = node_checks.name_problem(nodename, "nodename")
+        if problem is not None:
+            raise InvalidInput(f"Cannot claim: {problem}")
         requests = [ClaimRequest(ask.instance.uuid, ask.migration) for ask in asks]
 
         def decide(node):
