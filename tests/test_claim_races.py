@@ -297,6 +297,20 @@ class TestRacesSQLite(RaceMixin, base.SQLiteBackend, base.TestCase):
         self.addCleanup(store.close)
         self.assertEqual([], store.get_compute_nodes())
 
+    def test_processes_creating_one_database_at_once_all_open_it(self):
+        path = os.path.join(self.useFixture(base.fixtures.TempDir()).path, "new", "n.db")
+        opener = ("import sys; from nova_lite.db import Store; s = Store(sys.argv[1]); "
+                  "s.heartbeat(sys.argv[2]); print(s.schema_version)")
+        procs = [subprocess.Popen([sys.executable, "-c", opener, f"sqlite:///{path}", f"h{n}"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for n in range(6)]
+        outcomes = [p.communicate(timeout=120) for p in procs]
+        self.assertEqual([0] * 6, [p.returncode for p in procs], outcomes)
+        store = Store(f"sqlite:///{path}", readonly=True)
+        self.addCleanup(store.close)
+        self.assertEqual(6, len(store.list_services()))
+        self.assertEqual([], [f for f in os.listdir(os.path.dirname(path)) if ".new" in f])
+
     def test_bad_node_names_fail_alone(self):
         a = self.tracker(nodes=("good",), driver_class=_Listing)
         a.driver.listing = ["good", "x" * 300, "nul\x00name", "good"]

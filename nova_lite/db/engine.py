@@ -20,6 +20,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
+import uuid
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc as sa_exc
@@ -64,20 +65,41 @@ def sqlite_file_path(url):
     return path, True
 
 
-def _prepare_sqlite_file(path):
-    """Create the state directory and database file owner-only (0700/0600).
+def _prepare_sqlite_file(path, busy_timeout_s, initialise):
+    """Create the state directory (0700) and, if there is none, the database file.
 
-    Returns True if the file was created here (a brand-new database).
+    A new database is built whole under a temporary name beside ``path``
+    (owner-only, 0600; ``initialise(engine)`` gives it its schema) and then
+    linked into place, which fails if another process got there first: a
+    database file never exists half made, so an empty one found later is
+    not one of ours.  Returns True if the file was created here.
     """
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         os.makedirs(directory, mode=0o700, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    except FileExistsError:
+    if os.path.exists(path):
         return False
+    temporary = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.new"
+    fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     os.close(fd)
-    return True
+    try:
+        if initialise is not None:
+            engine = sa.create_engine("sqlite:///" + temporary, poolclass=sa.pool.NullPool,
+                                      connect_args={"timeout": busy_timeout_s})
+            _install_sqlite_hooks(engine, True, busy_timeout_s, readonly=False)
+            try:
+                initialise(engine)
+            finally:
+                engine.dispose()   # the last connection checkpoints the WAL
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        for leftover in (temporary, temporary + "-wal", temporary + "-shm"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
 
 
 def _readonly_sqlite_url(path):
@@ -109,11 +131,12 @@ def _install_sqlite_hooks(engine, wal, busy_timeout_s, readonly):
         conn.exec_driver_sql("BEGIN DEFERRED" if deferred else "BEGIN IMMEDIATE")
 
 
-def make_engine(url, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S, readonly=False):
+def make_engine(url, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S, readonly=False, initialise=None):
     """An SQLAlchemy engine for ``url`` with nova-lite's settings applied.
 
     Returns ``(engine, created)``: ``created`` is True when a new SQLite
-    file was made for it.
+    file was made for it (given its schema by ``initialise(engine)``
+    before anyone else can open it).
     """
     url = normalize_url(url)
     if url.startswith("sqlite"):
@@ -133,7 +156,7 @@ def make_engine(url, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S, readonly=False):
                                  "nothing is created)")
             url = _readonly_sqlite_url(path)
         elif may_create:
-            created = _prepare_sqlite_file(path)
+            created = _prepare_sqlite_file(path, busy_timeout_s, initialise)
         engine = sa.create_engine(
             url, pool_size=4, max_overflow=8,
             connect_args={"check_same_thread": False, "timeout": busy_timeout_s})
@@ -217,18 +240,20 @@ class Database:
     becomes a :class:`StoreError` naming the operation, the database and
     the cause.  Exceptions ``fn`` raises on purpose roll back and propagate
     unchanged.  With ``readonly`` every transaction is read-only and
-    :meth:`write` is refused.
+    :meth:`write` is refused.  ``initialise(engine)`` gives a SQLite file
+    created here its schema before it is published (see make_engine).
     """
 
     def __init__(self, url, retries=10, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S,
-                 readonly=False):
+                 readonly=False, initialise=None):
         self.url = normalize_url(url)
         self.redacted_url = redact_url(self.url)
         self.retries = retries
         self.busy_timeout_s = busy_timeout_s
         self.readonly = readonly
         try:
-            self.engine, self.created = make_engine(self.url, busy_timeout_s, readonly)
+            self.engine, self.created = make_engine(self.url, busy_timeout_s, readonly,
+                                                    initialise)
         except (OSError, sa_exc.ArgumentError) as exc:
             raise StoreError(f"Cannot open database {self.redacted_url}: {exc}") from exc
         self.dialect = self.engine.dialect.name

@@ -115,7 +115,7 @@ class Store:
                 "as a new database (was it truncated?). Restore it from a backup, remove it, "
                 "or run 'nova-lite db sync' to initialise it")
         self.db = Database(url, retries=claim_retries, busy_timeout_s=busy_timeout,
-                           readonly=readonly)
+                           readonly=readonly, initialise=migrations.upgrade)
         self.url = self.db.url
         self.readonly = readonly
         self._schema_current = False
@@ -483,9 +483,15 @@ def _release(conn, node_uuids, consumer_uuids, instance=None, migration_status=N
             T_ALLOC.c.node_uuid == node_uuid,
             T_ALLOC.c.consumer_uuid.in_(list(consumer_uuids))))
     if transfer is not None:
-        target = conn.execute(sa.select(T_NODES.c.host, T_NODES.c.nodename).select_from(
-            T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid)).where(
-            T_ALLOC.c.consumer_uuid == transfer[0])).first()
+        # The destination's row is locked while its owner is read: an audit
+        # adopting that node meanwhile either waits for this transaction (and
+        # then carries the instance) or has committed (and its host is read).
+        query = sa.select(T_NODES.c.host, T_NODES.c.nodename).where(
+            T_NODES.c.uuid.in_(sa.select(T_ALLOC.c.node_uuid).where(
+                T_ALLOC.c.consumer_uuid == transfer[0])))
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()
+        target = conn.execute(query).first()
         conn.execute(T_ALLOC.update().where(T_ALLOC.c.consumer_uuid == transfer[0])
                      .values(consumer_uuid=transfer[1], consumer_type="instance"))
         if target is not None and instance is not None:
