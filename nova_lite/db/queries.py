@@ -1,0 +1,85 @@
+"""Small read-only queries for the scheduler and the operator commands.
+
+Plain functions on a SQLAlchemy connection, run through
+``store.db.read(description, fn)``; they never write.
+"""
+
+import attrs
+import sqlalchemy as sa
+
+from nova_lite.db import models
+
+T_NODES, T_SVC = models.compute_nodes, models.services
+
+
+@attrs.frozen
+class NodeVersion:
+    """Identity and generation of one compute node row."""
+
+    uuid: str
+    host: str
+    nodename: str
+    generation: int
+
+
+@attrs.frozen
+class ServiceRow:
+    """A service row with its ``disabled_reason`` (None if the column is absent)."""
+
+    host: str
+    binary: str
+    created_at: float
+    updated_at: float
+    report_count: int
+    disabled: bool
+    disabled_reason: str = None
+
+    def is_up(self, service_down_time, now):
+        """True if the last heartbeat is within ``service_down_time`` seconds of ``now``."""
+        return now - self.updated_at <= service_down_time
+
+
+def nodes_fingerprint(conn):
+    """``(count, sum of generations, sum of ids)`` of the node rows.
+
+    Generations and ids only grow, so any change to a node's generation,
+    and any node added or removed, changes this triple: a reader can skip
+    its per-node comparison while it stays the same.
+    """
+    row = conn.execute(sa.select(
+        sa.func.count(), sa.func.coalesce(sa.func.sum(T_NODES.c.generation), 0),
+        sa.func.coalesce(sa.func.sum(T_NODES.c.id), 0))).one()
+    return tuple(int(v) for v in row)
+
+
+def node_versions(conn):
+    """``{uuid: NodeVersion}`` of every compute node row."""
+    found = conn.execute(sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename,
+                                   T_NODES.c.generation))
+    return {r.uuid: NodeVersion(r.uuid, r.host, r.nodename, r.generation) for r in found}
+
+
+def list_services(conn, binary, host=None):
+    """Service rows of ``binary`` (of ``host``, or all) sorted by host, as ServiceRow."""
+    has_reason = "disabled_reason" in T_SVC.c
+    query = T_SVC.select().where(T_SVC.c.binary == binary).order_by(T_SVC.c.host)
+    if host is not None:
+        query = query.where(T_SVC.c.host == host)
+    return [ServiceRow(host=r.host, binary=r.binary, created_at=r.created_at,
+                       updated_at=r.updated_at, report_count=r.report_count,
+                       disabled=bool(r.disabled),
+                       disabled_reason=r.disabled_reason if has_reason else None)
+            for r in conn.execute(query)]
+
+
+def set_service_disabled(conn, host, binary, disabled, reason=None):
+    """Enable or disable the (host, binary) service; returns the number of rows changed.
+
+    A write: run it with ``store.db.write``.  ``reason`` is kept only while
+    disabled (and only if the schema has ``disabled_reason``).
+    """
+    values = {"disabled": bool(disabled)}
+    if "disabled_reason" in T_SVC.c:
+        values["disabled_reason"] = reason if disabled else None
+    return conn.execute(T_SVC.update().where(
+        T_SVC.c.host == host, T_SVC.c.binary == binary).values(**values)).rowcount
