@@ -22,11 +22,11 @@ from nova_lite.scheduler import NoValidHost, RequestSpec
 
 LOG = logging.getLogger(__name__)
 
-LIST_HEADERS = ("ID", "Name", "Status", "Host", "Node", "Project", "Flavor")
+LIST_HEADERS = ("ID", "Status", "Host", "Node", "Project", "Flavor")
 
 
 def _row(inst):
-    return (inst.uuid, inst.display_name, inst.vm_state, OptionalColumn(inst.host),
+    return (inst.uuid, inst.vm_state, OptionalColumn(inst.host),
             OptionalColumn(inst.node), inst.project_id, inst.flavor.name)
 
 
@@ -45,18 +45,11 @@ class _Trackers:
 
 
 def find_instance(store, ident):
-    """A live instance by uuid or name; BadArguments if none or several match."""
+    """The instance with uuid ``ident``; BadArguments if there is none."""
     try:
         return store.get_instance(ident)
     except InstanceNotFound:
-        pass
-    found = [i for i in store.list_instances() if i.display_name == ident]
-    if not found:
-        raise BadArguments(f"No server {ident!r} (by uuid or name); nothing was changed")
-    if len(found) > 1:
-        raise BadArguments(f"Several servers are named {ident!r} "
-                           f"({', '.join(i.uuid for i in found)}); use the uuid")
-    return found[0]
+        raise BadArguments(f"No server {ident!r}; nothing was changed") from None
 
 
 class CreateServer(lister.Lister):
@@ -69,8 +62,6 @@ class CreateServer(lister.Lister):
         parser.add_argument("--count", type=int, default=1, metavar="N",
                             help="Number of servers (default 1).")
         parser.add_argument("--project", default="", metavar="ID", help="Owner project id.")
-        parser.add_argument("--name", default="", metavar="NAME",
-                            help="Server name (NAME-1, NAME-2, ... with --count).")
         return parser
 
     def take_action(self, parsed_args):
@@ -82,7 +73,7 @@ class CreateServer(lister.Lister):
         spec = RequestSpec(flavor, project_id=parsed_args.project)
         try:
             result = api.build(store, spec, parsed_args.count, trackers=_Trackers(ctx, store),
-                               settings=ctx.settings, display_name=parsed_args.name)
+                               settings=ctx.settings)
         except NoValidHost as exc:
             raise CommandError(str(exc)) from None
         return LIST_HEADERS, [_row(i) for i in result.instances]
@@ -109,7 +100,7 @@ class ShowServer(show.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument("server", metavar="SERVER", help="Server uuid or name.")
+        parser.add_argument("server", metavar="SERVER", help="Server uuid.")
         return parser
 
     def take_action(self, parsed_args):
@@ -118,7 +109,7 @@ class ShowServer(show.ShowOne):
         held = {a.node_uuid: dict(a.resources)
                 for a in store.list_allocations(instance_uuid=inst.uuid)}
         f = inst.flavor
-        fields = {"id": inst.uuid, "name": inst.display_name, "status": inst.vm_state,
+        fields = {"id": inst.uuid, "status": inst.vm_state,
                   "host": OptionalColumn(inst.host), "node": OptionalColumn(inst.node),
                   "project_id": inst.project_id, "flavor": f.name,
                   "vcpus": f.vcpus, "memory_mb": f.memory_mb,
@@ -132,7 +123,7 @@ class DeleteServer(command.Command):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument("server", metavar="SERVER", help="Server uuid or name.")
+        parser.add_argument("server", metavar="SERVER", help="Server uuid.")
         return parser
 
     def take_action(self, parsed_args):
