@@ -251,3 +251,13 @@ class PostgreSQLBuildTests(BuildTests):
     make_store = PostgreSQLSchedulerTests.make_store
 
 
+
+
+class BenchmarkRuns(base.TestCase):
+    """The scheduler benchmark runs at a tiny size (no figure is asserted)."""
+
+    def test_tiny_case(self):
+        from bench import scheduler as bench_scheduler
+        result = bench_scheduler.run_case({"store": "sqlite-file", "nodes": 4, "repeat": 2})
+        self.assertEqual((4, 2), (result["hosts"], result["alternates"]))
+        self.assertEqual(2, result["steady"]["runs"])

@@ -7,7 +7,7 @@ Plain functions on a SQLAlchemy connection, run through
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import models
+from nova_lite.db import models, rows
 
 T_NODES, T_SVC = models.compute_nodes, models.services
 
@@ -54,9 +54,29 @@ def nodes_fingerprint(conn):
 
 def node_versions(conn):
     """``{uuid: NodeVersion}`` of every compute node row."""
-    found = conn.execute(sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename,
-                                   T_NODES.c.generation))
-    return {r.uuid: NodeVersion(r.uuid, r.host, r.nodename, r.generation) for r in found}
+    found = rows.plain_rows(conn, sa.select(T_NODES.c.uuid, T_NODES.c.host,
+                                            T_NODES.c.nodename, T_NODES.c.generation))
+    return {r[0]: NodeVersion(*r) for r in found}
+
+
+def services_fingerprint(conn, binary):
+    """A tuple that changes when a heartbeat, a service row or its disabled state
+    changes (sums over the rows of ``binary``; see :func:`nodes_fingerprint`).
+
+    Heartbeats raise ``report_count``; enabling or disabling changes a
+    per-row mix of id, disabled flag and reason length.  Sums can collide in
+    principle, so a reader should also re-read the rows now and then.
+    """
+    disabled_mix = sa.case(
+        (T_SVC.c.disabled, (T_SVC.c.id * 7919 + 1) % 1000003), else_=0)
+    columns = [sa.func.count(), sa.func.coalesce(sa.func.sum(T_SVC.c.id), 0),
+               sa.func.coalesce(sa.func.sum(T_SVC.c.report_count), 0),
+               sa.func.coalesce(sa.func.max(T_SVC.c.updated_at), 0),
+               sa.func.coalesce(sa.func.sum(disabled_mix), 0)]
+    if "disabled_reason" in T_SVC.c:
+        columns.append(sa.func.coalesce(sa.func.sum(
+            sa.func.length(sa.func.coalesce(T_SVC.c.disabled_reason, "")) * T_SVC.c.id), 0))
+    return tuple(conn.execute(sa.select(*columns).where(T_SVC.c.binary == binary)).one())
 
 
 def list_services(conn, binary, host=None):

@@ -30,6 +30,8 @@ WEIGHER_GROUP = "nova_lite.scheduler.weighers"
 ALL_WEIGHERS = ("all_weighers", "nova.scheduler.weights.all_weighers")
 #: Above this many changed nodes a refresh reads every node at once.
 _BULK_RELOAD = 64
+#: Service rows are re-read at least this often (s), whatever their fingerprint says.
+SERVICES_MAX_AGE = 5.0
 
 
 @attrs.frozen
@@ -77,22 +79,38 @@ class HostManager:
         self._states = {}        # node uuid -> HostState
         self._ordered = []       # HostStates sorted by (host, nodename)
         self._fingerprint = None
+        self._services = {}          # host -> ServiceRow
+        self._services_key = None    # (fingerprint, read at)
 
     # -- the view -------------------------------------------------------------
     def refresh(self):
-        """Bring the view up to date with the records; returns the HostStates."""
-        fingerprint, services = self.store.db.read("scheduler refresh", self._read_cheap)
-        if fingerprint != self._fingerprint:
+        """Bring the view up to date with the records; returns the HostStates.
+
+        Two aggregate queries say whether any node or service row changed;
+        only then are the changed nodes, or the service rows, read again
+        (the service rows also every :data:`SERVICES_MAX_AGE` seconds).
+        """
+        nodes_key, services_key = self.store.db.read("scheduler refresh", self._fingerprints)
+        nodes_changed = nodes_key != self._fingerprint
+        if nodes_changed:
             self._reload_nodes()
-            self._fingerprint = fingerprint
-        by_host = {s.host: s for s in services}
-        for state in self._ordered:
-            state.service = by_host.get(state.host)
+            self._fingerprint = nodes_key
+        now = time.monotonic()
+        stale = self._services_key is None or services_key != self._services_key[0] \
+            or now - self._services_key[1] > SERVICES_MAX_AGE
+        if stale:
+            self._services = {s.host: s for s in self.store.db.read(
+                "list services", lambda conn: queries.list_services(conn, COMPUTE_BINARY))}
+            self._services_key = (services_key, now)
+        if stale or nodes_changed:
+            for state in self._ordered:
+                state.service = self._services.get(state.host)
         return self._ordered
 
     @staticmethod
-    def _read_cheap(conn):
-        return queries.nodes_fingerprint(conn), queries.list_services(conn, COMPUTE_BINARY)
+    def _fingerprints(conn):
+        return (queries.nodes_fingerprint(conn),
+                queries.services_fingerprint(conn, COMPUTE_BINARY))
 
     def _reload_nodes(self):
         versions = self.store.db.read("node generations", queries.node_versions)
