@@ -111,6 +111,21 @@ class SchedulerTests(SchedulerScenario):
             base.flavor(), force_hosts=("host3",)))
         self.assertIn("compute service down", str(exc))
 
+    def test_a_reused_view_notices_a_service_dying_and_being_disabled(self):
+        settings = self.settings(reserved_host_memory_mb=0, service_down_time=60)
+        fresh = HostManager(self.store, settings, services_max_age=0)
+        slow = HostManager(self.store, settings, services_max_age=3600)
+        for manager in (fresh, slow):
+            manager.refresh()
+        self.store.db.write("age heartbeat", lambda c: c.execute(
+            models.services.update().where(models.services.c.host == "host3")
+            .values(updated_at=time.time() - 3600)))
+        self.assertEqual({"host1", "host2"}, {
+            fresh.select_destinations(base.flavor())[0].host for _ in range(4)})
+        queries_disable(self.store, "host1")   # a disabled state is seen at once
+        self.assertNotIn("host1", {slow.select_destinations(base.flavor())[0].host
+                                   for _ in range(4)})
+
     def test_ignore_and_force_hosts(self):
         manager = self.manager()
         spec = RequestSpec(base.flavor(), ignore_hosts=("host1", "host2"))

@@ -60,18 +60,17 @@ def node_versions(conn):
 
 
 def services_fingerprint(conn, binary):
-    """A tuple that changes when a heartbeat, a service row or its disabled state
-    changes (sums over the rows of ``binary``; see :func:`nodes_fingerprint`).
+    """A tuple that changes when a service row of ``binary`` is added or removed, or
+    is enabled or disabled (or its reason changes); heartbeats leave it alone.
 
-    Heartbeats raise ``report_count``; enabling or disabling changes a
-    per-row mix of id, disabled flag and reason length.  Sums can collide in
-    principle, so a reader should also re-read the rows now and then.
+    Sums over the rows (see :func:`nodes_fingerprint`): enabling or disabling
+    changes a per-row mix of id and disabled flag.  Sums can collide in
+    principle, and heartbeats are not in it, so a reader also re-reads the
+    rows now and then.
     """
     disabled_mix = sa.case(
         (T_SVC.c.disabled, (T_SVC.c.id * 7919 + 1) % 1000003), else_=0)
     columns = [sa.func.count(), sa.func.coalesce(sa.func.sum(T_SVC.c.id), 0),
-               sa.func.coalesce(sa.func.sum(T_SVC.c.report_count), 0),
-               sa.func.coalesce(sa.func.max(T_SVC.c.updated_at), 0),
                sa.func.coalesce(sa.func.sum(disabled_mix), 0)]
     if "disabled_reason" in T_SVC.c:
         columns.append(sa.func.coalesce(sa.func.sum(

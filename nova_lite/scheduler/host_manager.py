@@ -2,8 +2,13 @@
 
 The view is refreshed from the records on every request, incrementally:
 a cheap fingerprint of the node rows says whether anything changed, then
-only the nodes whose generation moved are read again.  Service rows
-(heartbeats, disabled) are read every time.  Each pick is consumed in the
+only the nodes whose generation moved are read again.  Service rows are
+read again when one is added, removed, enabled or disabled, and at least
+every :data:`SERVICES_MAX_AGE` seconds for the heartbeats: a heartbeat
+seen up to that much late only makes a service look older, so a dead
+service is noticed within ``service_down_time`` plus that, and a live one
+(beating every ``report_interval``) never looks down while
+``report_interval + SERVICES_MAX_AGE < service_down_time``.  Each pick is consumed in the
 view at once, so back-to-back requests spread before the claims land.
 """
 
@@ -66,10 +71,12 @@ class HostManager:
     ``settings``: :class:`~nova_lite.conf.Settings` (``enabled_filters``,
     ``weight_classes``, the weight multipliers, ``service_down_time`` and
     ``max_attempts``, which sets how many alternates each Selection carries:
-    ``max_attempts - 1``).
+    ``max_attempts - 1``).  ``services_max_age``: seconds after which the
+    service rows are read again for their heartbeats (default
+    :data:`SERVICES_MAX_AGE`).
     """
 
-    def __init__(self, store, settings=None):
+    def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE):
         self.store = store
         self.settings = settings or conf.Settings()
         self.filters = _load(FILTER_GROUP, self.settings.enabled_filters,
@@ -81,6 +88,7 @@ class HostManager:
         self._fingerprint = None
         self._services = {}          # host -> ServiceRow
         self._services_key = None    # (fingerprint, read at)
+        self.services_max_age = services_max_age
 
     # -- the view -------------------------------------------------------------
     def refresh(self):
@@ -88,7 +96,8 @@ class HostManager:
 
         Two aggregate queries say whether any node or service row changed;
         only then are the changed nodes, or the service rows, read again
-        (the service rows also every :data:`SERVICES_MAX_AGE` seconds).
+        (the service rows also every :data:`SERVICES_MAX_AGE` seconds, for
+        the heartbeats).
         """
         nodes_key, services_key = self.store.db.read("scheduler refresh", self._fingerprints)
         nodes_changed = nodes_key != self._fingerprint
@@ -97,7 +106,7 @@ class HostManager:
             self._fingerprint = nodes_key
         now = time.monotonic()
         stale = self._services_key is None or services_key != self._services_key[0] \
-            or now - self._services_key[1] > SERVICES_MAX_AGE
+            or now - self._services_key[1] >= self.services_max_age
         if stale:
             self._services = {s.host: s for s in self.store.db.read(
                 "list services", lambda conn: queries.list_services(conn, COMPUTE_BINARY))}
