@@ -144,6 +144,17 @@ class SchedulerTests(SchedulerScenario):
         self.assertIsNot(before["host2"], after["host2"].node)
         self.assertEqual(8192 - 1024, after["host2"].free_ram_mb)
 
+    def test_refresh_drops_deleted_nodes_and_adds_new_ones(self):
+        manager = self.manager()
+        manager.get_host_states()
+        self.store.delete_compute_node("host2", "host2")
+        self.assertEqual(["host1", "host3"], [s.host for s in manager.get_host_states()])
+        self.make_tracker(settings=self.settings(host="host4", reserved_host_memory_mb=0),
+                          store=self.store, host="host4")
+        self.store.heartbeat("host4")
+        self.assertEqual(["host1", "host3", "host4"],
+                         [s.host for s in manager.get_host_states()])
+
     def test_pack_with_negative_multiplier(self):
         self.fill("host3", 2048)
         manager = self.manager(ram_weight_multiplier=-1.0, cpu_weight_multiplier=0.0,

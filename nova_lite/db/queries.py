@@ -20,6 +20,12 @@ class NodeVersion:
     host: str
     nodename: str
     generation: int
+    id: int = None
+
+    @property
+    def bucket(self):
+        """The fingerprint bucket of the row (see :func:`nodes_fingerprint`)."""
+        return self.id % NODE_BUCKETS
 
 
 @attrs.frozen
@@ -39,24 +45,35 @@ class ServiceRow:
         return now - self.updated_at <= service_down_time
 
 
+#: Node rows are fingerprinted in this many buckets (by ``id % NODE_BUCKETS``).
+NODE_BUCKETS = 64
+
+
+def _bucket():
+    return T_NODES.c.id % NODE_BUCKETS
+
+
 def nodes_fingerprint(conn):
-    """``(count, sum of generations, sum of ids)`` of the node rows.
+    """``{bucket: (count, sum of generations, sum of ids)}`` of the node rows.
 
     Generations and ids only grow, so any change to a node's generation,
-    and any node added or removed, changes this triple: a reader can skip
-    its per-node comparison while it stays the same.
+    and any node added or removed, changes its bucket's triple: a reader
+    re-reads only the buckets whose triple moved (:func:`node_versions`).
     """
-    row = conn.execute(sa.select(
-        sa.func.count(), sa.func.coalesce(sa.func.sum(T_NODES.c.generation), 0),
-        sa.func.coalesce(sa.func.sum(T_NODES.c.id), 0))).one()
-    return tuple(int(v) for v in row)
+    bucket = _bucket()
+    found = conn.execute(sa.select(
+        bucket, sa.func.count(), sa.func.sum(T_NODES.c.generation),
+        sa.func.sum(T_NODES.c.id)).group_by(bucket))
+    return {int(b): (int(c), int(g), int(i)) for b, c, g, i in found}
 
 
-def node_versions(conn):
-    """``{uuid: NodeVersion}`` of every compute node row."""
-    found = rows.plain_rows(conn, sa.select(T_NODES.c.uuid, T_NODES.c.host,
-                                            T_NODES.c.nodename, T_NODES.c.generation))
-    return {r[0]: NodeVersion(*r) for r in found}
+def node_versions(conn, buckets=None):
+    """``{uuid: NodeVersion}`` of every compute node row (or of those ``buckets``)."""
+    query = sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename,
+                      T_NODES.c.generation, T_NODES.c.id)
+    if buckets is not None:
+        query = query.where(_bucket().in_(sorted(buckets)))
+    return {r[0]: NodeVersion(*r) for r in rows.plain_rows(conn, query)}
 
 
 def services_fingerprint(conn, binary):

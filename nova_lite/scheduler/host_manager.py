@@ -85,7 +85,8 @@ class HostManager:
                               "[filter_scheduler] weight_classes", self.settings)
         self._states = {}        # node uuid -> HostState
         self._ordered = []       # HostStates sorted by (host, nodename)
-        self._fingerprint = None
+        self._fingerprint = None     # {bucket: (count, sum generation, sum id)}
+        self._buckets = {}           # node uuid -> its fingerprint bucket
         self._services = {}          # host -> ServiceRow
         self._services_key = None    # (fingerprint, read at)
         self.services_max_age = services_max_age
@@ -102,7 +103,7 @@ class HostManager:
         nodes_key, services_key = self.store.db.read("scheduler refresh", self._fingerprints)
         nodes_changed = nodes_key != self._fingerprint
         if nodes_changed:
-            self._reload_nodes()
+            self._reload_nodes(nodes_key)
             self._fingerprint = nodes_key
         now = time.monotonic()
         stale = self._services_key is None or services_key != self._services_key[0] \
@@ -121,11 +122,18 @@ class HostManager:
         return (queries.nodes_fingerprint(conn),
                 queries.services_fingerprint(conn, COMPUTE_BINARY))
 
-    def _reload_nodes(self):
-        versions = self.store.db.read("node generations", queries.node_versions)
+    def _reload_nodes(self, fingerprint):
+        """Re-read the nodes of the fingerprint buckets that changed."""
+        old = self._fingerprint or {}
+        buckets = {b for b in set(fingerprint) | set(old) if fingerprint.get(b) != old.get(b)}
+        if self._fingerprint is None:
+            buckets = None   # first read: everything
+        versions = self.store.db.read("node generations",
+                                      lambda conn: queries.node_versions(conn, buckets))
         changed = [v for u, v in versions.items()
                    if u not in self._states or self._states[u].generation != v.generation]
-        gone = set(self._states) - set(versions)
+        gone = {u for u, b in self._buckets.items()
+                if (buckets is None or b in buckets) and u not in versions}
         if len(changed) > _BULK_RELOAD:
             nodes = self.store.get_compute_nodes()
         else:
@@ -142,8 +150,11 @@ class HostManager:
             elif state.generation != node.generation or state.host != node.host:
                 state.update_from_node(node)
                 state.host = node.host
+        for uuid, version in versions.items():
+            self._buckets[uuid] = version.bucket
         for uuid in gone:
             self._states.pop(uuid, None)
+            self._buckets.pop(uuid, None)
         if changed or gone:
             self._ordered = sorted(self._states.values(), key=lambda s: (s.host, s.nodename))
         LOG.debug("Scheduler view: %d nodes, %d changed, %d gone", len(self._states),
