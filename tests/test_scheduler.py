@@ -287,3 +287,29 @@ class BenchmarkRuns(base.TestCase):
         result = bench_scheduler.run_case({"store": "sqlite-file", "nodes": 4, "repeat": 2})
         self.assertEqual((4, 2), (result["hosts"], result["alternates"]))
         self.assertEqual(2, result["steady"]["runs"])
+
+
+class AtomicGroupBuildTests(SchedulerScenario):
+    """Several instances on one node are claimed in one transaction: all or none
+    (``ResourceTracker.instance_claims``)."""
+
+    def test_group_on_one_node_is_claimed_all_or_none(self):
+        manager = self.manager()
+        spec = RequestSpec(base.flavor(memory_mb=4096), force_hosts=("host1",))
+        raced = []
+
+        def tracker_for(host):
+            if not raced:   # another build takes half of host1 before the group's claim
+                raced.append(self.fill(host, 4096))
+            return self.trackers[host]
+
+        self.assertRaises(api.BuildFailed, api.build, self.store, spec, 2,
+                          trackers=tracker_for, host_manager=manager)
+        self.assertEqual(["filler"], [i.flavor.name for i in self.store.list_instances()])
+        self.assertEqual(4096, self.store.get_compute_node("host1", "host1").used("MEMORY_MB"))
+
+    def test_group_fits_and_lands_together(self):
+        spec = RequestSpec(base.flavor(memory_mb=4096), force_hosts=("host2",))
+        result = api.build(self.store, spec, 2, trackers=self.trackers)
+        self.assertEqual({"host2"}, {i.host for i in result.instances})
+        self.assertEqual(8192, self.store.get_compute_node("host2", "host2").used("MEMORY_MB"))
