@@ -246,3 +246,73 @@ class TestReportFormats(CliTestCase):
         table = self.cli("audit", "--host", self.host, "--driver", "fake.multinode")[1]
         self.assertIn(node_uuid, table)
         self.assertNotIn(f"| {self.host}-node0 | {self.host}-node0", table)
+
+
+class TestConcurrentBuilds(OperatorCase):
+    """Builds from several processes at once: none oversubscribes, the reports agree."""
+
+    def setUp(self):
+        super().setUp()
+        self.start_computes()
+
+    def server_create_processes(self, count, *argv):
+        procs = [subprocess.Popen(
+            [sys.executable, "-m", "nova_lite.cli.main", "--state-path", self.state,
+             "server", "create", "-f", "json", *argv],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(count)]
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            results.append((proc.returncode, out.decode(), err.decode()))
+        return results
+
+    def test_parallel_builds_fill_every_host_exactly(self):
+        # 7680 MB usable per host: two 3072 MB servers fit on each, never three.
+        results = self.server_create_processes(6, "--vcpus", "1", "--ram", "3072",
+                                               "--project", "p1")
+        self.assertEqual([0] * 6, [code for code, _, _ in results], results)
+        hosts = sorted(json.loads(out)[0]["Host"] for _, out, _ in results)
+        self.assertEqual(sorted(HOSTS * 2), hosts)
+        for row in self.json("hypervisor", "list"):
+            self.assertEqual(6144, row["Memory MB Used"])
+        code, _, err = self.cli("server", "create", "--vcpus", "1", "--ram", "3072")
+        self.assertEqual(1, code)
+        self.assertIn("RamFilter removed 3 of 3 hosts: free memory 1536 MB < 3072 MB", err)
+
+    def test_reports_agree_with_the_store_after_builds_resizes_and_deletes(self):
+        from nova_lite.compute.resource_tracker import ResourceTracker
+        from nova_lite.objects import Flavor
+        from nova_lite.virt import loader
+        self.server_create_processes(2, "--flavor", "m1.tiny", "--count", "2",
+                                     "--project", "p1")
+        self.server_create_processes(2, "--vcpus", "1", "--ram", "1024", "--project", "p2")
+        servers = self.json("server", "list")
+        self.assertEqual(6, len(servers))
+        self.ok("server", "delete", servers[0]["ID"])
+        store = Store(f"sqlite:///{self.db_path()}")
+        self.addCleanup(store.close)
+        victim = store.get_instance(servers[1]["ID"])
+        driver = loader.load_driver("fake.small")
+        driver.init_host(victim.host)
+        rt = ResourceTracker(victim.host, driver, store=store)
+        rt.resize_claim(victim, Flavor(name="bigger", vcpus=1, memory_mb=2048),
+                        victim.node)
+        nodes = store.get_compute_nodes()
+        live = store.list_instances()
+        stats = self.json("hypervisor", "stats")
+        self.assertEqual(sum(n.used("MEMORY_MB") for n in nodes), stats["memory_mb_used"])
+        self.assertEqual(sum(n.free("MEMORY_MB") for n in nodes), stats["free_ram_mb"])
+        self.assertEqual(len(live), stats["running_vms"])
+        for host in HOSTS:
+            rows = {r["PROJECT"]: r for r in self.json("host", "describe", host)}
+            mine = [i for i in live if i.host == host]
+            for project in {i.project_id for i in mine}:
+                self.assertEqual(sum(i.flavor.memory_mb for i in mine
+                                     if i.project_id == project),
+                                 rows[project]["memory_mb"], (host, project))
+            node = [n for n in nodes if n.host == host][0]
+            self.assertEqual(node.inventory("MEMORY_MB").reserved + node.used("MEMORY_MB"),
+                             rows["(used_now)"]["memory_mb"])
+            shown = self.json("hypervisor", "show", node.nodename)["MEMORY_MB"]
+            self.assertEqual((node.used("MEMORY_MB"), node.free("MEMORY_MB")),
+                             (shown["used"], shown["free"]))
