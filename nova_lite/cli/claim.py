@@ -3,7 +3,7 @@
 from cliff import show
 
 from nova_lite.cli import flavors
-from nova_lite.cli.hypervisor import find_node, node_arguments
+from nova_lite.cli.hypervisor import find_node
 from nova_lite.cli.output import ListColumn
 from nova_lite.compute import accounting, placement
 from nova_lite.exception import InvalidInput
