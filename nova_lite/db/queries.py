@@ -7,7 +7,7 @@ Plain functions on a SQLAlchemy connection, run through
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import models, rows
+from nova_lite.db import models
 
 T_NODES, T_SVC = models.compute_nodes, models.services
 
@@ -73,7 +73,7 @@ def node_versions(conn, buckets=None):
                       T_NODES.c.generation, T_NODES.c.id)
     if buckets is not None:
         query = query.where(_bucket().in_(sorted(buckets)))
-    return {r[0]: NodeVersion(*r) for r in rows.plain_rows(conn, query)}
+    return {r[0]: NodeVersion(*r) for r in conn.execute(query).tuples()}
 
 
 def services_fingerprint(conn, binary):
