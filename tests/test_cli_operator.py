@@ -184,7 +184,8 @@ class TestConventions(CliTestCase):
         self.assertNotIn("is not a nova-lite command", out + err)
 
     def test_read_commands_need_a_database(self):
-        for argv in (["service", "list"], ["hypervisor", "stats"], ["server", "list"]):
+        for argv in (["service", "list"], ["hypervisor", "stats"], ["server", "list"],
+                     ["server", "create", "--flavor", "m1.tiny"]):
             code, _, err = self.cli(*argv)
             self.assertEqual(1, code)
             self.assertIn("No nova-lite database", err)

@@ -69,7 +69,7 @@ class CreateServer(lister.Lister):
             raise BadArguments(f"--count must be at least 1, got {parsed_args.count}")
         flavor = flavors.flavor_from_args(parsed_args)
         ctx = self.app.context()
-        store = ctx.open_store()
+        store = ctx.open_store(must_exist=True)
         spec = RequestSpec(flavor, project_id=parsed_args.project)
         try:
             result = api.build(store, spec, parsed_args.count, trackers=_Trackers(ctx, store),
