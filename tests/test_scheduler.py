@@ -3,7 +3,7 @@
 import time
 
 
-from nova_lite import conf
+from nova_lite import conf, objects
 from nova_lite.compute import api
 from nova_lite.db import models, queries
 from nova_lite.db.store import COMPUTE_BINARY
@@ -313,3 +313,25 @@ class AtomicGroupBuildTests(SchedulerScenario):
         result = api.build(self.store, spec, 2, trackers=self.trackers)
         self.assertEqual({"host2"}, {i.host for i in result.instances})
         self.assertEqual(8192, self.store.get_compute_node("host2", "host2").used("MEMORY_MB"))
+
+
+class NUMASchedulingTests(base.TestCase):
+    """A pinned-CPU request goes to the node with dedicated CPUs, until they run out."""
+
+    def test_dedicated_cpus_are_found_and_counted(self):
+        store = self.sqlite_store()
+        settings = self.settings(reserved_host_memory_mb=0)
+        self.make_tracker(settings=settings, store=store, host="plain", vcpus=8,
+                          memory_mb=8192, local_gb=100)
+        topo = objects.NUMATopology(cells=[objects.NUMACell(
+            id=0, cpuset={0, 1}, pcpuset={2, 3, 4, 5}, memory_mb=8192)])
+        self.make_tracker(settings=settings, store=store, host="pinned", pcpus=4, vcpus=2,
+                          memory_mb=8192, local_gb=100, numa_topology=topo)
+        for host in ("plain", "pinned"):
+            store.heartbeat(host)
+        manager = HostManager(store, settings)
+        flavor = base.flavor(extra_specs={"hw:cpu_policy": "dedicated"})
+        picks = manager.select_destinations(flavor, 4)
+        self.assertEqual(["pinned"] * 4, [s.host for s in picks])
+        exc = self.assertRaises(NoValidHost, manager.select_destinations, flavor)
+        self.assertIn("CoreFilter removed 2 of 2 hosts: free pcpus 0 < 1", str(exc))
