@@ -113,7 +113,10 @@ class TestScheduledBuilds(OperatorCase):
         shown = self.json("server", "show", built[0]["ID"])
         self.assertEqual((built[0]["ID"], "active", 512), (shown["id"], shown["status"],
                                                            shown["memory_mb"]))
-        self.assertIn("Deleted", self.ok("server", "delete", built[0]["ID"]))
+        self.assertEqual(2, self.cli("server", "delete", built[0]["ID"])[0])
+        self.assertEqual(1, len(self.json("server", "list")))
+        self.assertIn("Deleted", self.ok("server", "delete", built[0]["ID"],
+                                         "--yes-i-really-mean-it"))
         self.assertEqual([], self.json("server", "list"))
         self.assertEqual(0, self.json("hypervisor", "stats")["memory_mb_used"])
         self.assertEqual(2, self.cli("server", "delete", built[0]["ID"])[0])
@@ -175,7 +178,7 @@ class TestConventions(CliTestCase):
     def test_missing_config_file_fails_clearly(self):
         code, out, err = self.cli("--config-file", "/nope.conf", "driver", "list")
         self.assertEqual(1, code)
-        self.assertIn("--config-file /nope.conf: no such file", err)
+        self.assertIn("--config-file /nope.conf cannot be read: no such file", err)
 
     def test_unknown_global_option_is_an_unknown_option(self):
         code, out, err = self.cli("--bogus", "node", "list")
@@ -289,7 +292,7 @@ class TestConcurrentBuilds(OperatorCase):
         self.server_create_processes(2, "--vcpus", "1", "--ram", "1024", "--project", "p2")
         servers = self.json("server", "list")
         self.assertEqual(6, len(servers))
-        self.ok("server", "delete", servers[0]["ID"])
+        self.ok("server", "delete", servers[0]["ID"], "--yes-i-really-mean-it")
         store = Store(f"sqlite:///{self.db_path()}")
         self.addCleanup(store.close)
         victim = store.get_instance(servers[1]["ID"])

@@ -125,9 +125,10 @@ class NovaLiteApp(app.App):
         """Refuse a --config-file that cannot be read, before any command runs."""
         path = self.options.config_file
         if path is not None and not os.path.isfile(path):
-            raise context.CommandError(f"--config-file {path}: no such file")
+            raise context.CommandError(f"--config-file {path} cannot be read: no such file")
         if path is not None and not os.access(path, os.R_OK):
-            raise context.CommandError(f"--config-file {path}: not readable")
+            raise context.CommandError(f"--config-file {path} cannot be read: permission "
+                                       "denied")
 
     def clean_up(self, cmd, result, err):
         """Remember the command's error: bad arguments exit with status 2."""

@@ -14,6 +14,7 @@ from cliff import command, lister, show
 from nova_lite import objects
 from nova_lite.cli import flavors
 from nova_lite.cli.context import BadArguments, CommandError
+from nova_lite.cli.node import CONFIRM_FLAG
 from nova_lite.cli.output import ListColumn, OptionalColumn
 from nova_lite.compute import api
 from nova_lite.compute.resource_tracker import ResourceTracker
@@ -119,11 +120,16 @@ class ShowServer(show.ShowOne):
 
 
 class DeleteServer(command.Command):
-    """Delete a server: destroy its guest through the driver and free its resources."""
+    """Delete a server: destroy its guest through the driver and free its resources.
+
+    Refuses unless --yes-i-really-mean-it is given (exit status 2, nothing changed).
+    """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument("server", metavar="SERVER", help="Server uuid.")
+        parser.add_argument(CONFIRM_FLAG, dest="confirmed", action="store_true",
+                            help="Confirm the deletion (required).")
         return parser
 
     def take_action(self, parsed_args):
@@ -133,6 +139,9 @@ class DeleteServer(command.Command):
         if not inst.holds_resources:
             raise BadArguments(f"Server {inst.uuid} is already {inst.vm_state}; "
                                "nothing was changed")
+        if not parsed_args.confirmed:
+            raise BadArguments(f"Refusing to delete server {inst.uuid} on {inst.host}/"
+                               f"{inst.node} without {CONFIRM_FLAG}; nothing was changed")
         gone = attrs.evolve(inst, vm_state=objects.DELETED)
         if inst.host:
             tracker = _Trackers(ctx, store)(inst.host)
