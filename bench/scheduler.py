@@ -11,7 +11,7 @@ there are N hosts, each with a live heartbeat.  Timed:
   view re-reads that node only).
 
 The default filters run (ComputeFilter, RamFilter, CoreFilter, DiskFilter,
-NUMATopologyFilter, PciPassthroughFilter) and the RAM, CPU and disk weighers.
+ResourceClassFilter, NUMATopologyFilter, PciPassthroughFilter) and the RAM, CPU and disk weighers.
 """
 
 import sys

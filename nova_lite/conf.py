@@ -99,7 +99,7 @@ def _default_instances_path(settings):
 
 #: [filter_scheduler] enabled_filters and weight_classes defaults (Nova's names).
 DEFAULT_FILTERS = ("ComputeFilter", "RamFilter", "CoreFilter", "DiskFilter",
-                   "NUMATopologyFilter", "PciPassthroughFilter")
+                   "ResourceClassFilter", "NUMATopologyFilter", "PciPassthroughFilter")
 DEFAULT_WEIGHERS = ("RAMWeigher", "CPUWeigher", "DiskWeigher")
 
 

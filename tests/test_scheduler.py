@@ -5,6 +5,7 @@ import time
 
 from nova_lite import conf, objects
 from nova_lite.compute import api
+from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import models, queries
 from nova_lite.db.store import COMPUTE_BINARY
 from nova_lite.exception import InvalidConfig, InvalidInput
@@ -335,3 +336,37 @@ class NUMASchedulingTests(base.TestCase):
         self.assertEqual(["pinned"] * 4, [s.host for s in picks])
         exc = self.assertRaises(NoValidHost, manager.select_destinations, flavor)
         self.assertIn("CoreFilter removed 2 of 2 hosts: free pcpus 0 < 1", str(exc))
+
+
+class BareMetalSchedulingTests(base.TestCase):
+    """A ``resources:CUSTOM_*`` flavor only goes to nodes with that class free."""
+
+    def test_custom_class_in_use_is_filtered(self):
+        import attrs
+
+        from nova_lite.virt.fake import FakeDriver
+
+        class GoldDriver(FakeDriver):
+            def get_available_resource(self, nodename):
+                return attrs.evolve(super().get_available_resource(nodename),
+                                    resource_class="CUSTOM_GOLD")
+
+        store = self.sqlite_store()
+        settings = self.settings(reserved_host_memory_mb=0)
+        trackers = {}
+        for host in ("bm1", "bm2"):
+            driver = GoldDriver(settings=settings)
+            driver.init_host(host)
+            trackers[host] = ResourceTracker(host, driver, store=store, settings=settings)
+            trackers[host].update_available_resource()
+            store.heartbeat(host)
+        flavor = base.flavor(name="bm.gold", extra_specs={
+            "resources:CUSTOM_GOLD": "1", "resources:VCPU": "0", "resources:MEMORY_MB": "0",
+            "resources:DISK_GB": "0"})
+        first = api.build(store, flavor, trackers=trackers).instances[0]
+        second = api.build(store, flavor, trackers=trackers).instances[0]
+        self.assertEqual({"bm1", "bm2"}, {first.host, second.host})
+        exc = self.assertRaises(NoValidHost, HostManager(store, settings).select_destinations,
+                                flavor)
+        self.assertIn("ResourceClassFilter removed 2 of 2 hosts: free CUSTOM_GOLD 0 < 1",
+                      str(exc))

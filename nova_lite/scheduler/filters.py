@@ -3,7 +3,7 @@
 A filter is a class registered under the entry point group
 ``nova_lite.scheduler.filters`` (Nova's names: ``ComputeFilter``,
 ``RamFilter``, ``CoreFilter``, ``DiskFilter``, ``NUMATopologyFilter``,
-``PciPassthroughFilter``) and chosen with ``[filter_scheduler]
+``PciPassthroughFilter``; and ``ResourceClassFilter`` for custom classes) and chosen with ``[filter_scheduler]
 enabled_filters``.  A third-party filter subclasses :class:`BaseHostFilter`
 and overrides :meth:`~BaseHostFilter.host_reason`.
 """
@@ -133,6 +133,26 @@ class CoreFilter(_AmountFilter):
         if accounting.PCPU in spec.requested:
             return accounting.PCPU, "free_pcpus", "pcpus"
         return accounting.VCPU, "free_vcpus", "vcpus"
+
+
+class ResourceClassFilter(BaseHostFilter):
+    """Free amounts of every other class the flavor asks for (``resources:CUSTOM_*``
+    extra specs, as bare-metal flavors do) cover it.  Nova leaves this to
+    Placement; nova-lite has no Placement, so it is a filter."""
+
+    _OWN = frozenset({accounting.VCPU, accounting.PCPU, accounting.MEMORY_MB,
+                      accounting.DISK_GB})
+
+    def _others(self, spec):
+        return {rc: n for rc, n in spec.requested.items() if rc not in self._OWN and n > 0}
+
+    def applies(self, spec):
+        return bool(self._others(spec))
+
+    def host_reason(self, state, spec, now):
+        short = [f"free {rc} {state.free(rc)} < {n}" for rc, n in sorted(
+            self._others(spec).items()) if state.free(rc) < n]
+        return "; ".join(short) or None
 
 
 class NUMATopologyFilter(BaseHostFilter):
