@@ -3,9 +3,10 @@
 A filter is a class registered under the entry point group
 ``nova_lite.scheduler.filters`` (Nova's names: ``ComputeFilter``,
 ``RamFilter``, ``CoreFilter``, ``DiskFilter``, ``NUMATopologyFilter``,
-``PciPassthroughFilter``; and ``ResourceClassFilter`` for custom classes) and chosen with ``[filter_scheduler]
-enabled_filters``.  A third-party filter subclasses :class:`BaseHostFilter`
-and overrides :meth:`~BaseHostFilter.host_reason`.
+``PciPassthroughFilter``; and ``ResourceClassFilter`` for custom classes)
+and chosen with ``[filter_scheduler] enabled_filters``.  A third-party
+filter subclasses :class:`BaseHostFilter` and overrides
+:meth:`~BaseHostFilter.host_reason`.
 """
 
 import logging
