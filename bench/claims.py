@@ -67,8 +67,8 @@ def _store_only_per_s(store_kind, count):
     """Claims per second of ``Store.claim`` with ready plans (see the module docstring)."""
     import attrs
     from nova_lite.compute import accounting
-    from nova_lite.db.store import ClaimPlan
-    from nova_lite.objects import Allocation, NodeUsage, ZERO_OVERHEAD
+    from nova_lite.db.store import ClaimPlan, ClaimRequest
+    from nova_lite.objects import Allocation, ZERO_OVERHEAD
     with common.store_url(store_kind) as url:
         rt, driver, store = common.make_tracker(url)
         try:
@@ -82,11 +82,10 @@ def _store_only_per_s(store_kind, count):
                     node_uuid=node.uuid, flavor=inst.flavor,
                     resources=accounting.requested_resources(inst.flavor, ZERO_OVERHEAD)),
                     instance=placed))
-            usage = NodeUsage(generation=node.generation)
             start = time.perf_counter()
             for plan in plans:
-                _, _, generation = store.claim(node.uuid, usage, lambda _usage, p=plan: p)
-                usage = NodeUsage(generation=generation)
+                node, _ = store.claim(node, [ClaimRequest(plan.allocation.instance_uuid)],
+                                      lambda _node, p=plan: (p,))
             elapsed = time.perf_counter() - start
         finally:
             store.close()

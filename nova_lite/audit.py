@@ -82,6 +82,11 @@ class ResourceView:
     hypervisor: int = None
     tracked: int = None
     records: int = None
+    #: The node's capacity, free and over amounts as tracked (None without a
+    #: record): free is never negative, over is what is held beyond capacity.
+    capacity: int = None
+    free: int = None
+    over: int = None
 
     @property
     def tracked_matches_records(self):
@@ -167,14 +172,16 @@ def audit_host(tracker, nodename=None):
     """
     host, driver, store = tracker.host, tracker.driver, tracker.store
     caller = DriverCaller(tracker.settings.driver_timeout)
-    guests, note = _list_guests(driver, caller)
     host_diffs = []
+    # Nodes first: a driver of many nodes (bare metal) knows its guests only
+    # once it has listed its nodes, as the compute service's audit does.
     try:
         reported = list(caller.call(driver.get_available_nodes, what="get_available_nodes"))
     except Exception as exc:   # noqa: BLE001 - reported, the records are still shown
         reported = []
         host_diffs.append(Difference(NODE_REPORT_FAILED, host, None,
                                      f"get_available_nodes failed: {_err(exc)}"))
+    guests, note = _list_guests(driver, caller)
     recorded = {n.nodename for n in store.get_compute_nodes(host)}
     names = sorted(set(reported) | recorded)
     if nodename is not None:
@@ -197,6 +204,11 @@ def audit_host(tracker, nodename=None):
     for diff in audit.all_differences():
         LOG.info("Audit of host %s: %s %s on node %s: %s", host, diff.kind, diff.uuid,
                  diff.nodename, diff.detail)
+    for node in nodes:
+        if any(row.over for row in node.resources):
+            accounting.log_over_capacity(
+                tracker.get_node(node.nodename),
+                store.list_allocations(node_uuid=node.node_uuid))
     return audit
 
 
@@ -358,7 +370,10 @@ def _resource_rows(report, node, records):
         rows.append(ResourceView(
             resource_class=rc, hypervisor=hyper.get(rc),
             tracked=node.used(rc) if node is not None else None,
-            records=records.get(rc, 0) if node is not None else None))
+            records=records.get(rc, 0) if node is not None else None,
+            capacity=node.capacity(rc) if node is not None else None,
+            free=node.free(rc) if node is not None else None,
+            over=node.over(rc) if node is not None else None))
     return rows
 
 

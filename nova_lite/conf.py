@@ -32,6 +32,7 @@ Sections a plugin owns (``[ironic]``, ...) are kept as raw strings: see
 import configparser
 import math
 import os
+import re
 import socket
 import types
 
@@ -54,6 +55,18 @@ def _int_option(minimum=0, maximum=2 ** 53):
     return check
 
 
+#: The largest allocation ratio accepted: far beyond any real over-commit.
+MAX_ALLOCATION_RATIO = 10000
+#: Shortest interval accepted from code (seconds; tests use short ones).
+MIN_SECONDS = 1e-6
+#: Shortest ``driver_timeout`` accepted anywhere (seconds).
+MIN_DRIVER_TIMEOUT = 0.1
+#: Shortest values accepted from a configuration file (seconds): an operator
+#: asking for less is mistaken (a 1e-9 s driver timeout fails every call).
+MIN_FILE_SECONDS = {"driver_timeout": 0.1, "update_resources_interval": 1.0,
+                    "report_interval": 1.0, "service_down_time": 1.0}
+
+
 def _ratio_option(optional):
     def check(instance, attribute, value):
         if value is None and optional:
@@ -61,13 +74,30 @@ def _ratio_option(optional):
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
                 or not math.isfinite(value) or value <= 0:
             raise InvalidConfig(attribute.name, value, "must be a finite number > 0")
+        if value > MAX_ALLOCATION_RATIO:
+            raise InvalidConfig(attribute.name, value,
+                                f"must be at most {MAX_ALLOCATION_RATIO}: no host "
+                                "over-commits that much")
     return check
 
 
-def _seconds_option(instance, attribute, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise InvalidConfig(attribute.name, value, "must be a number of seconds > 0")
+def _unset_ratio(value):
+    """Nova's configs written before Stein use 0.0 for "unset": read it as None."""
+    if value is not None and not isinstance(value, bool) and \
+            isinstance(value, (int, float)) and value == 0:
+        return None
+    return value
+
+
+def _seconds_option(minimum=None):
+    def check(instance, attribute, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value <= 0:
+            raise InvalidConfig(attribute.name, value, "must be a number of seconds > 0")
+        floor = MIN_SECONDS if minimum is None else minimum
+        if value < floor:
+            raise InvalidConfig(attribute.name, value, f"must be at least {floor:g} seconds")
+    return check
 
 
 def _cpu_set_option(instance, attribute, value):
@@ -127,8 +157,12 @@ class Settings:
 
     Memory amounts are MiB, disk amounts MB (``reserved_host_disk_mb``, as
     in Nova), intervals seconds.  A ``*_allocation_ratio`` left as None
-    means "use ``initial_*_allocation_ratio`` for new nodes and keep
-    whatever the node has afterwards" (Nova's semantics).
+    (or 0.0, as Nova's configs written before Stein say it) means "use
+    ``initial_*_allocation_ratio``" (Nova's semantics).  Ratios must be
+    finite and at most :data:`MAX_ALLOCATION_RATIO`; ``driver_timeout`` at
+    least :data:`MIN_DRIVER_TIMEOUT` (0.1 s); intervals at least
+    :data:`MIN_SECONDS` (from a configuration file, at least 1 s: see
+    :data:`MIN_FILE_SECONDS`).
     """
 
     host: str = attrs.field(factory=socket.gethostname, validator=_str_option)
@@ -143,9 +177,12 @@ class Settings:
     reserved_host_memory_mb: int = attrs.field(default=512, validator=_int_option())
     reserved_host_disk_mb: int = attrs.field(default=0, validator=_int_option())
     reserved_host_cpus: int = attrs.field(default=0, validator=_int_option())
-    cpu_allocation_ratio: float = attrs.field(default=None, validator=_ratio_option(True))
-    ram_allocation_ratio: float = attrs.field(default=None, validator=_ratio_option(True))
-    disk_allocation_ratio: float = attrs.field(default=None, validator=_ratio_option(True))
+    cpu_allocation_ratio: float = attrs.field(default=None, converter=_unset_ratio,
+                                         validator=_ratio_option(True))
+    ram_allocation_ratio: float = attrs.field(default=None, converter=_unset_ratio,
+                                         validator=_ratio_option(True))
+    disk_allocation_ratio: float = attrs.field(default=None, converter=_unset_ratio,
+                                         validator=_ratio_option(True))
     initial_cpu_allocation_ratio: float = attrs.field(default=4.0,
                                                       validator=_ratio_option(False))
     initial_ram_allocation_ratio: float = attrs.field(default=1.0,
@@ -155,12 +192,16 @@ class Settings:
     vcpu_pin_set: str = attrs.field(default=None, validator=_cpu_set_option)
     cpu_shared_set: str = attrs.field(default=None, validator=_cpu_set_option)
     cpu_dedicated_set: str = attrs.field(default=None, validator=_cpu_set_option)
-    update_resources_interval: float = attrs.field(default=60, validator=_seconds_option)
-    service_down_time: float = attrs.field(default=60, validator=_seconds_option)
-    report_interval: float = attrs.field(default=10, validator=_seconds_option)
+    update_resources_interval: float = attrs.field(default=60, validator=_seconds_option())
+    service_down_time: float = attrs.field(default=60, validator=_seconds_option())
+    report_interval: float = attrs.field(default=10, validator=_seconds_option())
     driver_timeout: float = attrs.field(default=DEFAULT_DRIVER_TIMEOUT,
-                                        validator=_seconds_option)
+                                        validator=_seconds_option(MIN_DRIVER_TIMEOUT))
     claim_retries: int = attrs.field(default=10, validator=_int_option(1, 1000))
+    #: Seconds a transaction waits for another writer's lock before it fails
+    #: with "database busy" and writes nothing.
+    database_busy_timeout: float = attrs.field(default=10.0,
+                                               validator=_seconds_option(MIN_DRIVER_TIMEOUT))
     libvirt_connection_uri: str = attrs.field(default="qemu:///system",
                                               validator=_str_option)
     enabled_filters: tuple = attrs.field(default=DEFAULT_FILTERS, converter=_name_list)
@@ -172,11 +213,14 @@ class Settings:
     sections: object = attrs.field(factory=dict, converter=_sections, repr=False, eq=False)
 
     def __attrs_post_init__(self):
-        if self.vcpu_pin_set and (self.cpu_shared_set or self.cpu_dedicated_set):
-            # Nova refuses the legacy option beside the new ones.
+        if self.vcpu_pin_set and self.cpu_dedicated_set:
+            # As Nova: the legacy option cannot stand beside cpu_dedicated_set.
+            # Beside cpu_shared_set it is accepted (vcpu_pin_set then decides
+            # the VCPU inventory); the libvirt driver warns about it, as Nova's does.
             raise InvalidConfig(
                 "vcpu_pin_set", self.vcpu_pin_set,
-                "cannot be combined with cpu_shared_set or cpu_dedicated_set")
+                "cannot be combined with cpu_dedicated_set; use cpu_shared_set for "
+                "shared CPUs instead")
         if self.cpu_shared_set and self.cpu_dedicated_set:
             from nova_lite.hardware import parse_cpu_spec
             both = parse_cpu_spec(self.cpu_shared_set) & parse_cpu_spec(self.cpu_dedicated_set)
@@ -206,15 +250,25 @@ class Settings:
         return redact_url(self.database_url)
 
 
+# user:password@ of a URL (the password may itself hold "@": up to the last one).
+_USERINFO_PASSWORD = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:)[^\s]*@")
+# password=... as a URL query parameter or a libpq keyword, any case
+# (?password=, &PASSWORD=, "host=db password='x y'", sslpassword=).
+_KEYWORD_PASSWORD = re.compile(
+    r"(?i)(?P<pre>password\s*=\s*)(?:'[^']*'|\"[^\"]*\"|[^\s&;,#]*)")
+
+
 def redact_url(url):
-    """Hide the password of a database URL (``user:***@host``)."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, tail = rest.rsplit("@", 1)
-    if ":" in creds:
-        creds = creds.split(":", 1)[0] + ":***"
-    return f"{scheme}://{creds}@{tail}"
+    """``url`` (or any text holding URLs) with every password replaced by ``***``.
+
+    Covers ``scheme://user:password@host`` and ``password=`` given as a query
+    parameter (``?password=...``, ``&Password=...``) or as a libpq keyword,
+    in any case.
+    """
+    if not isinstance(url, str):
+        url = str(url)
+    text = _USERINFO_PASSWORD.sub(r"\g<pre>***@", url)
+    return _KEYWORD_PASSWORD.sub(r"\g<pre>***", text)
 
 
 # INI (section, option) -> Settings field.
@@ -241,6 +295,7 @@ _INI_OPTIONS = {
     ("compute", "cpu_shared_set"): "cpu_shared_set",
     ("compute", "cpu_dedicated_set"): "cpu_dedicated_set",
     ("database", "connection"): "database_url",
+    ("database", "busy_timeout"): "database_busy_timeout",
     ("libvirt", "connection_uri"): "libvirt_connection_uri",
     ("filter_scheduler", "enabled_filters"): "enabled_filters",
     ("filter_scheduler", "weight_classes"): "weight_classes",
@@ -284,7 +339,7 @@ def load_settings(path, **overrides):
         raise InvalidConfig("config file", path, f"cannot be read: {exc.strerror}") from None
     except configparser.Error as exc:
         raise InvalidConfig("config file", path, f"is not valid INI: {exc}") from None
-    values, raw_sections = {}, {}
+    values, raw_sections, raws = {}, {}, {}
     owned = {s for s, _ in _INI_OPTIONS}
     for section in ["DEFAULT"] + parser.sections():
         items = parser.defaults() if section == "DEFAULT" else {
@@ -299,12 +354,19 @@ def load_settings(path, **overrides):
             if raw.strip() == "" and _FIELD_TYPES[field] is not str:
                 continue
             values[field] = _convert(section, option, field, raw)
+            raws[field] = raw.strip()
+    for field, minimum in MIN_FILE_SECONDS.items():
+        value = values.get(field)
+        if isinstance(value, (int, float)) and math.isfinite(value) and 0 < value < minimum:
+            raise InvalidConfig(_where_in_ini(field), raws.get(field, value),
+                                f"must be at least {minimum:g} seconds")
     values.update(overrides)
     try:
         return Settings(sections=raw_sections, **values)
     except InvalidConfig as exc:
         where = _where_in_ini(exc.option)
-        raise InvalidConfig(where, exc.value, exc.reason) from None
+        value = raws.get(exc.option, exc.value) if exc.option not in overrides else exc.value
+        raise InvalidConfig(where, value, exc.reason) from None
 
 
 def _where_in_ini(field):

@@ -83,3 +83,33 @@ class StoreError(NovaLiteError):
 
 class ClaimRaceLost(StoreError):
     """A claim lost its generation race more times than allowed."""
+
+
+class DatabaseBusy(StoreError):
+    """The database stayed locked by another writer beyond the busy bound.
+
+    Raised instead of waiting on: nothing was written.
+    """
+
+
+class SchemaOutdated(StoreError):
+    """The database's schema is older (or newer) than this nova-lite's.
+
+    Read-only opens never migrate: run ``nova-lite db sync``.
+    """
+
+
+class InstanceStateConflict(InvalidInput):
+    """A change to an instance was decided on a state that is no longer its state.
+
+    ``recorded`` is the state in the records, ``requested`` the one asked
+    for; the records keep ``recorded``.
+    """
+
+    def __init__(self, instance_uuid, recorded, requested, reason):
+        self.instance_uuid = instance_uuid
+        self.recorded = recorded
+        self.requested = requested
+        super().__init__(
+            f"Instance {instance_uuid} is {recorded} in the records; refusing to record it "
+            f"as {requested}: {reason}")

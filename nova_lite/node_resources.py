@@ -6,15 +6,20 @@ every missing or malformed key at once.
 """
 
 import json
+import logging
 import math
 
 import attrs
 
 from nova_lite import validators as v
 from nova_lite.exception import InvalidInput, InvalidNodeResources
-from nova_lite.objects import (
-    CpuInfo, CpuTopology, MemPage, NUMACell, NUMATopology, PciDevice, SupportedInstance)
-from nova_lite.resources import ResourceClass, validate_resource_class
+from nova_lite.host_topology import (
+    CpuInfo, CpuTopology, MaxPhysAddr, MemPage, NUMACell, NUMATopology, PciDevice,
+    SupportedInstance)
+from nova_lite.resources import (
+    ResourceClass, normalize_resource_class, validate_resource_class)
+
+LOG = logging.getLogger(__name__)
 
 
 _VCPU, _PCPU = ResourceClass.VCPU.value, ResourceClass.PCPU.value
@@ -95,6 +100,16 @@ class NodeResources:
     def from_dict(cls, data, nodename=None):
         """Build a record from a Nova-style resources dict.
 
+        Reads what Nova's in-tree drivers return, key for key, with
+        Nova's conversions: numbers become integers as Nova's ComputeNode
+        object makes them (``int()``: 97.85 GiB is 97, -0.4 is 0), JSON
+        strings are decoded (``cpu_info``, ``numa_topology``,
+        ``pci_passthrough_devices``), versioned-object primitives are
+        unwrapped, a raw ``resource_class`` (``"baremetal"``) is normalised
+        (``CUSTOM_BAREMETAL``), keys nova-lite does not use are ignored.
+        A negative ``*_used`` figure (the hypervisor's own view, which
+        Nova's libvirt driver may report) is read as 0 with a WARNING.
+
         Raises :class:`InvalidNodeResources` listing every missing or
         malformed key (its ``problems`` attribute holds one entry each).
         """
@@ -114,7 +129,9 @@ class NodeResources:
                 "arch": self.cpu_info.arch, "model": self.cpu_info.model,
                 "vendor": self.cpu_info.vendor,
                 "topology": attrs.asdict(self.cpu_info.topology),
-                "features": sorted(self.cpu_info.features)},
+                "features": sorted(self.cpu_info.features),
+                "maxphysaddr": None if self.cpu_info.maxphysaddr is None
+                else attrs.asdict(self.cpu_info.maxphysaddr)},
             "numa_topology": None if self.numa_topology is None else {
                 "cells": [_cell_to_dict(c) for c in self.numa_topology.cells]},
             "pci_passthrough_devices": [attrs.asdict(d) for d in self.pci_devices],
@@ -179,7 +196,8 @@ class _LegacyParser:
                 [f"expected a dict of resources, got {type(data).__name__}"], self.nodename)
         fields = {}
         for key in _REQUIRED_INTS:
-            fields[key] = self.integer(key, required=True, minimum=0)
+            fields[key] = self.integer(key, required=True, minimum=0,
+                                       clamp=key.endswith("_used"))
         fields["hypervisor_version"] = self.integer("hypervisor_version", required=True,
                                                     minimum=0)
         for key in _REQUIRED_STRS:
@@ -192,7 +210,7 @@ class _LegacyParser:
         fields["supported_instances"] = self.guarded(
             "supported_instances", self.supported_instances) or ()
         fields["stats"] = self.guarded("stats", self.stats) or {}
-        fields["resource_class"] = self.string("resource_class")
+        fields["resource_class"] = self.resource_class()
         fields["uuid"] = self.string("uuid")
         fields["reserved"] = self.reserved(fields)
         if self.problems:
@@ -203,18 +221,27 @@ class _LegacyParser:
         except InvalidInput as exc:
             raise InvalidNodeResources([str(exc)], self.nodename) from None
 
-    def integer(self, key, required=False, minimum=None, default=None):
+    def integer(self, key, required=False, minimum=None, default=None, clamp=False):
+        """The integer at ``key``, converted as Nova's IntegerField does.
+
+        ``clamp``: a value below ``minimum`` is read as ``minimum`` with a
+        WARNING (for the hypervisor's own ``*_used`` view) instead of
+        being a problem.
+        """
         if key not in self.data or self.data[key] is None:
             if required:
                 self.problem(f"missing key {key!r}")
             return default
-        value = self.data[key]
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.problem(f"{key!r} must be an integer, got {value!r}")
+        value = _nova_int(self.data[key])
+        if value is None:
+            self.problem(f"{key!r} must be an integer, got {self.data[key]!r}")
             return default
         if minimum is not None and value < minimum:
+            if clamp:
+                LOG.warning("Node %s reports %s=%r; reading it as %d (it is the "
+                            "hypervisor's own view, which nova-lite only logs)",
+                            self.nodename, key, self.data[key], minimum)
+                return minimum
             self.problem(f"{key!r} must be >= {minimum}, got {value}")
             return default
         if abs(value) > v.MAX_AMOUNT:
@@ -252,6 +279,17 @@ class _LegacyParser:
             out[rc] = amount
         return out
 
+    def resource_class(self):
+        """A standard or ``CUSTOM_*`` class as it is; a raw one normalised
+        as Nova's ironic driver does (``"gpu_a100 (8x)"`` -> ``CUSTOM_GPU_A100_8X_``)."""
+        raw = self.string("resource_class")
+        if raw is None or not raw.strip():
+            return None
+        try:
+            return validate_resource_class(raw)
+        except InvalidInput:
+            return normalize_resource_class(raw)
+
     def string(self, key, required=False):
         if key not in self.data or self.data[key] is None:
             if required:
@@ -265,7 +303,7 @@ class _LegacyParser:
 
     def guarded(self, key, parse):
         value = self.data.get(key)
-        if value is None or value == "":
+        if value is None or value == "" or value == {}:
             return None
         if isinstance(value, str) and key != "stats":
             try:
@@ -283,10 +321,21 @@ class _LegacyParser:
     def cpu_info(value):
         if isinstance(value, CpuInfo):
             return value
+        if not isinstance(value, dict):
+            raise InvalidInput(f"expected a mapping, got {value!r}")
         topo = value.get("topology") or {}
-        return CpuInfo(arch=value.get("arch", ""), model=value.get("model", ""),
-                       vendor=value.get("vendor", ""),
-                       topology=CpuTopology(**topo), features=value.get("features", ()))
+        if not isinstance(topo, dict):
+            raise InvalidInput(f"topology must be a mapping, got {topo!r}")
+        topology = CpuTopology(**{k: _strict_int(f"topology.{k}", topo[k]) for k in
+                                  ("sockets", "cores", "threads", "cells")
+                                  if topo.get(k) is not None})
+        maxphys = value.get("maxphysaddr")
+        if maxphys:
+            maxphys = MaxPhysAddr(mode=maxphys.get("mode", ""),
+                                  bits=_strict_int("maxphysaddr.bits", maxphys.get("bits")))
+        return CpuInfo(arch=value.get("arch") or "", model=value.get("model") or "",
+                       vendor=value.get("vendor") or "", topology=topology,
+                       features=value.get("features") or (), maxphysaddr=maxphys or None)
 
     @staticmethod
     def numa_topology(value):
@@ -318,4 +367,30 @@ class _LegacyParser:
     def stats(value):
         if not isinstance(value, dict):
             raise InvalidInput(f"expected a mapping, got {value!r}")
+        # Nova's stats are nullable strings (Ironic's cpu_arch may be None):
+        # an unset one is left out rather than read as the text "None".
+        return {k: val for k, val in value.items() if val is not None}
+
+
+def _nova_int(value):
+    """``value`` as Nova's IntegerField coerces it (``int()``), or None if it
+    is not a finite number or integer text."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
         return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _strict_int(what, value):
+    number = _nova_int(value)
+    if number is None:
+        raise InvalidInput(f"{what} must be an integer, got {value!r}")
+    return number

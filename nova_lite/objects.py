@@ -8,7 +8,10 @@ All records are frozen attrs classes: build a changed copy with
 import attrs
 
 from nova_lite import validators as v
-from nova_lite.exception import InvalidInput
+from nova_lite.host_topology import (  # noqa: F401 - public names of this module
+    PCI_DEV_TYPES, CpuInfo, CpuTopology, MaxPhysAddr, MemPage, NUMACell, NUMATopology,
+    PciDevice, SupportedInstance)
+from nova_lite.node_resources import NodeResources  # noqa: F401 - public name
 from nova_lite.resources import Inventory
 
 # Nova's vm_state strings.
@@ -26,7 +29,11 @@ SHELVED = "shelved"
 SHELVED_OFFLOADED = "shelved_offloaded"
 VM_STATES = frozenset({ACTIVE, BUILDING, PAUSED, SUSPENDED, STOPPED, RESCUED, RESIZED,
                        SOFT_DELETED, DELETED, ERROR, SHELVED, SHELVED_OFFLOADED})
-#: vm_states whose instance holds no resources on its node.
+#: task_states of a shelved-offloaded instance being spawned again (unshelve):
+#: it holds the claim made for it.
+UNSHELVE_TASK_STATES = frozenset({"spawning"})
+#: vm_states whose instance holds no resources on its node (but see
+#: :data:`UNSHELVE_TASK_STATES`).
 STATES_WITHOUT_RESOURCES = frozenset({DELETED, SHELVED_OFFLOADED})
 
 # Migration statuses that still hold resources (Nova's "in progress" set).
@@ -37,7 +44,6 @@ MIGRATION_DONE = frozenset({"confirmed", "reverted", "error", "failed", "done",
                             "completed", "cancelled"})
 
 CPU_POLICIES = frozenset({"shared", "dedicated"})
-PCI_DEV_TYPES = frozenset({"type-PCI", "type-PF", "type-VF"})
 PCI_NUMA_POLICIES = frozenset({"legacy", "required", "preferred"})
 
 
@@ -51,103 +57,6 @@ class Overhead:
 
 
 ZERO_OVERHEAD = Overhead()
-
-
-@attrs.frozen
-class CpuTopology:
-    """Sockets, cores per socket and threads per core of a host."""
-
-    sockets: int = attrs.field(default=1, validator=v.positive_int)
-    cores: int = attrs.field(default=1, validator=v.positive_int)
-    threads: int = attrs.field(default=1, validator=v.positive_int)
-
-
-@attrs.frozen
-class CpuInfo:
-    """What Nova's ``cpu_info`` JSON carried, typed."""
-
-    arch: str = attrs.field(default="x86_64", validator=v.string)
-    model: str = attrs.field(default="", validator=v.string)
-    vendor: str = attrs.field(default="", validator=v.string)
-    topology: CpuTopology = attrs.field(factory=CpuTopology,
-                                        validator=attrs.validators.instance_of(CpuTopology))
-    features: frozenset = attrs.field(factory=frozenset, converter=frozenset)
-
-
-@attrs.frozen
-class SupportedInstance:
-    """One (architecture, hypervisor type, VM mode) a node can run."""
-
-    arch: str = attrs.field(validator=v.non_empty_str)
-    hypervisor_type: str = attrs.field(validator=v.non_empty_str)
-    vm_mode: str = attrs.field(validator=v.non_empty_str)
-
-
-@attrs.frozen
-class MemPage:
-    """Pages of one size on a NUMA cell: ``size_kb`` KiB each, ``total`` pages."""
-
-    size_kb: int = attrs.field(validator=v.positive_int)
-    total: int = attrs.field(validator=v.non_negative_int)
-    used: int = attrs.field(default=0, validator=v.non_negative_int)
-
-
-@attrs.frozen
-class NUMACell:
-    """One host NUMA cell.
-
-    ``cpuset`` holds the CPUs for shared (floating) vCPUs, ``pcpuset`` those
-    for dedicated (pinned) vCPUs; ``siblings`` groups hyperthread siblings;
-    ``memory_mb`` is the cell's memory in MiB.
-    """
-
-    id: int = attrs.field(validator=v.non_negative_int)
-    cpuset: frozenset = attrs.field(converter=v.frozen_int_set)
-    memory_mb: int = attrs.field(validator=v.non_negative_int)
-    pcpuset: frozenset = attrs.field(factory=frozenset, converter=v.frozen_int_set)
-    siblings: tuple = attrs.field(
-        factory=tuple, converter=lambda s: tuple(v.frozen_int_set(x) for x in s))
-    mempages: tuple = attrs.field(factory=tuple, converter=v.tuple_of(MemPage))
-
-    @property
-    def all_cpus(self):
-        """Every CPU of the cell, shared and dedicated."""
-        return self.cpuset | self.pcpuset
-
-
-@attrs.frozen
-class NUMATopology:
-    """A host's NUMA cells."""
-
-    cells: tuple = attrs.field(converter=v.tuple_of(NUMACell))
-
-    def __attrs_post_init__(self):
-        ids = [c.id for c in self.cells]
-        if len(set(ids)) != len(ids):
-            raise InvalidInput(f"NUMATopology has duplicate cell ids: {ids}")
-
-    def cell(self, cell_id):
-        """The cell with ``cell_id``; raises KeyError naming it."""
-        for c in self.cells:
-            if c.id == cell_id:
-                return c
-        raise KeyError(f"no NUMA cell {cell_id}")
-
-
-@attrs.frozen
-class PciDevice:
-    """A PCI device the host can pass through.
-
-    ``address`` is the PCI address ("0000:81:00.1"); ``vendor_id`` and
-    ``product_id`` are 4-digit hex strings; ``parent_addr`` is the PF of a VF.
-    """
-
-    address: str = attrs.field(validator=v.non_empty_str)
-    vendor_id: str = attrs.field(validator=v.non_empty_str)
-    product_id: str = attrs.field(validator=v.non_empty_str)
-    dev_type: str = attrs.field(default="type-PCI", validator=v.one_of(PCI_DEV_TYPES))
-    numa_node: int = attrs.field(default=None, validator=v.optional(v.non_negative_int))
-    parent_addr: str = attrs.field(default=None, validator=v.optional(v.string))
 
 
 @attrs.frozen
@@ -244,8 +153,20 @@ class Instance:
 
     @property
     def holds_resources(self):
-        """False for deleted and shelved-offloaded instances."""
-        return self.vm_state not in STATES_WITHOUT_RESOURCES
+        """False for deleted and shelved-offloaded instances, except one being unshelved."""
+        return self.state_holds_resources(self.vm_state, self.task_state)
+
+    @staticmethod
+    def state_holds_resources(vm_state, task_state):
+        """Whether an instance in ``vm_state``/``task_state`` holds resources on its node.
+
+        A shelved-offloaded instance whose task is ``spawning`` is being
+        unshelved onto the node its claim chose: it holds that claim (Nova
+        bug 2025480).
+        """
+        if vm_state not in STATES_WITHOUT_RESOURCES:
+            return True
+        return vm_state == SHELVED_OFFLOADED and task_state in UNSHELVE_TASK_STATES
 
 
 @attrs.frozen
@@ -296,16 +217,6 @@ class Allocation:
 
 
 @attrs.frozen
-class NodeUsage:
-    """Everything the live allocations of one node hold, at one generation."""
-
-    generation: int
-    amounts: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
-    numa_placements: tuple = ()
-    pci_in_use: frozenset = attrs.field(factory=frozenset, converter=frozenset)
-
-
-@attrs.frozen
 class NUMACellUsage:
     """What claims hold on one host NUMA cell."""
 
@@ -321,7 +232,8 @@ class ComputeNode:
     """A compute node record as tracked: inventories, usage and views.
 
     ``usage`` counts instances and in-progress migrations only; reserved
-    host amounts live in ``inventories`` (so free = capacity - used).
+    host amounts live in ``inventories`` (so free = max(0, capacity - used),
+    and over is the excess).
     ``resources`` is the last report the driver gave (the hypervisor view).
     """
 
@@ -353,8 +265,20 @@ class ComputeNode:
         return inv if inv is not None else Inventory(total=0)
 
     def capacity(self, rc):
-        """Usable amount of ``rc`` after reserved and allocation ratio."""
-        return self.inventory(rc).capacity
+        """Usable amount of ``rc``: ``floor((total - reserved) x ratio)``.
+
+        Reserved units of the driver's own (``resources.reserved``: a
+        bare-metal node is reserved while deployed) that are in use count
+        as used, not also as reserved: see :meth:`Inventory.capacity_in_use`.
+        So a deployed bare-metal node shows capacity 1, used 1, free 0 and
+        over 0, and still admits no claim.
+        """
+        inv = self.inventory(rc)
+        used = self.used(rc)
+        if used <= inv.capacity:
+            return inv.capacity
+        covering = getattr(self.resources, "reserved", None) or {}
+        return inv.capacity_in_use(used, covering.get(str(rc), 0))
 
     def used(self, rc):
         """Amount of ``rc`` held by instances and migrations."""
@@ -369,7 +293,7 @@ class ComputeNode:
         (the node shrank, a ratio was lowered, ...)."""
         return max(0, self.used(rc) - self.capacity(rc))
 
-
-# NodeResources lives in its own module because it carries the legacy-dict
-# parser; it is part of this module's public names all the same.
-from nova_lite.node_resources import NodeResources  # noqa: E402,F401
+    def over_classes(self):
+        """``{rc: over}`` for every class held beyond its capacity (empty if none)."""
+        classes = set(self.inventories) | set(self.usage)
+        return {rc: self.over(rc) for rc in sorted(classes) if self.over(rc)}

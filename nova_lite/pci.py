@@ -149,6 +149,9 @@ class PciStats:
         candidates = sorted(
             (d for d in self.devices
              if d.vendor_id == request.vendor_id and d.product_id == request.product_id
+             # As Nova: a VF backing a vDPA device serves vDPA ports only, never
+             # a flavor's PCI alias.
+             and d.dev_type != "vdpa"
              and _numa_allowed(d, request, numa_cells)),
             key=lambda d: _preference(d, numa_cells))
         picked, taken = [], set(taken)

@@ -11,6 +11,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 import attrs
+import os_resource_classes as orc
 
 from nova_lite.exception import CapacityExceeded, InvalidInput
 
@@ -20,57 +21,37 @@ __all__ = [
 ]
 
 
-class ResourceClass(str, enum.Enum):
-    """The standard resource classes (Placement's names)."""
-
-    VCPU = "VCPU"
-    PCPU = "PCPU"
-    MEMORY_MB = "MEMORY_MB"
-    DISK_GB = "DISK_GB"
-    PCI_DEVICE = "PCI_DEVICE"
-    SRIOV_NET_VF = "SRIOV_NET_VF"
-    NUMA_SOCKET = "NUMA_SOCKET"
-    NUMA_CORE = "NUMA_CORE"
-    NUMA_THREAD = "NUMA_THREAD"
-    NUMA_MEMORY_MB = "NUMA_MEMORY_MB"
-    IPV4_ADDRESS = "IPV4_ADDRESS"
-    VGPU = "VGPU"
-    VGPU_DISPLAY_HEAD = "VGPU_DISPLAY_HEAD"
-    NET_BW_EGR_KILOBIT_PER_SEC = "NET_BW_EGR_KILOBIT_PER_SEC"
-    NET_BW_IGR_KILOBIT_PER_SEC = "NET_BW_IGR_KILOBIT_PER_SEC"
-    NET_PACKET_RATE_KILOPACKET_PER_SEC = "NET_PACKET_RATE_KILOPACKET_PER_SEC"
-    PGPU = "PGPU"
-    MEM_ENCRYPTION_CONTEXT = "MEM_ENCRYPTION_CONTEXT"
-    FPGA = "FPGA"
-
-    def __str__(self):
-        return self.value
+# The standard classes are os-resource-classes' list, the one Nova and
+# Placement use; the Enum gives them Python names.
+ResourceClass = enum.Enum(
+    "ResourceClass", [(name, name) for name in orc.STANDARDS], type=str,
+    module=__name__, qualname="ResourceClass")
+ResourceClass.__doc__ = ("The standard resource classes (Placement's names, from "
+                         "os-resource-classes).")
+ResourceClass.__str__ = lambda self: self.value
 
 
-STANDARD_CLASSES = frozenset(rc.value for rc in ResourceClass)
-CUSTOM_PREFIX = "CUSTOM_"
+STANDARD_CLASSES = frozenset(orc.STANDARDS)
+CUSTOM_PREFIX = orc.CUSTOM_NAMESPACE
 _CUSTOM_RE = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 
 
 def normalize_resource_class(name):
-    """Turn a free-form name into a resource class string.
+    """Turn a free-form name into a resource class string, as Nova does.
 
-    Standard names are returned as they are; anything else becomes
-    ``CUSTOM_<NAME>`` upper-cased with every other character than A-Z, 0-9
-    replaced by ``_`` (``"iron-nfv"`` -> ``"CUSTOM_IRON_NFV"``).
+    A standard class name is returned as it is, and so is a valid
+    ``CUSTOM_*`` name; anything else goes through os-resource-classes'
+    ``normalize_name``: every run of characters other than A-Z, a-z, 0-9
+    becomes one ``_``, then the result is upper-cased and prefixed with
+    ``CUSTOM_`` (``"gpu_a100 (8x)"`` -> ``"CUSTOM_GPU_A100_8X_"``).
     """
     if isinstance(name, ResourceClass):
         return name.value
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(f"Resource class name must be a non-empty string, got {name!r}")
-    if name in STANDARD_CLASSES:
+    if name in STANDARD_CLASSES or _CUSTOM_RE.match(name):
         return name
-    norm = re.sub(r"[^A-Z0-9_]", "_", name.strip().upper())
-    if norm in STANDARD_CLASSES:
-        return norm
-    if not norm.startswith(CUSTOM_PREFIX):
-        norm = CUSTOM_PREFIX + norm
-    return norm
+    return orc.normalize_name(name)
 
 
 def validate_resource_class(name):
@@ -167,8 +148,32 @@ class Inventory:
 
     @property
     def free(self):
-        """``capacity - used``; negative when usage exceeds a shrunken inventory."""
-        return self.capacity - self.used
+        """``max(0, capacity - used)``: never negative."""
+        return max(0, self.capacity - self.used)
+
+    @property
+    def over(self):
+        """``max(0, used - capacity)``: what is held beyond capacity."""
+        return max(0, self.used - self.capacity)
+
+    def capacity_in_use(self, used, covering=0):
+        """Capacity once ``used`` units are known, counting reserved units in use once.
+
+        ``covering`` is how many of the ``reserved`` units may be the very
+        units in use (the driver reserves a bare-metal node *because* it is
+        deployed).  While ``used`` fits :attr:`capacity` that is the answer;
+        beyond it, up to ``covering`` reserved units are counted as used
+        rather than reserved, so the result is ``min(used, capacity
+        without them)`` and never below :attr:`capacity`.  A new claim is
+        still admitted only within :attr:`capacity` - ``used``.
+        """
+        base = self.capacity
+        covering = min(max(0, covering), self.reserved)
+        if used <= base or not covering or self.total == 0:
+            return base
+        ratio = self.allocation_ratio
+        top = (self.total - self.reserved + covering) * ratio.numerator // ratio.denominator
+        return min(used, top)
 
     def unit_problem(self, amount):
         """Return why ``amount`` breaks min_unit/max_unit/step_size, or None."""

@@ -2,6 +2,7 @@
 
 from fractions import Fraction
 
+import fixtures
 import testtools
 
 from nova_lite import conf
@@ -47,11 +48,16 @@ class TestBuildInventories(testtools.TestCase):
         self.assertEqual(768, invs["MEMORY_MB"].reserved)
         self.assertEqual(1, invs["VCPU"].reserved)
 
-    def test_reserved_greater_than_total_names_the_option(self):
-        exc = self.assertRaises(InvalidInput, accounting.build_inventories,
-                                report(memory_mb=256), conf.Settings())
-        self.assertIn("reserved_host_memory_mb", str(exc))
-        self.assertIn("512", str(exc))
+    def test_reserved_greater_than_total_is_recorded_all_reserved(self):
+        logs = self.useFixture(fixtures.FakeLogger(level="WARNING"))
+        invs = accounting.build_inventories(report(memory_mb=256), conf.Settings())
+        self.assertEqual((256, 256, 0), (invs["MEMORY_MB"].total, invs["MEMORY_MB"].reserved,
+                                         invs["MEMORY_MB"].capacity))
+        self.assertIn("reserved_host_memory_mb = 512", logs.output)
+        self.assertIn("MEMORY_MB total 256", logs.output)
+        # It admits nothing of that class.
+        self.assertEqual(["Free memory 0.00 MB < requested 1 MB"],
+                         accounting.amount_problems(invs, {}, {"MEMORY_MB": 1}))
 
     def test_bare_metal_class(self):
         invs = accounting.build_inventories(
@@ -160,7 +166,7 @@ class TestAmountProblems(testtools.TestCase):
     def test_over_capacity_node_accepts_no_worse_changes(self):
         used = {"VCPU": 20}
         self.assertEqual([], accounting.amount_problems(self.invs, used, {"MEMORY_MB": 1}))
-        self.assertEqual(["Free vcpu -10.00 VCPU < requested 1 VCPU"],
+        self.assertEqual(["Free vcpu 0.00 VCPU < requested 1 VCPU"],
                          accounting.amount_problems(self.invs, used, {"VCPU": 1}))
 
     def test_unit_rules(self):
@@ -208,3 +214,48 @@ class TestFlavorNUMARequest(testtools.TestCase):
             exc = self.assertRaises(InvalidInput, accounting.flavor_numa_request,
                                     flavor(vcpus=4, memory_mb=1024, extra_specs=specs))
             self.assertIn(word, str(exc))
+
+    def test_bogus_policies_and_zero_page_size_name_the_spec(self):
+        for specs, word in [({"hw:cpu_policy": "bogus"}, "hw:cpu_policy='bogus'"),
+                            ({"hw:cpu_thread_policy": "bogus"},
+                             "hw:cpu_thread_policy='bogus'"),
+                            ({"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "x"},
+                             "hw:cpu_thread_policy"),
+                            ({"hw:mem_page_size": "0"}, "hw:mem_page_size='0'"),
+                            ({"hw:mem_page_size": "0MB"}, "hw:mem_page_size='0MB'")]:
+            exc = self.assertRaises(InvalidInput, accounting.flavor_numa_request,
+                                    flavor(vcpus=4, memory_mb=1024, extra_specs=specs))
+            self.assertIn(word, str(exc))
+        for thread in ("prefer", "isolate", "require"):
+            self.assertIsNone(accounting.flavor_numa_request(
+                flavor(extra_specs={"hw:cpu_thread_policy": thread})))
+
+
+class TestLimits(testtools.TestCase):
+
+    invs = {"MEMORY_MB": Inventory(total=8192, reserved=512)}
+
+    def test_object_with_to_dict_as_nova_schedulerlimits(self):
+        class SchedulerLimits:
+            def to_dict(self):
+                return {"memory_mb": 4096, "vcpu": None, "disk_gb": None,
+                        "numa_topology": None}
+
+        self.assertEqual(["Free memory 3584.00 MB < requested 3585 MB"],
+                         accounting.amount_problems(self.invs, {}, {"MEMORY_MB": 3585},
+                                                    SchedulerLimits()))
+
+    def test_not_a_mapping_names_limits(self):
+        for bad in ("abc", 5, ["memory_mb"]):
+            exc = self.assertRaises(InvalidInput, accounting.amount_problems,
+                                    self.invs, {}, {"MEMORY_MB": 1}, bad)
+            self.assertIn("limits must be a mapping", str(exc))
+
+    def test_free_in_reasons_is_never_negative(self):
+        # A limit below what is already used, and a node used beyond capacity.
+        self.assertEqual(["Free memory 0.00 MB < requested 1 MB"],
+                         accounting.amount_problems(self.invs, {"MEMORY_MB": 4000},
+                                                    {"MEMORY_MB": 1}, {"memory_mb": 2048}))
+        self.assertEqual(["Free memory 0.00 MB < requested 1 MB"],
+                         accounting.amount_problems(self.invs, {"MEMORY_MB": 9000},
+                                                    {"MEMORY_MB": 1}))

@@ -14,11 +14,11 @@ import sys
 import fixtures
 import testtools
 
-from bench import audit, claims, common, concurrency, fleet, run_all, summary
+from bench import audit, claims, common, concurrency, fleet, references, run_all, summary
 from nova_lite.testing import components, databases
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCENARIOS = (claims, audit, fleet, concurrency)
+SCENARIOS = (claims, audit, fleet, concurrency, references)
 
 
 def _command(*args):
@@ -125,6 +125,18 @@ class TestScenarios(testtools.TestCase):
 class TestCommands(testtools.TestCase):
     """The commands print one JSON object, each case run in its own process."""
 
+    def test_references_on_a_sqlite_file(self):
+        result = references.run_case({"case": "sqlite-file", "claims": 3})
+        self.assertGreater(result["reference_per_s"], 0)
+        self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
+                         result["ratio"])
+
+    def test_references_on_postgresql(self):
+        databases.use_postgresql(self)
+        result = references.run_case({"case": "postgresql-shared", "claims": 3})
+        self.assertIn("ratio", result)
+        self.assertEqual("1 process, same run", result["reference"])
+
     def test_a_scenario_command(self):
         status, out, err = _command("bench.audit", "--tiny")
         self.assertEqual(0, status, err)
@@ -147,7 +159,8 @@ class TestCommands(testtools.TestCase):
         status, _, err = _command("bench.run_all", "--only", "nope")
         self.assertEqual(2, status)
         self.assertIn("nope", err)
-        self.assertEqual(("claims", "audit", "fleet", "concurrency"), run_all.SCENARIOS)
+        self.assertEqual(("claims", "audit", "fleet", "concurrency", "references"),
+                         run_all.SCENARIOS)
 
     def test_summary_of_a_run(self):
         out = self.useFixture(fixtures.TempDir()).join("run.json")

@@ -425,7 +425,8 @@ class TestNodeCommands(CliTestCase):
         rows = self.json("node", "list")
         self.assertEqual([f"{self.host}-node0", f"{self.host}-node1"],
                          [r["Node"] for r in rows])
-        self.assertEqual({"used": 0, "capacity": 4000, "free": 4000}, rows[0]["Usage"]["VCPU"])
+        self.assertEqual({"used": 0, "capacity": 4000, "free": 4000, "over": 0},
+                         rows[0]["Usage"]["VCPU"])
         self.assertIsNone(rows[0]["Last error"])
         self.assertEqual([], self.json("node", "list", "--host", "other"))
         self.assertIn(f"{self.host}-node1", self.ok("node", "list"))
@@ -511,3 +512,92 @@ class TestAuditCommand(CliTestCase):
         code, _, err = self.cli("audit", "--host", self.host, "--node", "ghost-node")
         self.assertEqual(1, code)
         self.assertIn("ghost-node", err)
+
+
+class TestOverAndEscaping(CliTestCase):
+    """Free is never negative in any view, over is shown beside it, and names
+    holding control characters are escaped for people."""
+
+    def tracker(self, nodes, **sizes):
+        settings = conf.Settings(host=self.host, state_path=self.state,
+                                 reserved_host_memory_mb=0)
+        os.makedirs(self.state, exist_ok=True)
+        store = Store(settings.database_url)
+        self.addCleanup(store.close)
+        driver = loader.load_driver("fake.multinode", settings=settings, nodes=nodes,
+                                    **sizes)
+        driver.init_host(self.host)
+        rt = ResourceTracker(self.host, driver, store=store, settings=settings)
+        rt.update_available_resource()
+        return driver, rt
+
+    def shrunken(self):
+        driver, rt = self.tracker(["n1"], vcpus=8, memory_mb=8192, local_gb=20)
+        for _ in range(2):
+            rt.instance_claim(base.instance(base.flavor(root_gb=5)), "n1")
+        driver.set_node_size("n1", local_gb=7)
+        rt.update_available_resource()
+        return rt
+
+    def test_node_list_and_show_show_over(self):
+        self.shrunken()
+        (row,) = self.json("node", "list")
+        self.assertEqual({"used": 10, "capacity": 7, "free": 0, "over": 3},
+                         row["Usage"]["DISK_GB"])
+        self.assertIn("DISK_GB: used 10 of 7, free 0, over 3", self.ok("node", "list"))
+        data = self.json("node", "show", "n1")
+        self.assertEqual((0, 3), (data["free"]["DISK_GB"], data["over"]["DISK_GB"]))
+        self.assertEqual(0, data["over"]["MEMORY_MB"])
+        text = self.ok("node", "show", "n1")
+        self.assertIn("| over", text)
+        self.assertNotIn(": -", text)   # no negative figure anywhere
+
+    def test_audit_shows_capacity_free_and_over(self):
+        rt = self.shrunken()
+        code, out, err = self.cli("audit", "--host", self.host, "--driver", "fake.multinode",
+                                  "-f", "json")
+        data = json.loads(out)
+        (node,) = [n for n in data["nodes"] if n["nodename"] == "n1"]
+        rows = {r["resource_class"]: r for r in node["resources"]}
+        self.assertEqual((7, 0, 3), (rows["DISK_GB"]["capacity"], rows["DISK_GB"]["free"],
+                                     rows["DISK_GB"]["over"]))
+        code, out, err = self.cli("audit", "--host", self.host, "--driver",
+                                  "fake.multinode")
+        for column in ("Capacity", "Free", "Over"):
+            self.assertIn(column, out)
+        self.assertIn("over capacity in DISK_GB by 3", err)
+        for alloc in rt.store.list_allocations():
+            self.assertIn(alloc.instance_uuid, err)
+
+    def test_compute_once_has_an_over_column(self):
+        out = self.ok("compute", "--once", "--host", self.host)
+        self.assertIn("| Over", out)
+        data = self.compute_once()
+        for row in data["nodes"][0]["inventory"]:
+            self.assertEqual(0, row["over"])
+            self.assertGreaterEqual(row["free"], 0)
+
+    def test_control_characters_in_names_are_escaped(self):
+        evil = "n\x1b[2J\x07\u202eevil\nnext"
+        _, rt = self.tracker([evil], vcpus=2, memory_mb=2048, local_gb=10)
+        rt.store.set_node_error(self.host, evil, "bad\x1b]0;title\x07 reason")
+        for argv in (("node", "list"), ("node", "show", evil),
+                     ("audit", "--host", self.host, "--driver", "fake.multinode")):
+            _, out, _ = self.cli(*argv)
+            self.assertNotIn("\x1b", out, argv)
+            self.assertNotIn("\x07", out, argv)
+            self.assertNotIn("\u202e", out, argv)
+            self.assertIn("n\\x1b[2J", out, argv)
+        self.assertIn("bad\\x1b]0;title\\x07 reason", self.ok("node", "list"))
+        # Machines get the name as it is.
+        self.assertEqual(evil, self.json("node", "list")[0]["Node"])
+
+
+class TestSafeText(testtools.TestCase):
+
+    def test_escapes_controls_only(self):
+        from nova_lite.cli.output import cell, safe_text
+        self.assertEqual("plain name-1.example", safe_text("plain name-1.example"))
+        self.assertEqual("a\\x1b[31mb\\nc\\td\\u202e", safe_text("a\x1b[31mb\nc\td\u202e"))
+        self.assertEqual("h\\x00", cell("h\x00"))
+        self.assertEqual(safe_text("x\x9b"), safe_text(safe_text("x\x9b")))

@@ -78,7 +78,8 @@ class TestOperatorGuide(testtools.TestCase):
     def test_every_option_is_documented(self):
         with open(os.path.join(DOC, "operator", "config.rst")) as handle:
             text = handle.read()
-        ini_names = {"database_url": "connection", "libvirt_connection_uri": "connection_uri"}
+        ini_names = {"database_url": "connection", "libvirt_connection_uri": "connection_uri",
+                     "database_busy_timeout": "busy_timeout"}
         for field in attrs.fields(conf.Settings):
             if field.name == "sections":
                 continue

@@ -16,14 +16,18 @@ HOSTS = ("hosta", "hostb", "hostc")
 class OperatorCase(CliTestCase):
 
     def start_computes(self, hosts=HOSTS, *extra):
-        """Run ``compute --once`` for each host, as separate processes at once."""
-        procs = [subprocess.Popen(
-            [sys.executable, "-m", "nova_lite.cli.main", "--state-path", self.state,
-             "compute", "--once", "--host", host, "--driver", "fake.small", *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE) for host in hosts]
-        for proc in procs:
-            out, err = proc.communicate(timeout=120)
-            self.assertEqual(0, proc.returncode, err.decode())
+        """Run ``compute --once`` for each host as separate processes: the first
+        alone (it creates the database file), the others at once."""
+        def run(group):
+            procs = [subprocess.Popen(
+                [sys.executable, "-m", "nova_lite.cli.main", "--state-path", self.state,
+                 "compute", "--once", "--host", host, "--driver", "fake.small", *extra],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for host in group]
+            for proc in procs:
+                _, err = proc.communicate(timeout=120)
+                self.assertEqual(0, proc.returncode, err.decode())
+        run(hosts[:1])
+        run(hosts[1:])
 
     def fail(self, expected_code, *argv):
         code, out, err = self.cli(*argv)

@@ -160,9 +160,47 @@ class TestFromDict(testtools.TestCase):
         for bad in (None, [], "vcpus=8"):
             self._problems(bad)
 
-    def test_integral_floats_are_accepted(self):
+    def test_floats_are_truncated_as_nova_does(self):
         self.assertEqual(8, NodeResources.from_dict(nova_dict(vcpus=8.0)).vcpus)
-        self._problems(nova_dict(vcpus=8.5))
+        res = NodeResources.from_dict(nova_dict(local_gb=97.85, local_gb_used=12.9,
+                                                disk_available_least=-0.4))
+        self.assertEqual((97, 12, 0), (res.local_gb, res.local_gb_used,
+                                       res.disk_available_least))
+        self.assertEqual(-3, NodeResources.from_dict(
+            nova_dict(disk_available_least=-3.7)).disk_available_least)
+        self._problems(nova_dict(vcpus=float("nan")))
+
+    def test_negative_used_is_read_as_zero_with_a_warning(self):
+        import fixtures
+        logs = self.useFixture(fixtures.FakeLogger(level="WARNING"))
+        res = NodeResources.from_dict(nova_dict(memory_mb_used=-14958), nodename="n1")
+        self.assertEqual(0, res.memory_mb_used)
+        self.assertIn("memory_mb_used=-14958", logs.output)
+        self.assertIn("n1", logs.output)
+        self._problems(nova_dict(memory_mb=-1))
+
+    def test_raw_resource_class_is_normalised(self):
+        self.assertEqual("CUSTOM_BAREMETAL", NodeResources.from_dict(
+            nova_dict(resource_class="baremetal")).resource_class)
+        self.assertEqual("CUSTOM_GPU_A100_8X_", NodeResources.from_dict(
+            nova_dict(resource_class="gpu_a100 (8x)")).resource_class)
+        self.assertEqual("CUSTOM_GOLD", NodeResources.from_dict(
+            nova_dict(resource_class="CUSTOM_GOLD")).resource_class)
+
+    def test_cpu_info_topology_and_maxphysaddr(self):
+        cpu = json.dumps({"arch": "x86_64", "model": "EPYC", "vendor": "AMD",
+                          "topology": {"cells": 2, "sockets": 2, "cores": 16, "threads": 2},
+                          "maxphysaddr": {"mode": "passthrough", "bits": 48},
+                          "features": ["svm"]})
+        info = NodeResources.from_dict(nova_dict(cpu_info=cpu)).cpu_info
+        self.assertEqual((2, 2, 16, 2), (info.topology.cells, info.topology.sockets,
+                                         info.topology.cores, info.topology.threads))
+        self.assertEqual(("passthrough", 48), (info.maxphysaddr.mode, info.maxphysaddr.bits))
+        res = NodeResources.from_dict(nova_dict(cpu_info=cpu))
+        self.assertEqual(res, NodeResources.from_dict(json.loads(json.dumps(res.to_dict()))))
+        exc, text = self._problems(nova_dict(cpu_info={"topology": {"cores": "many"}}))
+        self.assertIn("cpu_info", text)
+        self.assertIn("topology.cores", text)
 
 
 class TestNodeResources(testtools.TestCase):

@@ -123,3 +123,16 @@ class TestComputeNode(testtools.TestCase):
         self.assertEqual(0, node.capacity("DISK_GB"))
         self.assertEqual(0, node.free("DISK_GB"))
         self.assertEqual((), node.numa_usage())
+
+
+class TestModuleCycle(testtools.TestCase):
+
+    def test_node_resources_does_not_import_objects(self):
+        import subprocess
+        import sys
+        code = ("import sys, nova_lite.node_resources; "
+                "assert 'nova_lite.objects' not in sys.modules, sorted(sys.modules)")
+        subprocess.run([sys.executable, "-c", code], check=True)
+        from nova_lite import node_resources, objects
+        self.assertIs(node_resources.NodeResources, objects.NodeResources)
+        self.assertIs(node_resources.CpuInfo, objects.CpuInfo)

@@ -194,3 +194,17 @@ class SRIOVTest(testtools.TestCase):
         stats = pci.PciStats(devices, frozenset({"0000:81:00.0"}))
         self.assertEqual(("0000:82:10.0",), stats.claim([req(ids=VF)]))
         self.assertEqual(("0000:82:00.0",), stats.claim([req(ids=PF)]))
+
+
+class VdpaTest(testtools.TestCase):
+
+    def test_vdpa_devices_never_serve_an_alias_request(self):
+        devices = [dev("0000:81:00.0", PF, dev_type="type-PF"),
+                   dev("0000:81:10.0", VF, dev_type="vdpa", parent_addr="0000:81:00.0"),
+                   dev("0000:81:10.2", VF, dev_type="type-VF", parent_addr="0000:81:00.0")]
+        stats = pci.PciStats(devices=devices)
+        request = PciRequest(count=1, vendor_id=VF[0], product_id=VF[1])
+        self.assertEqual(("0000:81:10.2",), stats.claim([request]))
+        self.assertRaises(pci.PciClaimError, stats.claim,
+                          [PciRequest(count=2, vendor_id=VF[0], product_id=VF[1])])
+        self.assertIn("vdpa", {p.dev_type for p in stats.pools()})

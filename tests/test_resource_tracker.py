@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from nova_lite.compute.claims import ComputeResourcesUnavailable, MoveClaim
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import models
-from nova_lite.exception import InstanceNotFound, NodeNotFound
+from nova_lite.exception import InstanceNotFound, InvalidInput, NodeNotFound
 from tests import base
 from tests.base import flavor, instance
 
@@ -104,6 +104,36 @@ class TestInstanceLifecycle(TrackerTestCase):
         nodes = {n.nodename: n for n in rt.store.get_compute_nodes(self.host)}
         self.assertEqual({"a", "b", "c"}, set(nodes))
         self.assertEqual(3, len({n.uuid for n in nodes.values()}))
+
+
+class TestClaimArguments(TrackerTestCase):
+
+    def test_a_claim_without_a_node_name_is_refused_and_writes_nothing(self):
+        _, rt = self.multinode()
+        for nodename in (None, "", 7):
+            exc = self.assertRaises(InvalidInput, rt.instance_claim, instance(SMALL), nodename)
+            self.assertIn("nodename", str(exc))
+        self.assertEqual([], rt.store.list_instances(live_only=False))
+        self.assertEqual([], rt.store.list_allocations())
+
+    def test_several_instances_are_claimed_all_or_none(self):
+        _, rt = self.multinode()
+        room = rt.get_node("a").capacity("MEMORY_MB")
+        half = flavor(name="half", vcpus=1, memory_mb=(room - 1024) // 2, root_gb=1)
+        first, second, third = (instance(half) for _ in range(3))
+        claims = rt.instance_claims([first, second], "a")
+        self.assertEqual([first.uuid, second.uuid], [c.instance.uuid for c in claims])
+        self.assertEqual(claims[0].generation, claims[1].generation)
+        self.assertEqual(2, rt.get_node("a").used("VCPU"))
+        before = rt.store.list_allocations()
+        # The first fits the room left on its own; with the second it does not.
+        small = instance(SMALL)
+        self.assertRaises(ComputeResourcesUnavailable, rt.instance_claims, [small, third], "a")
+        self.assertEqual(before, rt.store.list_allocations())
+        self.assertEqual([], [i for i in rt.store.list_instances(live_only=False)
+                              if i.uuid in (small.uuid, third.uuid)])
+        rt.instance_claims([small], "a")   # on its own it fits
+        self.assertRaises(InvalidInput, rt.instance_claims, [third, third], "a")
 
 
 class TestResize(TrackerTestCase):
@@ -252,10 +282,17 @@ class TestAuditFailures(TrackerTestCase):
         driver, rt = self.multinode(nodes=("a", "b"), settings=self.settings())
         driver.inject_fault("a", report=42)
         driver.set_node_size("b", memory_mb=256)   # below reserved_host_memory_mb=512
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
         result = rt.update_available_resource()
-        self.assertEqual((), result.audited)
+        # A node whose reserved amount exceeds its total is still recorded,
+        # with its current inventory: all of it reserved, so it admits nothing.
+        self.assertEqual(("b",), result.audited)
         self.assertIn("int", result.failed["a"])
-        self.assertIn("reserved_host_memory_mb", result.failed["b"])
+        self.assertIn("reserved_host_memory_mb = 512", log.output)
+        node = rt.get_node("b")
+        self.assertEqual((256, 256, 0, 0), (
+            node.inventory("MEMORY_MB").total, node.inventory("MEMORY_MB").reserved,
+            node.capacity("MEMORY_MB"), node.free("MEMORY_MB")))
 
     def test_failure_on_the_first_audit_of_a_fresh_tracker(self):
         driver, rt = self.multinode(nodes=("a", "b"))

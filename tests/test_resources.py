@@ -32,7 +32,21 @@ class TestResourceClasses(testtools.TestCase):
         self.assertEqual("CUSTOM_IRON_NFV", norm("iron-nfv"))
         self.assertEqual("CUSTOM_BAREMETAL_GOLD", norm("baremetal.gold"))
         self.assertEqual("CUSTOM_GOLD", norm("CUSTOM_GOLD"))
-        self.assertEqual("CUSTOM_GOLD", norm("custom_gold"))
+        # Nova's rule (os-resource-classes): a run of other characters is one
+        # "_", upper-casing comes after, and only a valid class is kept.
+        self.assertEqual("CUSTOM_GPU_A100_8X_", norm("gpu_a100 (8x)"))
+        self.assertEqual("CUSTOM_CUSTOM_GOLD", norm("custom_gold"))
+        self.assertEqual("CUSTOM_VCPU", norm("vcpu"))
+        self.assertEqual("CUSTOM_BAREMETAL", norm("baremetal"))
+
+    def test_standard_classes_are_os_resource_classes(self):
+        import os_resource_classes as orc
+        self.assertEqual(frozenset(orc.STANDARDS), resources.STANDARD_CLASSES)
+        for rc in ("NET_PACKET_RATE_EGR_KILOPACKET_PER_SEC",
+                   "NET_PACKET_RATE_IGR_KILOPACKET_PER_SEC"):
+            self.assertEqual(rc, resources.validate_resource_class(rc))
+            self.assertEqual(rc, ResourceClass[rc].value)
+            self.assertEqual(rc, str(ResourceClass[rc]))
 
     def test_normalize_rejects_empty(self):
         for bad in ("", "   ", None, 3):
@@ -74,10 +88,28 @@ class TestCapacity(testtools.TestCase):
         inv = Inventory(total=1, allocation_ratio=0.1)
         self.assertEqual(Fraction(1, 10), inv.allocation_ratio)
 
-    def test_free_may_go_negative(self):
+    def test_free_is_never_negative_and_over_says_by_how_much(self):
         inv = Inventory(total=4, used=6)
         self.assertEqual(4, inv.capacity)
-        self.assertEqual(-2, inv.free)
+        self.assertEqual(0, inv.free)
+        self.assertEqual(2, inv.over)
+        inv = Inventory(total=4, used=3)
+        self.assertEqual((1, 0), (inv.free, inv.over))
+
+    def test_capacity_in_use_counts_covered_reserved_units_once(self):
+        # A bare-metal node reserved because it is deployed.
+        node = Inventory(total=1, reserved=1)
+        self.assertEqual(0, node.capacity)
+        self.assertEqual(1, node.capacity_in_use(1, covering=1))
+        self.assertEqual(0, node.capacity_in_use(0, covering=1))
+        self.assertEqual(0, node.capacity_in_use(1, covering=0))
+        # Never more than the reserved units it may cover, never below capacity.
+        inv = Inventory(total=10, reserved=3, allocation_ratio=2)
+        self.assertEqual(14, inv.capacity)
+        self.assertEqual(14, inv.capacity_in_use(5, covering=2))
+        self.assertEqual(16, inv.capacity_in_use(16, covering=1))
+        self.assertEqual(18, inv.capacity_in_use(30, covering=2))
+        self.assertEqual(20, inv.capacity_in_use(30, covering=99))
 
     def test_to_ratio(self):
         self.assertEqual(Fraction(7, 10), resources.to_ratio(0.7))

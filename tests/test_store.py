@@ -293,10 +293,13 @@ class TestPostgreSQLStore(StoreTests, base.TestCase):
 
 
 class TestClaimRows(base.TestCase):
-    """The claim's tuple rows name every column of their tables, and only those."""
+    """The claim's rows name every column of their tables, and only those."""
 
     def test_allocation_row_covers_the_table(self):
-        self.assertEqual({c.name for c in models.allocations.columns}, set(rows.ALLOCATION_ROW))
+        alloc0 = Allocation(consumer_uuid="c", consumer_type="instance", instance_uuid="i",
+                            node_uuid="n", flavor=flavor(), resources={})
+        self.assertEqual({c.name for c in models.allocations.columns},
+                         set(rows.allocation_values(alloc0, 1.0)))
         alloc = Allocation(consumer_uuid="c", consumer_type="instance", instance_uuid="i",
                            node_uuid="n", flavor=flavor(),
                            resources={"VCPU": 2, "MEMORY_MB": 512, "CUSTOM_GPU": 1})
@@ -306,8 +309,9 @@ class TestClaimRows(base.TestCase):
                           values["disk_gb"], values["other"]))
 
     def test_instance_row_covers_the_table(self):
-        self.assertEqual({c.name for c in models.instances.columns}, set(rows.INSTANCE_ROW))
         inst = instance(flavor(), host="h", node="n", project_id="p")
+        self.assertEqual({c.name for c in models.instances.columns},
+                         set(rows.new_instance_values(inst, 1.0)))
         values = rows.instance_values(inst, 5.0)
         self.assertNotIn("uuid", values)
         self.assertNotIn("created_at", values)

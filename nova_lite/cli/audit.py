@@ -57,7 +57,7 @@ class RunAudit(ReportShowOne):
             self.parser.error("--host must not be empty")
         name = parsed_args.driver or ctx.settings.compute_driver
         driver = ctx.load_driver(name, host)
-        store = ctx.open_store(must_exist=True)
+        store = ctx.open_store(must_exist=True, readonly=True)
         tracker = ResourceTracker(host, driver, store=store, settings=ctx.settings)
         result = audit.audit_host(tracker, nodename=parsed_args.node)
         data = result.to_dict()
@@ -79,9 +79,11 @@ class RunAudit(ReportShowOne):
             lines.append(f"Node {node['nodename']} (uuid {node['node_uuid'] or '-'}): "
                          f"{'consistent' if node['consistent'] else 'differs'}")
             lines.append(render_table(
-                ["Resource class", "Hypervisor", "Tracked", "Records", "Status"],
+                ["Resource class", "Hypervisor", "Tracked", "Records", "Capacity", "Free",
+                 "Over", "Status"],
                 [[r["resource_class"], r["hypervisor"], r["tracked"], r["records"],
-                  r["status"]] for r in node["resources"]]))
+                  r["capacity"], r["free"], r["over"], r["status"]]
+                 for r in node["resources"]]))
             if node["differences"]:
                 lines.append(_differences_table(node["differences"]))
         if data["differences"]:

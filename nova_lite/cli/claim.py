@@ -4,10 +4,10 @@ from cliff import show
 
 from nova_lite.cli import flavors
 from nova_lite.cli.hypervisor import find_node
-from nova_lite.cli.output import ListColumn
+from nova_lite.cli.output import ListColumn, TextColumn
 from nova_lite.compute import accounting, placement
 from nova_lite.exception import InvalidInput
-from nova_lite.objects import ZERO_OVERHEAD, NodeUsage
+from nova_lite.objects import ZERO_OVERHEAD
 from nova_lite.cli.context import BadArguments
 
 
@@ -26,17 +26,16 @@ class TestClaim(show.ShowOne):
 
     def take_action(self, parsed_args):
         flavor = flavors.flavor_from_args(parsed_args)
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
-        usage = NodeUsage(generation=node.generation, amounts=node.usage,
-                          numa_placements=node.numa_placements, pci_in_use=node.pci_in_use)
         try:
             numa = accounting.flavor_numa_request(flavor)
             requested = accounting.requested_resources(flavor, ZERO_OVERHEAD, numa)
         except InvalidInput as exc:
             raise BadArguments(str(exc)) from None
-        decision = placement.decide(node, usage, requested, None, numa, ())
-        fields = {"node": node.nodename, "host": node.host, "flavor": flavor.name,
+        decision = placement.decide(node, requested, None, numa, ())
+        fields = {"node": TextColumn(node.nodename), "host": TextColumn(node.host),
+                  "flavor": TextColumn(flavor.name),
                   "requested": ", ".join(f"{rc}={n}" for rc, n in sorted(requested.items())),
                   "fits": not decision.reasons, "reasons": ListColumn(list(decision.reasons))}
         return tuple(fields), tuple(fields.values())

@@ -13,7 +13,8 @@ LOG = logging.getLogger(__name__)
 
 _INVENTORY = [("Resource class", "resource_class"), ("Total", "total"),
               ("Reserved", "reserved"), ("Ratio", "allocation_ratio"),
-              ("Capacity", "capacity"), ("Used", "used"), ("Free", "free")]
+              ("Capacity", "capacity"), ("Used", "used"), ("Free", "free"),
+              ("Over", "over")]
 
 
 def _configured_text(row):
@@ -115,7 +116,8 @@ class RunCompute(ReportShowOne):
 
     Without --once it runs until SIGTERM or SIGINT.  With --once it makes
     one pass (heartbeat, audit, orphan nodes) and prints, per node and
-    resource class, total, reserved, ratio, capacity, used and free, with
+    resource class, total, reserved, ratio, capacity, used, free and over
+    (what is held beyond capacity; free is never negative), with
     the detected, configured and effective values side by side.  --demo
     (with --once) also makes one claim that is admitted and one that is
     rejected, prints both, and releases the admitted one.

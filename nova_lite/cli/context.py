@@ -126,11 +126,13 @@ class CliContext:
         """The database URL with any password hidden."""
         return self.settings.redacted_database_url()
 
-    def open_store(self, must_exist=False):
+    def open_store(self, must_exist=False, readonly=False):
         """Open the record store.
 
         With ``must_exist`` an SQLite file that does not exist is an error
-        (nothing is created): read-only commands never make a database.
+        (nothing is created).  ``readonly``: the command only reads; the
+        store is opened read-only, never takes the write lock and never
+        migrates the schema.
         """
         url = self.settings.database_url
         path = _sqlite_file(url)
@@ -140,7 +142,9 @@ class CliContext:
                 f"{self.state.source}). Run 'nova-lite compute --once' first, or pass "
                 "--state-path, --database-url or --config-file.")
         try:
-            store = Store(url, claim_retries=self.settings.claim_retries)
+            store = Store(url, claim_retries=self.settings.claim_retries,
+                          busy_timeout=self.settings.database_busy_timeout,
+                          readonly=readonly)
         except Exception as exc:   # noqa: BLE001 - shown to the operator, redacted
             cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CommandError(f"Cannot open database {self.database}: "

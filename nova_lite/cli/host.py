@@ -4,6 +4,7 @@ from cliff import lister
 
 from nova_lite import reports
 from nova_lite.cli.context import BadArguments
+from nova_lite.cli.output import TextColumn
 
 
 class DescribeHost(lister.Lister):
@@ -16,7 +17,7 @@ class DescribeHost(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         nodes = store.get_compute_nodes()
         if not any(n.host == parsed_args.host for n in nodes):
             known = ", ".join(sorted({n.host for n in nodes})) or "none"
@@ -25,4 +26,5 @@ class DescribeHost(lister.Lister):
         rows = reports.host_describe(parsed_args.host, nodes,
                                      store.list_instances(host=parsed_args.host))
         return (("HOST", "PROJECT", "cpu", "memory_mb", "disk_gb"),
-                [(r.host, r.project, r.cpu, r.memory_mb, r.disk_gb) for r in rows])
+                [(TextColumn(r.host), TextColumn(r.project), r.cpu, r.memory_mb, r.disk_gb)
+                 for r in rows])

@@ -7,7 +7,7 @@ from cliff import lister, show
 
 from nova_lite import reports
 from nova_lite.cli.context import BadArguments
-from nova_lite.cli.output import DictColumn, ListColumn, OptionalColumn
+from nova_lite.cli.output import DictColumn, ListColumn, OptionalColumn, TextColumn
 from nova_lite.cli.service import list_services
 
 LIST_HEADERS = ("ID", "Hypervisor Hostname", "Host", "Hypervisor Type", "State", "Status",
@@ -42,11 +42,12 @@ class ListHypervisors(lister.Lister):
 
     def take_action(self, parsed_args):
         ctx = self.app.context()
-        store = ctx.open_store(must_exist=True)
+        store = ctx.open_store(must_exist=True, readonly=True)
         rows = reports.hypervisor_rows(store.get_compute_nodes(), list_services(store),
                                        store.list_instances(), ctx.settings.service_down_time)
         return LIST_HEADERS, [
-            (r.uuid, r.nodename, r.host, OptionalColumn(r.hypervisor_type), r.state, r.status,
+            (r.uuid, TextColumn(r.nodename), TextColumn(r.host),
+             OptionalColumn(r.hypervisor_type), r.state, r.status,
              r.vcpus_used, r.vcpus, r.memory_mb_used, r.memory_mb, r.free_ram_mb,
              r.local_gb_used, r.local_gb, r.free_disk_gb, r.running_vms) for r in rows]
 
@@ -63,13 +64,14 @@ class ShowHypervisor(show.ShowOne):
 
     def take_action(self, parsed_args):
         ctx = self.app.context()
-        store = ctx.open_store(must_exist=True)
+        store = ctx.open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         services = list_services(store, node.host)
         state, status = reports.service_state(services[0] if services else None,
                                               ctx.settings.service_down_time, time.time())
         report = node.resources
-        fields = {"id": node.uuid, "hypervisor_hostname": node.nodename, "host": node.host,
+        fields = {"id": node.uuid, "hypervisor_hostname": TextColumn(node.nodename),
+                  "host": TextColumn(node.host),
                   "hypervisor_type": OptionalColumn(report.hypervisor_type if report else None),
                   "state": state, "status": status, "generation": node.generation}
         for line in reports.resource_lines(node, ctx.settings):
@@ -88,7 +90,7 @@ class HypervisorStats(show.ShowOne):
     capacity) of vCPUs, memory (MB) and disk (GB); running VMs."""
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         stats = attrs.asdict(reports.hypervisor_stats(store.get_compute_nodes(),
                                                       store.list_instances()))
         return tuple(stats), tuple(stats.values())

@@ -19,7 +19,7 @@ class ListInventory(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         return HEADERS, [
             (rc, inv.total, inv.reserved, inv.min_unit, inv.max_unit, inv.step_size,

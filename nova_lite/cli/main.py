@@ -10,11 +10,11 @@ import argparse
 import importlib.metadata
 import logging
 import os
-import re
 import sys
 
 from cliff import app, commandmanager
 
+from nova_lite import conf
 from nova_lite.cli import context
 
 LOG = logging.getLogger(__name__)
@@ -24,12 +24,9 @@ DESCRIPTION = ("nova-lite: virt drivers, resource tracking and claims for comput
 
 SERVICE_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]+@")
-
-
 def redact_text(text):
-    """Hide the password of every database URL in ``text``."""
-    return _URL_PASSWORD.sub(r"\1***@", text)
+    """Hide the password of every database URL in ``text`` (:func:`conf.redact_url`)."""
+    return conf.redact_url(text)
 
 
 class RedactingFormatter(logging.Formatter):

@@ -6,7 +6,8 @@ from cliff import command, lister, show
 
 from nova_lite.cli import views
 from nova_lite.cli.context import BadArguments, CommandError
-from nova_lite.cli.output import DictColumn, LinesColumn, ListColumn, OptionalColumn, cell
+from nova_lite.cli.output import (
+    DictColumn, LinesColumn, ListColumn, OptionalColumn, TextColumn, cell)
 
 LOG = logging.getLogger(__name__)
 
@@ -16,10 +17,10 @@ CONFIRM_FLAG = "--yes-i-really-mean-it"
 
 def _usage_column(node):
     rows = views.inventory_rows(node)
-    lines = [f"{r['resource_class']}: used {r['used']} of {r['capacity']}, free {r['free']}"
-             for r in rows]
+    lines = [f"{r['resource_class']}: used {r['used']} of {r['capacity']}, free {r['free']}, "
+             f"over {r['over']}" for r in rows]
     data = {r["resource_class"]: {"used": r["used"], "capacity": r["capacity"],
-                                  "free": r["free"]} for r in rows}
+                                  "free": r["free"], "over": r["over"]} for r in rows}
     return LinesColumn((lines, data))
 
 
@@ -60,7 +61,8 @@ def _node_args(parser):
 
 
 class ListNodes(lister.Lister):
-    """List the compute node records: generation, usage per resource class, last error."""
+    """List the compute node records: generation, usage (used, capacity, free, over) per
+    resource class, last error."""
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -68,16 +70,20 @@ class ListNodes(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         headers = ("Host", "Node", "UUID", "Generation", "Usage", "Last error")
-        rows = [(n.host, n.nodename, n.uuid, n.generation, _usage_column(n),
+        rows = [(TextColumn(n.host), TextColumn(n.nodename), n.uuid, n.generation,
+                 _usage_column(n),
                  OptionalColumn(n.last_error))
                 for n in store.get_compute_nodes(parsed_args.host)]
         return headers, rows
 
 
 class ShowNode(show.ShowOne):
-    """Show one compute node record: inventories, usage, free, generation, last error."""
+    """Show one compute node record: inventories, usage, free, over, generation, last error.
+
+    Free is never negative; over is what the node holds beyond its capacity.
+    """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -85,19 +91,21 @@ class ShowNode(show.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         report = node.resources
         instances = [i.uuid for i in store.list_instances(host=node.host, node=node.nodename)]
         fields = {
-            "uuid": node.uuid, "host": node.host, "nodename": node.nodename,
-            "generation": node.generation,
-            "hypervisor_type": report.hypervisor_type if report else None,
-            "hypervisor_hostname": report.hypervisor_hostname if report else None,
+            "uuid": node.uuid, "host": TextColumn(node.host),
+            "nodename": TextColumn(node.nodename), "generation": node.generation,
+            "hypervisor_type": OptionalColumn(report.hypervisor_type if report else None),
+            "hypervisor_hostname": OptionalColumn(
+                report.hypervisor_hostname if report else None),
             "inventories": _inventory_column(node),
             "usage": DictColumn({rc: node.used(rc) for rc in
                                  sorted(set(node.usage) | set(node.inventories))}),
             "free": DictColumn({rc: node.free(rc) for rc in sorted(node.inventories)}),
+            "over": DictColumn({rc: node.over(rc) for rc in sorted(node.inventories)}),
             "instances": ListColumn(instances),
             "last_error": OptionalColumn(node.last_error),
         }

@@ -8,6 +8,7 @@ table|json|yaml`` over one JSON-serialisable dict.
 
 import json
 import logging
+import re
 from fractions import Fraction
 
 from cliff import columns, command
@@ -30,8 +31,29 @@ def ratio_number(ratio):
     return None if ratio is None else float(Fraction(ratio))
 
 
+# C0 and C1 controls, DEL, and the Unicode line/paragraph separators and
+# bidirectional overrides: a name holding one could rewrite the terminal.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f"
+                      "\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(value):
+    r"""``value`` as text with every control character escaped.
+
+    Names come from drivers, configuration and the database; a node named
+    ``"n\x1b[2J"`` (ESC, then "[2J") shows as ``n\\x1b[2J`` instead of clearing
+    the screen.
+    Newlines and tabs are escaped too (``\n``, ``\t``).
+    """
+    text = value if isinstance(value, str) else str(value)
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def cell(value):
-    """Text of one table cell: None is ``-``, Fractions are decimals."""
+    """Text of one table cell: None is ``-``, Fractions are decimals, control
+    characters escaped (:func:`safe_text`)."""
     if value is None:
         return "-"
     if isinstance(value, Fraction):
@@ -39,8 +61,8 @@ def cell(value):
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value) or "-"
-    return str(value)
+        return ", ".join(safe_text(v) for v in value) or "-"
+    return safe_text(value)
 
 
 def render_table(headers, rows):
@@ -71,11 +93,23 @@ def render_table(headers, rows):
     return "\n".join(out)
 
 
+class TextColumn(columns.FormattableColumn):
+    """Text from outside (a name, a reason): control characters escaped for
+    people (:func:`safe_text`), the text as it is for machines."""
+
+    def human_readable(self):
+        return safe_text(self._value)
+
+    def machine_readable(self):
+        return self._value
+
+
 class DictColumn(columns.FormattableColumn):
     """A mapping: one ``key: value`` line per item for people, the dict for machines."""
 
     def human_readable(self):
-        return "\n".join(f"{k}: {cell(v)}" for k, v in sorted(self._value.items())) or "-"
+        return "\n".join(f"{safe_text(k)}: {cell(v)}"
+                         for k, v in sorted(self._value.items())) or "-"
 
     def machine_readable(self):
         return dict(self._value)
@@ -85,7 +119,7 @@ class ListColumn(columns.FormattableColumn):
     """A sequence: comma-separated for people, a list for machines."""
 
     def human_readable(self):
-        return ", ".join(str(v) for v in self._value) or "-"
+        return ", ".join(safe_text(v) for v in self._value) or "-"
 
     def machine_readable(self):
         return list(self._value)
@@ -102,7 +136,7 @@ class OptionalColumn(columns.FormattableColumn):
     """Text that may be absent: empty for people, null for machines."""
 
     def human_readable(self):
-        return "" if self._value is None else str(self._value)
+        return "" if self._value is None else safe_text(self._value)
 
 
 class LinesColumn(columns.FormattableColumn):
@@ -112,10 +146,22 @@ class LinesColumn(columns.FormattableColumn):
     """
 
     def human_readable(self):
-        return "\n".join(self._value[0]) or "-"
+        return "\n".join(safe_text(line) for line in self._value[0]) or "-"
 
     def machine_readable(self):
         return self._value[1]
+
+
+def escaped(data):
+    """``data`` (JSON-like) with every string passed through :func:`safe_text`,
+    keys included: what a report renders for people."""
+    if isinstance(data, str):
+        return safe_text(data)
+    if isinstance(data, dict):
+        return {escaped(k): escaped(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [escaped(v) for v in data]
+    return data
 
 
 class ReportCommand(command.Command):
@@ -149,7 +195,7 @@ class ReportCommand(command.Command):
             import yaml   # a cliff dependency
             text = yaml.safe_dump(data, default_flow_style=False, sort_keys=False).rstrip()
         else:
-            text = self.render(data)
+            text = self.render(escaped(data))
         self.app.stdout.write(text + "\n")
 
     def take_action(self, parsed_args):

@@ -3,12 +3,15 @@
 A report command (``compute --once``, ``audit``) builds one dict.  It is
 shown as cliff's ShowOne: one field per top-level key, so ``-f json`` and
 ``-f yaml`` print the dict, ``-f value -c consistent`` one field; the
-default table (without ``-c``) is the report's own multi-part text.
+default table (without ``-c``) is the report's own multi-part text.  Text
+from outside (names, reasons) has its control characters escaped for people.
 """
 
 import json
 
 from cliff import columns, show
+
+from nova_lite.cli.output import TextColumn, escaped
 
 
 class DataColumn(columns.FormattableColumn):
@@ -22,7 +25,9 @@ class DataColumn(columns.FormattableColumn):
 
 
 def _column(value):
-    return DataColumn(value) if isinstance(value, (dict, list, tuple)) else value
+    if isinstance(value, (dict, list, tuple)):
+        return DataColumn(value)
+    return TextColumn(value) if isinstance(value, str) else value
 
 
 class ReportShowOne(show.ShowOne):
@@ -47,7 +52,7 @@ class ReportShowOne(show.ShowOne):
 
     def produce_output(self, parsed_args, column_names, data):
         if parsed_args.formatter == "table" and not parsed_args.columns:
-            self.app.stdout.write(self.render(self._data) + "\n")
+            self.app.stdout.write(self.render(escaped(self._data)) + "\n")
             return 0
         return super().produce_output(parsed_args, column_names, data)
 

@@ -15,7 +15,7 @@ from nova_lite import objects
 from nova_lite.cli import flavors
 from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.node import CONFIRM_FLAG
-from nova_lite.cli.output import ListColumn, OptionalColumn
+from nova_lite.cli.output import ListColumn, OptionalColumn, TextColumn
 from nova_lite.compute import api
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.exception import InstanceNotFound
@@ -28,7 +28,7 @@ LIST_HEADERS = ("ID", "Status", "Host", "Node", "Project", "Flavor")
 
 def _row(inst):
     return (inst.uuid, inst.vm_state, OptionalColumn(inst.host),
-            OptionalColumn(inst.node), inst.project_id, inst.flavor.name)
+            OptionalColumn(inst.node), TextColumn(inst.project_id), TextColumn(inst.flavor.name))
 
 
 class _Trackers:
@@ -91,7 +91,7 @@ class ListServers(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         return LIST_HEADERS, [_row(i) for i in store.list_instances(
             host=parsed_args.host, live_only=not parsed_args.all)]
 
@@ -105,14 +105,14 @@ class ShowServer(show.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
-        store = self.app.context().open_store(must_exist=True)
+        store = self.app.context().open_store(must_exist=True, readonly=True)
         inst = find_instance(store, parsed_args.server)
         held = {a.node_uuid: dict(a.resources)
                 for a in store.list_allocations(instance_uuid=inst.uuid)}
         f = inst.flavor
         fields = {"id": inst.uuid, "status": inst.vm_state,
                   "host": OptionalColumn(inst.host), "node": OptionalColumn(inst.node),
-                  "project_id": inst.project_id, "flavor": f.name,
+                  "project_id": TextColumn(inst.project_id), "flavor": TextColumn(f.name),
                   "vcpus": f.vcpus, "memory_mb": f.memory_mb,
                   "disk_gb": f.root_gb + f.ephemeral_gb,
                   "allocations": ListColumn([f"{n}: {r}" for n, r in sorted(held.items())])}

@@ -7,7 +7,7 @@ from cliff import lister, show
 
 from nova_lite import reports
 from nova_lite.cli.context import BadArguments
-from nova_lite.cli.output import OptionalColumn
+from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.db import queries
 from nova_lite.db.store import COMPUTE_BINARY
 
@@ -19,7 +19,7 @@ HEADERS = ("Binary", "Host", "Status", "State", "Updated At", "Disabled Reason")
 def _row(service, settings, now):
     state, status = reports.service_state(service, settings.service_down_time, now)
     updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(service.updated_at))
-    return (service.binary, service.host, status, state, updated,
+    return (service.binary, TextColumn(service.host), status, state, updated,
             OptionalColumn(service.disabled_reason))
 
 
@@ -40,7 +40,7 @@ class ListServices(lister.Lister):
 
     def take_action(self, parsed_args):
         ctx = self.app.context()
-        store = ctx.open_store(must_exist=True)
+        store = ctx.open_store(must_exist=True, readonly=True)
         now = time.time()
         return HEADERS, [_row(s, ctx.settings, now)
                          for s in list_services(store, parsed_args.host)]

@@ -1,7 +1,8 @@
 """Plain-data views of compute nodes for the commands (JSON-serialisable dicts).
 
 - :func:`inventory_rows`: per resource class, the effective total,
-  reserved, ratio, capacity, used and free.
+  reserved, ratio, capacity, used, free (never negative) and over (what
+  is held beyond capacity).
 - :func:`source_rows`: per resource class, the detected (driver report),
   configured (settings, with Nova's option names) and effective values of
   total, reserved, allocation ratio and used, side by side.
@@ -23,19 +24,24 @@ _HYPERVISOR_USED = {"VCPU": "vcpus_used", "MEMORY_MB": "memory_mb_used",
 
 
 def inventory_rows(node):
-    """``[{resource_class, total, reserved, allocation_ratio, capacity, used, free}]``."""
+    """``[{resource_class, total, reserved, allocation_ratio, capacity, used, free, over}]``.
+
+    ``capacity``, ``free`` and ``over`` are the node's (:meth:`ComputeNode.capacity`
+    counts the driver's reserved units that are in use once).
+    """
     rows = []
     for rc, inv in sorted(node.inventories.items()):
         rows.append({
             "resource_class": rc, "total": inv.total, "reserved": inv.reserved,
             "allocation_ratio": ratio_number(inv.allocation_ratio),
-            "capacity": inv.capacity, "used": node.used(rc), "free": node.free(rc),
-            "min_unit": inv.min_unit, "max_unit": inv.max_unit, "step_size": inv.step_size,
+            "capacity": node.capacity(rc), "used": node.used(rc), "free": node.free(rc),
+            "over": node.over(rc), "min_unit": inv.min_unit, "max_unit": inv.max_unit,
+            "step_size": inv.step_size,
         })
     for rc in sorted(set(node.usage) - set(node.inventories)):
         rows.append({"resource_class": rc, "total": 0, "reserved": 0, "allocation_ratio": None,
                      "capacity": 0, "used": node.used(rc), "free": node.free(rc),
-                     "min_unit": None, "max_unit": None, "step_size": None})
+                     "over": node.over(rc), "min_unit": None, "max_unit": None, "step_size": None})
     return rows
 
 

@@ -5,11 +5,15 @@ Pure functions over records; the tracker orchestrates them.
 """
 
 import functools
+import logging
 import math
+from collections.abc import Mapping
 
 from nova_lite.exception import InvalidInput
-from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology, NodeUsage
+from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology
 from nova_lite.resources import Inventory, ResourceClass, validate_resource_class
+
+LOG = logging.getLogger(__name__)
 
 VCPU, PCPU = ResourceClass.VCPU.value, ResourceClass.PCPU.value
 MEMORY_MB, DISK_GB = ResourceClass.MEMORY_MB.value, ResourceClass.DISK_GB.value
@@ -29,8 +33,10 @@ def build_inventories(report, settings):
     Reserved host amounts come from settings (``reserved_host_disk_mb`` is
     rounded up to whole GB) plus what the driver reserves itself; ratios
     from ``<kind>_allocation_ratio`` or the ``initial_*`` default.  Classes
-    with a total of 0 are left out.  Raises :class:`InvalidInput` naming the
-    option when a reserved amount exceeds the node's total.
+    with a total of 0 are left out.  A reserved amount greater than the
+    node's total (the host shrank below it) never fails the node: it is
+    recorded with its current total, all of it reserved, so its capacity
+    is 0 and it admits nothing; one WARNING names the option and figures.
     """
     driver_reserved = report.reserved
     plan = [
@@ -50,9 +56,12 @@ def build_inventories(report, settings):
             continue
         reserved += driver_reserved.get(rc, 0)
         if reserved > total:
-            raise InvalidInput(
-                f"{option or 'driver reserved ' + rc} = {reserved} is greater than the "
-                f"node's {rc} total {total}")
+            LOG.warning(
+                "Node %s: %s = %d is greater than its %s total %d (the host shrank?); "
+                "recording it with all %d reserved, so it admits nothing of %s",
+                report.hypervisor_hostname or "?",
+                option or "the driver's reserved " + rc, reserved, rc, total, total, rc)
+            reserved = total
         inventories[rc] = _inventory(total, reserved, ratio)
     return inventories
 
@@ -73,16 +82,40 @@ _PAGE_SUFFIXES = {"KB": 1, "K": 1, "MB": 1024, "M": 1024, "GB": 1024 * 1024, "G"
 
 
 def _page_size_kb(flavor, text):
+    """KiB of ``hw:mem_page_size``: ``small`` or an explicit positive size."""
     if text == "small":
         return 4
     upper = text.strip().upper()
+    size = None
     for suffix, factor in sorted(_PAGE_SUFFIXES.items(), key=lambda kv: -len(kv[0])):
         if upper.endswith(suffix) and upper[:-len(suffix)].strip().isdigit():
-            return int(upper[:-len(suffix)]) * factor
-    if upper.isdigit():
-        return int(upper)
-    raise InvalidInput(f"flavor {flavor.name!r} extra spec hw:mem_page_size={text!r} is not "
-                       "a page size nova-lite understands (small, 2048, 2MB, 1GB)")
+            size = int(upper[:-len(suffix)]) * factor
+            break
+    else:
+        if upper.isdigit():
+            size = int(upper)
+    if not size:
+        raise InvalidInput(f"flavor {flavor.name!r} extra spec hw:mem_page_size={text!r} is not "
+                           "a page size nova-lite understands (small, or a positive size: "
+                           "2048, 2MB, 1GB)")
+    return size
+
+
+#: Nova's hw:cpu_thread_policy values (accepted; placement ignores threads).
+CPU_THREAD_POLICIES = frozenset({"prefer", "isolate", "require"})
+
+
+def _check_cpu_specs(flavor, specs):
+    policy = specs.get("hw:cpu_policy", "shared")
+    if policy not in ("shared", "dedicated"):
+        hint = " (nova-lite does not place mixed policies)" if policy == "mixed" else ""
+        raise InvalidInput(f"flavor {flavor.name!r} extra spec hw:cpu_policy={policy!r} "
+                           f"must be shared or dedicated{hint}")
+    thread = specs.get("hw:cpu_thread_policy")
+    if thread is not None and thread not in CPU_THREAD_POLICIES:
+        raise InvalidInput(f"flavor {flavor.name!r} extra spec hw:cpu_thread_policy="
+                           f"{thread!r} must be one of prefer, isolate, require")
+    return policy
 
 
 def flavor_numa_request(flavor):
@@ -90,16 +123,17 @@ def flavor_numa_request(flavor):
 
     As Nova derives it: ``hw:cpu_policy=dedicated``, ``hw:numa_nodes=N`` or
     ``hw:mem_page_size`` ask for NUMA placement; vCPUs and memory are split
-    evenly over ``hw:numa_nodes`` cells (default 1).
+    evenly over ``hw:numa_nodes`` cells (default 1).  Raises
+    :class:`InvalidInput` naming the extra spec when one is malformed
+    (``hw:cpu_policy``, ``hw:cpu_thread_policy``, ``hw:numa_nodes``,
+    ``hw:mem_page_size``), even when it would not ask for NUMA placement.
     """
     specs = flavor.extra_specs
-    policy = specs.get("hw:cpu_policy", "shared")
+    policy = _check_cpu_specs(flavor, specs)
     nodes_text, page_text = specs.get("hw:numa_nodes"), specs.get("hw:mem_page_size")
+    page = _page_size_kb(flavor, page_text) if page_text is not None else None
     if policy != "dedicated" and nodes_text is None and page_text is None:
         return None
-    if policy not in ("shared", "dedicated"):
-        raise InvalidInput(f"flavor {flavor.name!r} extra spec hw:cpu_policy={policy!r} "
-                           "must be shared or dedicated")
     try:
         nodes = int(nodes_text) if nodes_text is not None else 1
     except ValueError:
@@ -108,7 +142,6 @@ def flavor_numa_request(flavor):
         raise InvalidInput(
             f"flavor {flavor.name!r} extra spec hw:numa_nodes={nodes_text!r} must be a "
             f"positive divisor of its {flavor.vcpus} vCPUs and {flavor.memory_mb} MB")
-    page = _page_size_kb(flavor, page_text) if page_text is not None else None
     per_cpus, per_mem = flavor.vcpus // nodes, flavor.memory_mb // nodes
     return InstanceNUMATopology(cells=[
         InstanceNUMACell(id=i, cpuset=range(i * per_cpus, (i + 1) * per_cpus),
@@ -156,7 +189,7 @@ def requested_resources(flavor, overhead, numa_topology=None):
 
 def _free_text(rc, free, requested):
     label, unit = _WORDS.get(rc, (rc, rc))
-    return f"Free {label} {free:.2f} {unit} < requested {requested} {unit}"
+    return f"Free {label} {max(0, free):.2f} {unit} < requested {requested} {unit}"
 
 
 def amount_problems(inventories, used, requested, limits=None):
@@ -164,7 +197,9 @@ def amount_problems(inventories, used, requested, limits=None):
 
     Only classes with a positive request are checked, so a node over
     capacity still accepts changes that make it no worse.  ``limits``
-    (Nova's scheduler keys) narrow free to ``limit - reserved - used``.
+    (Nova's scheduler keys, a mapping or an object with ``to_dict()`` such
+    as Nova's SchedulerLimits) narrow free to ``limit - reserved - used``.
+    Free is never negative, in the decision or in the words.
     """
     limit_by_rc = _limits_by_class(limits)
     problems = {}   # rc -> reason; reported in Nova's order of classes
@@ -179,6 +214,7 @@ def amount_problems(inventories, used, requested, limits=None):
         free = inv.capacity - in_use
         if rc in limit_by_rc:
             free = min(free, limit_by_rc[rc] - inv.reserved - in_use)
+        free = max(0, free)
         if amount > free:
             problems[rc] = _free_text(rc, free, amount)
             continue   # one reason per dimension: the amount is the first problem
@@ -189,10 +225,19 @@ def amount_problems(inventories, used, requested, limits=None):
 
 
 def _limits_by_class(limits):
-    if not limits:
+    """``{rc: limit}`` from scheduler ``limits``: None, a mapping, or an object
+    with ``to_dict()`` (Nova's SchedulerLimits); InvalidInput otherwise."""
+    if limits is None:
         return {}
+    to_dict = getattr(limits, "to_dict", None)
+    if callable(to_dict) and not isinstance(limits, Mapping):
+        limits = to_dict()
+    if not isinstance(limits, Mapping):
+        raise InvalidInput(f"limits must be a mapping of Nova's scheduler keys "
+                           f"({', '.join(sorted(LIMIT_KEYS))}) to numbers, or an object "
+                           f"with to_dict(), got {type(limits).__name__} {limits!r:.80}")
     out = {}
-    for key, value in dict(limits).items():
+    for key, value in limits.items():
         if key not in LIMIT_KEYS:
             continue   # e.g. numa_topology limits: handled by NUMA fitting
         if value is None:
@@ -204,27 +249,29 @@ def _limits_by_class(limits):
     return out
 
 
-def add_usage(usage, allocation, sign=1, generation=None):
-    """A new NodeUsage with ``allocation`` added (``sign=-1``: removed).
+def over_capacity_reports(node, allocations=()):
+    """``[(rc, over, capacity, used, instance uuids)]`` for every class ``node``
+    holds beyond its capacity (empty when none is).
 
-    ``generation``: the new usage's (default: ``usage``'s own).
+    ``node`` is a ComputeNode; ``allocations`` its live Allocation records,
+    which name the instances holding each class (migrations by their
+    instance).
     """
-    amounts = dict(usage.amounts)
-    for rc, n in allocation.resources.items():
-        amounts[rc] = amounts.get(rc, 0) + sign * n
-        if not amounts[rc]:
-            del amounts[rc]
-    # Most claims place no NUMA cell and no PCI device: keep those as they are.
-    numa, pci = usage.numa_placements, usage.pci_in_use
-    if allocation.numa_topology is not None:
-        numa = list(numa)
-        if sign > 0:
-            numa.append(allocation.numa_topology)
-        elif allocation.numa_topology in numa:
-            numa.remove(allocation.numa_topology)
-        numa = tuple(numa)
-    if allocation.pci_devices:
-        devices = frozenset(allocation.pci_devices)
-        pci = pci | devices if sign > 0 else pci - devices
-    return NodeUsage(generation=usage.generation if generation is None else generation,
-                     amounts=amounts, numa_placements=numa, pci_in_use=pci)
+    out = []
+    for rc, over in node.over_classes().items():
+        instances = sorted({a.instance_uuid for a in allocations if a.resources.get(rc)})
+        out.append((rc, over, node.capacity(rc), node.used(rc), instances))
+    return out
+
+
+def log_over_capacity(node, allocations=(), log=None):
+    """One WARNING per class ``node`` holds beyond capacity, naming the node,
+    the class, the figures and the instances on it.  Returns how many."""
+    log = log or LOG
+    reports = over_capacity_reports(node, allocations)
+    for rc, over, capacity, used, instances in reports:
+        log.warning("Node %s/%s (uuid %s) is over capacity in %s by %d: %d used of "
+                    "capacity %d (free shows 0). Instances on it: %s", node.host,
+                    node.nodename, node.uuid, rc, over, used, capacity,
+                    ", ".join(instances) or "none")
+    return len(reports)

@@ -13,7 +13,7 @@ Each chosen node is claimed through its own host's ResourceTracker; a
 claim that loses (another build took the room first:
 ComputeResourcesUnavailable) is retried on the Selection's alternates in
 order.  Instances scheduled to the same node are claimed together in one
-transaction (all or none) when the tracker offers ``instance_claims``.
+transaction, all or none (``ResourceTracker.instance_claims``).
 If a group finds no node at all, every claim this build made is given back
 and :class:`BuildFailed` lists every attempt.
 """
@@ -60,19 +60,8 @@ def _tracker_for(trackers, host):
 
 
 def _claim_group(tracker, instances, nodename, limits):
-    """Claim ``instances`` on one node: all in one transaction (or none) if
-    the tracker can, else one by one, giving back the earlier on failure."""
-    if len(instances) > 1 and hasattr(tracker, "instance_claims"):
-        return list(tracker.instance_claims(instances, nodename, limits=limits))
-    claims = []
-    try:
-        for inst in instances:
-            claims.append(tracker.instance_claim(inst, nodename, limits=limits))
-    except Exception:
-        for claim in claims:
-            claim.abort()
-        raise
-    return claims
+    """Claim ``instances`` on one node in one transaction: all or none."""
+    return list(tracker.instance_claims(instances, nodename, limits=limits))
 
 
 def build(store, request, num_instances=1, *, trackers, host_manager=None, settings=None,

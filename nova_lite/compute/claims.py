@@ -19,8 +19,10 @@ class ComputeResourcesUnavailable(NovaLiteError):
     '; '>." in Nova's words.
     """
 
-    def __init__(self, reasons):
+    def __init__(self, reasons, generation=None):
         self.reasons = list(reasons)
+        #: The node generation the refusal was decided at (None if not known).
+        self.generation = generation
         super().__init__("Insufficient compute resources: " + "; ".join(self.reasons) + ".")
 
 
@@ -55,13 +57,15 @@ class Claim(NopClaim):
     """Resources held on one node for one instance build.
 
     ``instance`` is the instance as placed (host, node, NUMA pinning, PCI
-    devices); ``allocation`` the record of what it holds.
+    devices); ``allocation`` the record of what it holds; ``generation``
+    the node's generation the claim committed at.
     """
 
-    def __init__(self, tracker, instance, nodename, allocation):
+    def __init__(self, tracker, instance, nodename, allocation, generation=None):
         super().__init__(instance, nodename)
         self._tracker = tracker
         self.allocation = allocation
+        self.generation = generation
         self._aborted = False
 
     @property
@@ -85,8 +89,8 @@ class MoveClaim(Claim):
     it "error" and frees the destination.
     """
 
-    def __init__(self, tracker, instance, nodename, allocation, migration):
-        super().__init__(tracker, instance, nodename, allocation)
+    def __init__(self, tracker, instance, nodename, allocation, migration, generation=None):
+        super().__init__(tracker, instance, nodename, allocation, generation)
         self.migration = migration
 
     def abort(self):

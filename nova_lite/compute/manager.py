@@ -45,7 +45,8 @@ class ComputeService:
         self.driver = driver
         self.settings = settings or getattr(driver, "settings", None) or conf.Settings()
         self.store = store if store is not None else Store(
-            self.settings.database_url, claim_retries=self.settings.claim_retries)
+            self.settings.database_url, claim_retries=self.settings.claim_retries,
+            busy_timeout=self.settings.database_busy_timeout)
         if getattr(driver, "host", None) != host:
             driver.init_host(host)
         # The tracker hands its store to the driver (``attach_store``): a

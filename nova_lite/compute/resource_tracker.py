@@ -12,14 +12,13 @@ import uuid as uuidlib
 import attrs
 
 from nova_lite import conf
-from nova_lite.compute import accounting, placement
+from nova_lite.compute import accounting, node_checks, node_usage, placement
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveClaim, NopClaim
 from nova_lite.compute.driver_calls import DriverCaller
 from nova_lite.compute.locks import NodeLocks
-from nova_lite.db.store import ClaimPlan, NodeAudit, Store
+from nova_lite.db.store import ClaimRequest, NodeAudit, Store
 from nova_lite.exception import DriverNotReady, InstanceNotFound, InvalidInput, NodeNotFound
-from nova_lite.objects import (
-    Allocation, ComputeNode, Flavor, Instance, Migration, NodeResources, NodeUsage)
+from nova_lite.objects import ComputeNode, Flavor, Instance, Migration, NodeResources
 
 LOG = logging.getLogger(__name__)
 
@@ -35,21 +34,21 @@ class AuditResult:
     audited: tuple = ()
     failed: object = attrs.field(factory=dict)
     skipped: object = None
+    #: ``{nodename: generation}`` of the audited nodes as recorded by this pass.
+    generations: object = attrs.field(factory=dict)
 
 
-class _Tracked:
-    """One node as tracked here: its record and its current usage."""
+@attrs.frozen
+class Released:
+    """What giving resources back changed.
 
-    __slots__ = ("node", "usage")
+    ``generations``: ``{node_uuid: generation}`` of each node freed on, as
+    the change committed; ``migration_uuid``: the migration it finished
+    (confirm, revert, abort), else None.
+    """
 
-    def __init__(self, node, usage):
-        self.node = node
-        self.usage = usage
-
-
-def _usage_of(node):
-    return NodeUsage(generation=node.generation, amounts=node.usage,
-                     numa_placements=node.numa_placements, pci_in_use=node.pci_in_use)
+    generations: object = attrs.field(factory=dict)
+    migration_uuid: str | None = None
 
 
 class ResourceTracker:
@@ -65,7 +64,8 @@ class ResourceTracker:
         self.driver = driver
         self.settings = settings or getattr(driver, "settings", None) or conf.Settings()
         self.store = store if store is not None else Store(
-            "sqlite://", claim_retries=self.settings.claim_retries)
+            "sqlite://", claim_retries=self.settings.claim_retries,
+            busy_timeout=self.settings.database_busy_timeout)
         self._locks = NodeLocks()
         self._nodes = {}
         self._calls = DriverCaller(self.settings.driver_timeout)
@@ -75,61 +75,73 @@ class ResourceTracker:
 
     # -- views ----------------------------------------------------------------
     def get_node(self, nodename):
-        """The :class:`ComputeNode` as tracked now; raises NodeNotFound.
+        """The :class:`ComputeNode` as recorded now; raises NodeNotFound.
 
-        If another process or host changed the node since (its generation
-        moved on), the records are read again: they are the truth.
+        The node as tracked here while its generation is still the
+        recorded one; if another process or host changed it since, the
+        records are read again: they are the truth (its owner may then be
+        another host, or it may no longer be reported).
         """
         with self._locks[nodename]:
-            tracked = self._tracked(nodename)
+            node = self._tracked(nodename)
             try:
-                current = self.store.node_usage(tracked.node.uuid)
+                if self.store.node_generation(node.uuid) != node.generation:
+                    node = self._nodes[nodename] = self.store.load_node(node.uuid)
             except NodeNotFound:
-                current = None   # deleted as an orphan meanwhile: the last view
-            if current is not None and current.generation != tracked.usage.generation:
-                node = self.store.get_compute_node(self.host, nodename)
-                tracked.node, tracked.usage = node, _usage_of(node)
-            return _view(tracked)
+                pass   # deleted as an orphan meanwhile: the last view
+            return node_usage.synced(node)
 
     def nodenames(self):
         """Names of the nodes tracked here."""
         return sorted(self._nodes)
 
     def _tracked(self, nodename):
-        tracked = self._nodes.get(nodename)
-        if tracked is None:
+        node = self._nodes.get(nodename)
+        if node is None:
             # Another process may have audited it; records are the truth.
             try:
                 node = self.store.get_compute_node(self.host, nodename)
             except NodeNotFound:
                 raise NodeNotFound(nodename, self.host) from None
-            tracked = self._nodes[nodename] = _Tracked(node, _usage_of(node))
-        return tracked
+            self._nodes[nodename] = node
+        return node
 
     # -- the audit ---------------------------------------------------------------
     def update_available_resource(self, nodename=None):
         """Audit every node (or just ``nodename``) and record the result.
 
-        Driver calls run outside the locks, each with ``driver_timeout``.
-        A node whose report is malformed, raises or hangs is skipped and
-        marked with the reason; the others are recorded.  Usage is rebuilt
-        from the records.  Returns an :class:`AuditResult`.  If the driver
-        raises DriverNotReady while listing its nodes, nothing is recorded and
-        the result's ``skipped`` says why (one WARNING).
+        Driver calls run outside the locks and every transaction, each with
+        ``driver_timeout``: the node reports, then the overhead estimates
+        of any consumer whose allocation must be rebuilt.  A node whose
+        name or report is malformed, or whose report raises or hangs, is
+        skipped and marked with the reason; the others are recorded.
+        Records of this host the driver no longer lists are marked not
+        reported (they admit no claim).  Usage is rebuilt from the records.
+        Returns an :class:`AuditResult`.  If the driver raises
+        DriverNotReady, or gives something that is not a list of node
+        names, nothing is recorded and the result's ``skipped`` says why.
         """
+        failed, listed = {}, None
         if nodename is not None:
             names = [nodename]
         else:
             try:
-                names = self._calls.call(self.driver.get_available_nodes,
-                                         what="get_available_nodes")
+                listing = node_checks.node_names(
+                    self._calls.call(self.driver.get_available_nodes,
+                                     what="get_available_nodes"), self.host)
             except DriverNotReady as exc:
                 LOG.warning("Virt driver of host %s is not ready (%s); skipping this audit "
                             "and keeping every node record as it is", self.host, exc)
                 return AuditResult(skipped=str(exc) or type(exc).__name__)
+            except InvalidInput as exc:
+                LOG.error("Skipping the audit of host %s and keeping every node record as "
+                          "it is: %s", self.host, exc)
+                return AuditResult(skipped=str(exc))
+            names, failed = list(listing.valid), dict(listing.invalid)
+            listed = frozenset(names)
         outcomes = self._calls.map(self.driver.get_available_resource, names,
                                    what="get_available_resource")
-        audits, failed = [], {}
+        audits = []
         for outcome in outcomes:
             name = outcome.item
             try:
@@ -139,19 +151,27 @@ class ResourceTracker:
             except Exception as exc:   # noqa: BLE001 - one node's failure is reported
                 failed[name] = f"{type(exc).__name__}: {exc}"
                 LOG.error("Skipping node %s of host %s in this audit: %s",
-                          name, self.host, failed[name])
+                          node_checks.printable(name), self.host, failed[name])
         audits = _refuse_shared_uuids(audits, failed, self.host)
+        only = None if nodename is None else [nodename]
+        rebuilt = self._rebuild_missing(only)
         with self._locks.holding(a.nodename for a in audits):
-            recorded = self.store.record_audit(self.host, audits, self._rebuild_allocation)
-            for name, node in recorded.items():
-                self._nodes[name] = _Tracked(node, _usage_of(node))
-                _log_final_view(node)
+            recorded = self.store.record_audit(self.host, audits, rebuilt, listed=listed,
+                                               only=only)
+            self._nodes.update(recorded)
+        for node in recorded.values():
+            _log_final_view(node)
+            if node.over_classes():
+                accounting.log_over_capacity(
+                    node, self.store.list_allocations(node_uuid=node.uuid))
         for name, reason in failed.items():
-            self._mark_failed(name, reason)
-        if nodename is None:
-            for gone in set(self._nodes) - set(names):
+            if node_checks.storable(name):
+                self._mark_failed(name, reason)
+        if listed is not None:
+            for gone in set(self._nodes) - listed:
                 del self._nodes[gone]
-        return AuditResult(audited=tuple(sorted(recorded)), failed=failed)
+        return AuditResult(audited=tuple(sorted(recorded)), failed=failed,
+                           generations={name: n.generation for name, n in recorded.items()})
 
     def _audit_entry(self, nodename, report):
         if isinstance(report, dict):
@@ -160,6 +180,7 @@ class ResourceTracker:
             raise InvalidInput(
                 f"driver returned {type(report).__name__}, not NodeResources, for "
                 f"node {nodename!r}")
+        node_checks.check_report(nodename, report)
         inventories = accounting.build_inventories(report, self.settings)
         LOG.info("Node %s/%s hypervisor view: vcpus=%d used=%d memory=%dMB used=%dMB "
                  "disk=%dGB used=%dGB disk_available_least=%s", self.host, nodename,
@@ -172,54 +193,80 @@ class ResourceTracker:
         # Mark the record even when this tracker has not loaded it yet
         # (after a restart, or a node that vanished and came back).
         self.store.set_node_error(self.host, nodename, reason)
-        tracked = self._nodes.get(nodename)
-        if tracked is not None:
-            tracked.node = attrs.evolve(tracked.node, last_error=reason)
+        node = self._nodes.get(nodename)
+        if node is not None:
+            self._nodes[nodename] = attrs.evolve(node, last_error=reason)
 
-    def _rebuild_allocation(self, consumer, node_uuid, numa_request):
-        """The Allocation a claim would have recorded for ``consumer`` (an audit's repair).
+    def _rebuild_missing(self, nodenames=None):
+        """``{(consumer_uuid, nodename): Allocation}`` for the consumers whose
+        allocation is missing, worked out before the audit's transaction.
 
-        Mirrors :meth:`_claim`: the NUMA request is the instance's, else the
-        one its flavor implies, so a pinned instance counts PCPU again.
+        The driver's overhead estimates run here, outside every lock and
+        transaction, each with ``driver_timeout``; a consumer whose
+        estimate fails is repaired by a later pass.
         """
-        if isinstance(consumer, Migration):
-            flavor, instance_uuid, kind = consumer.new_flavor, consumer.instance_uuid, "migration"
-            # Where the destination pinned it is lost with the allocation: the
-            # rebuilt one counts the amounts, not the cells.
-            subject, pci, placed = flavor, (), None
-        else:
-            flavor, instance_uuid, kind = consumer.flavor, consumer.uuid, "instance"
-            subject, pci, placed = consumer, consumer.pci_devices, consumer.numa_topology
-        numa = numa_request or accounting.flavor_numa_request(flavor)
-        overhead = self.driver.estimate_instance_overhead(subject)
-        return Allocation(
-            consumer_uuid=consumer.uuid, consumer_type=kind, instance_uuid=instance_uuid,
-            node_uuid=node_uuid, resources=accounting.requested_resources(flavor, overhead, numa),
-            flavor=flavor, numa_topology=placed, pci_devices=pci)
+        missing = self.store.missing_allocations(self.host, nodenames)
+        if not missing:
+            return {}
+        outcomes = self._calls.map(
+            lambda m: self.driver.estimate_instance_overhead(
+                m.consumer.new_flavor if isinstance(m.consumer, Migration) else m.consumer),
+            missing, what="estimate_instance_overhead")
+        rebuilt = {}
+        for outcome in outcomes:
+            m = outcome.item
+            if outcome.error is not None:
+                LOG.warning("Cannot rebuild the allocation of %s on node %s/%s in this pass: "
+                            "the overhead estimate failed: %s", m.consumer.uuid, self.host,
+                            m.nodename, outcome.error)
+                continue
+            rebuilt[(m.consumer.uuid, m.nodename)] = placement.rebuilt_allocation(
+                m.consumer, m.node_uuid, m.numa_request, outcome.value)
+        return rebuilt
 
     # -- claims -------------------------------------------------------------------
     def instance_claim(self, instance, nodename, limits=None):
         """Claim ``instance``'s flavor plus overhead on ``nodename``.
 
         Returns a :class:`Claim`; raises ComputeResourcesUnavailable with
-        every reason, or NodeNotFound for a node not tracked here.
+        every reason (also when this host does not own the node, or its
+        driver no longer reports it), or NodeNotFound for a node not
+        tracked here.
         """
-        _check_instance(instance)
-        return self._claim(instance, instance.flavor, nodename, limits, migration=None)
+        return self.instance_claims([instance], nodename, limits)[0]
+
+    def instance_claims(self, instances, nodename, limits=None):
+        """Claim every instance of ``instances`` on ``nodename``: all of them or none.
+
+        One transaction: each is decided on the node with the ones before
+        it counted.  Returns a list of :class:`Claim`, in order; raises
+        ComputeResourcesUnavailable with every reason of the first that
+        does not fit (nothing is claimed then).
+        """
+        instances = list(instances)
+        if not instances:
+            raise InvalidInput("instance_claims needs at least one instance")
+        for instance in instances:
+            _check_instance(instance)
+        if len({i.uuid for i in instances}) != len(instances):
+            raise InvalidInput("instance_claims got the same instance twice")
+        requests = [self._request(instance, instance.flavor, None) for instance in instances]
+        plans, generation = self._claim(nodename, limits, requests)
+        return [Claim(self, plan.instance, nodename, plan.allocation, generation)
+                for plan in plans]
 
     def resize_claim(self, instance, new_flavor, nodename, limits=None):
         """Claim ``new_flavor`` on ``nodename`` for a resize of ``instance``.
 
         Returns a :class:`MoveClaim` whose ``migration`` is recorded.  On the
-        same node both flavors count until confirm or revert.
+        same node both flavors count until confirm or revert.  Refused
+        (InvalidInput, checked in the claim's transaction) unless the
+        records hold the instance live with no other move in progress.
         """
         _check_instance(instance)
         if not isinstance(new_flavor, Flavor):
             raise InvalidInput(f"new_flavor must be a Flavor, got {new_flavor!r}")
-        self._check_movable(instance)
-        return self._claim(instance, new_flavor, nodename, limits,
-                           migration=self._new_migration(instance, new_flavor, nodename,
-                                                         "resize"))
+        return self._move_claim(instance, new_flavor, nodename, limits, "resize")
 
     def rebuild_claim(self, instance, nodename, limits=None):
         """Claim for a rebuild: nothing on the instance's own node, else an evacuation."""
@@ -228,23 +275,13 @@ class ResourceTracker:
             with self._locks[nodename]:
                 self._tracked(nodename)
             return NopClaim(instance, nodename)
-        self._check_movable(instance)
-        return self._claim(instance, instance.flavor, nodename, limits,
-                           migration=self._new_migration(instance, instance.flavor, nodename,
-                                                         "evacuation"))
+        return self._move_claim(instance, instance.flavor, nodename, limits, "evacuation")
 
-    def _check_movable(self, instance):
-        """A move needs a live instance on record and no other move in progress
-        (else its allocations would be counted twice)."""
-        stored = self.store.get_instance(instance.uuid)   # InstanceNotFound
-        if not stored.holds_resources:
-            raise InvalidInput(f"Instance {instance.uuid} is {stored.vm_state}: there is "
-                               "nothing to move")
-        moving = self.store.list_migrations(instance.uuid, in_progress_only=True)
-        if moving:
-            raise InvalidInput(
-                f"Instance {instance.uuid} already has migration {moving[-1].uuid} "
-                f"({moving[-1].status}) in progress; confirm, revert or abort it first")
+    def _move_claim(self, instance, flavor, nodename, limits, kind):
+        migration = self._new_migration(instance, flavor, nodename, kind)
+        (plan,), generation = self._claim(nodename, limits,
+                                          [self._request(instance, flavor, migration)])
+        return MoveClaim(self, instance, nodename, plan.allocation, migration, generation)
 
     def _placement_of(self, instance):
         """(host, node) of ``instance``: its own, else its record's.
@@ -268,79 +305,85 @@ class ResourceTracker:
             dest_compute=self.host, dest_node=nodename, old_flavor=instance.flavor,
             new_flavor=new_flavor, status="pre-migrating", migration_type=kind)
 
-    def _claim(self, instance, flavor, nodename, limits, migration):
-        # What is asked for depends on the request alone: worked out before the
-        # node's lock, so a slow driver estimate holds up no other claim.
+    def _request(self, instance, flavor, migration):
+        """What one claim asks for; worked out before the node's lock, so a slow
+        driver estimate holds up no other claim."""
         overhead = self.driver.estimate_instance_overhead(
             instance if migration is None else flavor)
-        # An instance without a NUMA request gets the one its flavor implies
-        # (hw:cpu_policy=dedicated, hw:numa_nodes, hw:mem_page_size), as in Nova.
-        numa_request = instance.numa_topology or accounting.flavor_numa_request(flavor)
-        requested = accounting.requested_resources(flavor, overhead, numa_request)
-        consumer = migration.uuid if migration is not None else instance.uuid
+        return placement.ClaimAsk.build(instance, flavor, overhead, migration)
+
+    def _claim(self, nodename, limits, asks):
+        """Claim ``asks`` on ``nodename`` in one transaction.
+
+        Returns ``(plans, generation)``: their ClaimPlans and the node's
+        generation they committed at.
+        """
+        problem = node_checks.name_problem(nodename, "nodename")
+        if problem is not None:
+            raise InvalidInput(f"Cannot claim: {problem}")
+        requests = [ClaimRequest(ask.instance.uuid, ask.migration) for ask in asks]
+
+        def decide(node):
+            return placement.decide_claims(node, self.host, nodename, asks, limits)
+
         with self._locks[nodename]:
-            tracked = self._tracked(nodename)
-            node = tracked.node
-
-            def decide(usage):
-                decision = placement.decide(node, usage, requested, limits,
-                                            numa_request, instance.pci_requests)
-                if decision.reasons:
-                    raise ComputeResourcesUnavailable(decision.reasons)
-                alloc = Allocation(
-                    consumer_uuid=consumer,
-                    consumer_type="instance" if migration is None else "migration",
-                    instance_uuid=instance.uuid, node_uuid=node.uuid, resources=requested,
-                    flavor=flavor, numa_topology=decision.numa_topology,
-                    pci_devices=decision.pci_devices)
-                placed = None
-                if migration is None:
-                    placed = attrs.evolve(
-                        instance, host=self.host, node=nodename,
-                        numa_topology=decision.numa_topology or instance.numa_topology,
-                        pci_devices=decision.pci_devices)
-                return ClaimPlan(allocation=alloc, instance=placed, migration=migration)
-
+            node = self._tracked(nodename)
             try:
-                seen, plan, generation = self.store.claim(node.uuid, tracked.usage, decide)
+                node, plans = self.store.claim(node, requests, decide)
             except ComputeResourcesUnavailable as exc:
-                LOG.info("Claim of instance %s (%s) on node %s of host %s rejected: %s",
-                         instance.uuid, flavor.name, nodename, self.host, "; ".join(exc.reasons))
+                LOG.info("Claim of instance %s on node %s of host %s rejected: %s",
+                         ", ".join(f"{a.instance.uuid} ({a.flavor.name})" for a in asks),
+                         nodename, self.host, "; ".join(exc.reasons))
                 raise
-            tracked.usage = accounting.add_usage(seen, plan.allocation, generation=generation)
+            self._nodes[nodename] = node
         if LOG.isEnabledFor(logging.INFO):
-            LOG.info("Claim of instance %s (%s) on node %s successful: %s", instance.uuid,
-                     flavor.name, nodename, dict(requested))
-        if migration is None:
-            return Claim(self, plan.instance, nodename, plan.allocation)
-        return MoveClaim(self, instance, nodename, plan.allocation, migration)
+            for ask in asks:
+                LOG.info("Claim of instance %s (%s) on node %s successful: %s",
+                         ask.instance.uuid, ask.flavor.name, nodename, dict(ask.requested))
+        return plans, node.generation
 
     # -- giving back ------------------------------------------------------------
     def _release(self, nodename, consumers, **changes):
-        """Drop ``consumers``' allocations on ``nodename`` (one transaction)."""
+        """Drop ``consumers``' allocations on ``nodename`` (one transaction).
+
+        Returns a :class:`Released`.
+        """
         with self._locks[nodename]:
-            tracked = self._tracked(nodename)
-            fresh = self.store.release([tracked.node.uuid], consumers, **changes)
-            tracked.usage = fresh[tracked.node.uuid]
+            node = self._tracked(nodename)
+            fresh = self.store.release([node.uuid], consumers, **changes)
+            self._nodes[nodename] = fresh[node.uuid]
+        finished = changes.get("migration_status")
+        return Released(generations={node.uuid: fresh[node.uuid].generation},
+                        migration_uuid=finished[0] if finished else None)
 
     def abort_instance_claim(self, instance, nodename):
-        """Give back everything ``instance`` holds on ``nodename``."""
+        """Give back everything ``instance`` holds on ``nodename``.
+
+        Returns a :class:`Released`.
+        """
         _check_instance(instance)
         self.store.get_instance(instance.uuid)   # InstanceNotFound: nothing to give back
-        self._release(nodename, [instance.uuid], instance=attrs.evolve(
+        done = self._release(nodename, [instance.uuid], instance=attrs.evolve(
             instance, host=None, node=None, pci_devices=()))
         LOG.info("Aborted claim of instance %s on node %s", instance.uuid, nodename)
+        return done
 
     def abort_move_claim(self, migration):
-        """Free a move claim's destination and mark its migration "error"."""
-        self._release(migration.dest_node, [migration.uuid],
-                      migration_status=(migration.uuid, "error"))
+        """Free a move claim's destination and mark its migration "error".
+
+        Returns a :class:`Released`.
+        """
+        return self._release(migration.dest_node, [migration.uuid],
+                             migration_status=(migration.uuid, "error"))
 
     def drop_move_claim(self, instance, nodename, flavor):
         """Free ``flavor`` held for ``instance`` on ``nodename``.
 
         Confirm: the old flavor at the source (the new one becomes the
         instance's own).  Revert: the new flavor at the destination.
+        Refused (InvalidInput, nothing changed) if the migration is no
+        longer in progress when the change commits.  Returns a
+        :class:`Released` naming the migration.
         """
         _check_instance(instance)
         migration = self._migration_in_progress(instance)
@@ -353,11 +396,11 @@ class ResourceTracker:
         # On a same-node resize to an equal flavor both match: confirm wins.
         alloc = sorted(match, key=lambda a: a.consumer_type != "instance")[0]
         if alloc.consumer_type == "migration":
-            self._release(nodename, [migration.uuid],
-                          migration_status=(migration.uuid, "reverted"))
+            done = self._release(nodename, [migration.uuid],
+                                 migration_status=(migration.uuid, "reverted"))
             LOG.info("Reverted resize of instance %s: freed %s on %s", instance.uuid,
                      flavor.name, nodename)
-            return
+            return done
         moved = self.store.list_allocations(instance_uuid=instance.uuid)
         target = [a for a in moved if a.consumer_uuid == migration.uuid]
         numa = target[0].numa_topology if target else instance.numa_topology
@@ -365,11 +408,12 @@ class ResourceTracker:
         confirmed = attrs.evolve(instance, flavor=migration.new_flavor,
                                  host=migration.dest_compute, node=migration.dest_node,
                                  numa_topology=numa, pci_devices=pci)
-        self._release(nodename, [instance.uuid], instance=confirmed,
-                      migration_status=(migration.uuid, "confirmed"),
-                      transfer=(migration.uuid, instance.uuid))
+        done = self._release(nodename, [instance.uuid], instance=confirmed,
+                             migration_status=(migration.uuid, "confirmed"),
+                             transfer=(migration.uuid, instance.uuid))
         LOG.info("Confirmed resize of instance %s: freed %s on %s", instance.uuid,
                  flavor.name, nodename)
+        return done
 
     def _migration_in_progress(self, instance):
         migrations = self.store.list_migrations(instance.uuid, in_progress_only=True)
@@ -379,14 +423,18 @@ class ResourceTracker:
 
     def _tracked_node_uuid(self, nodename):
         with self._locks[nodename]:
-            return self._tracked(nodename).node.uuid
+            return self._tracked(nodename).uuid
 
     def update_usage(self, instance):
         """Record ``instance``'s new state; deleted or shelve-offloaded frees it at once.
 
         One transaction: the instance row and its allocations change
         together, so no audit ever sees a live instance without its
-        allocation, nor a deleted one still holding resources.
+        allocation, nor a deleted one still holding resources.  A change
+        decided on a state the records no longer hold (the instance was
+        deleted meanwhile) raises InstanceStateConflict and changes
+        nothing.  Returns a :class:`Released` with the nodes it freed
+        resources on.
         """
         _check_instance(instance)
         fresh = self.store.record_instance_state(instance)
@@ -394,22 +442,22 @@ class ResourceTracker:
         if not instance.holds_resources:
             LOG.info("Instance %s is %s: freed its resources", instance.uuid,
                      instance.vm_state)
+        return Released(generations={u: node.generation for u, node in fresh.items()})
 
     def _adopt_usages(self, fresh):
-        """Take ``{node_uuid: NodeUsage}`` read in a transaction for the nodes tracked here.
+        """Take ``{node_uuid: ComputeNode}`` read in a transaction for the nodes tracked here.
 
-        A usage older than the one tracked (a claim committed since) is
+        A record older than the one tracked (a claim committed since) is
         ignored: generations only move forward.
         """
         if not fresh:
             return
-        names = {t.node.uuid: name for name, t in self._nodes.items() if t.node.uuid in fresh}
+        names = {n.uuid: name for name, n in self._nodes.items() if n.uuid in fresh}
         for node_uuid, name in names.items():
             with self._locks[name]:
-                tracked = self._nodes.get(name)
-                if tracked is not None and \
-                        fresh[node_uuid].generation > tracked.usage.generation:
-                    tracked.usage = fresh[node_uuid]
+                node = self._nodes.get(name)
+                if node is not None and fresh[node_uuid].generation > node.generation:
+                    self._nodes[name] = fresh[node_uuid]
 
 
 def _refuse_shared_uuids(audits, failed, host):
@@ -444,22 +492,13 @@ def _check_instance(instance):
         raise InvalidInput(f"expected an Instance record, got {type(instance).__name__}")
 
 
-def _view(tracked):
-    node, usage = tracked.node, tracked.usage
-    inventories = {rc: attrs.evolve(inv, used=usage.amounts.get(rc, 0))
-                   for rc, inv in node.inventories.items()}
-    return attrs.evolve(node, generation=usage.generation, usage=dict(usage.amounts),
-                        inventories=inventories, numa_placements=usage.numa_placements,
-                        pci_in_use=usage.pci_in_use)
-
-
 def _log_final_view(node):
     if not LOG.isEnabledFor(logging.INFO):
         return
-    parts = [f"{rc}: capacity={inv.capacity} used={node.used(rc)} free={node.free(rc)}"
-             for rc, inv in sorted(node.inventories.items())]
+    parts = [f"{rc}: capacity={node.capacity(rc)} used={node.used(rc)} free={node.free(rc)} "
+             f"over={node.over(rc)}" for rc in sorted(node.inventories)]
     LOG.info("Node %s/%s final view: %s", node.host, node.nodename,
              "; ".join(parts) or "no inventory")
 
 
-__all__ = ["ResourceTracker", "AuditResult", "ComputeNode"]
+__all__ = ["ResourceTracker", "AuditResult", "Released", "ComputeNode"]

@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from nova_lite.db import models, rows, serialize as ser
 from nova_lite.objects import (
-    MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, STATES_WITHOUT_RESOURCES, ComputeNode, Instance)
+    MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, STATES_WITHOUT_RESOURCES, UNSHELVE_TASK_STATES,
+    ComputeNode)
 
 LOG = logging.getLogger(__name__)
 
@@ -24,9 +25,19 @@ T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.alloc
 T_INST, T_MIG = models.instances, models.migrations
 
 
-# The node columns an audit reads, as named tuples over plain DBAPI rows.
-_AuditedRow = collections.namedtuple("_AuditedRow", "uuid nodename generation last_error")
-_ExistingRow = collections.namedtuple("_ExistingRow", "uuid nodename resources last_error")
+@attrs.frozen
+class MissingAllocation:
+    """A consumer on a node that holds no allocation there (an audit repairs it).
+
+    ``consumer`` is the Instance or in-progress Migration; ``node_uuid`` is
+    None while its node has no record; ``numa_request`` the NUMA topology
+    its claim asked for (the instance's own).
+    """
+
+    consumer: object
+    node_uuid: str | None
+    nodename: str
+    numa_request: object = None
 
 
 def serialise_host(conn, host):
@@ -47,9 +58,9 @@ def audited_nodes(conn, host, audits):
     parsed back from their rows (what costs most in a fleet's audit); the
     uuids, generations, errors and usage are read.
     """
-    node_rows = {r.nodename: r for r in map(_AuditedRow._make, rows.plain_rows(conn, sa.select(
-        T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.generation,
-        T_NODES.c.last_error).where(T_NODES.c.host == host)))}
+    node_rows = {r.nodename: r for r in conn.execute(sa.select(
+        T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.generation, T_NODES.c.last_error,
+        T_NODES.c.reported).where(T_NODES.c.host == host))}
     usage = rows.usage_by_node(conn, rows.scope_filter(host, None)(T_ALLOC.c.node_uuid))
     nodes = {}
     for audit in sorted(audits, key=lambda a: a.nodename):
@@ -60,7 +71,8 @@ def audited_nodes(conn, host, audits):
         nodes[audit.nodename] = ComputeNode(
             uuid=row.uuid, host=host, nodename=audit.nodename, generation=row.generation,
             inventories=inventories, usage=used, resources=audit.resources,
-            numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error)
+            numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error,
+            reported=bool(row.reported))
     return nodes
 
 
@@ -83,12 +95,26 @@ def bump_generations(conn, node_uuids):
                      .values(generation=T_NODES.c.generation + 1))
 
 
+def _locked(conn, query):
+    """``query`` ordered by uuid, its rows locked on PostgreSQL until the transaction ends.
+
+    Two hosts' audits may both claim one node (a hash ring moving); the
+    second waits, then sees the node as the first left it.  Rows are locked
+    in uuid order, as releases lock them.
+    """
+    query = query.order_by(T_NODES.c.uuid)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return conn.execute(query).all()
+
+
 def records_by_uuid(conn, node_uuids):
-    """``{uuid: row(host, nodename)}`` of the node records (of any host) with these uuids."""
+    """``{uuid: row(host, nodename)}`` of the node records (of any host) with these
+    uuids, locked."""
     found = {}
     for chunk in chunks(node_uuids):
-        for r in conn.execute(sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename)
-                              .where(T_NODES.c.uuid.in_(chunk))).all():
+        for r in _locked(conn, sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename)
+                         .where(T_NODES.c.uuid.in_(chunk))):
             found[r.uuid] = r
     return found
 
@@ -120,53 +146,52 @@ def report_text(audit, known):
 
 
 def write_nodes(conn, host, audits, known_texts):
-    """Create, adopt or update node rows; returns uuids whose inventory changed.
+    """Create, adopt or update node rows; returns the uuids whose generation must move.
 
     ``known_texts``: this host's report texts (see :func:`report_text`).
-    New rows and changed inventories are inserted together at the end; a
-    node uuid the driver reports twice (a driver bug) is handled one node
-    at a time, as it comes.
+    A node's generation moves when anything a claim decides on changed:
+    its inventories, its report (NUMA cells, PCI devices), its owner (an
+    adopted record) or its reported flag.  New rows and inventories are
+    inserted together at the end.  Node uuids are unique per audit (the
+    tracker refuses a uuid two nodes report).
     """
     now = time.time()
-    existing = {r.nodename: r for r in map(_ExistingRow._make, rows.plain_rows(conn, sa.select(
-        T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.resources,
-        T_NODES.c.last_error).where(T_NODES.c.host == host)))}
+    existing = {r.nodename: r for r in _locked(conn, sa.select(
+        T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.resources, T_NODES.c.last_error,
+        T_NODES.c.reported).where(T_NODES.c.host == host))}
     stored_inv = collections.defaultdict(dict)
-    for r in rows.plain_rows(conn, sa.select(T_INV.c.node_uuid, T_INV.c.resource_class,
-                                             *INV_FIELDS).where(T_INV.c.node_uuid.in_(
-                                                 sa.select(T_NODES.c.uuid).where(
-                                                     T_NODES.c.host == host)))):
-        stored_inv[r[0]][r[1]] = r[2:]
-    counts = collections.Counter(a.node_uuid for a in audits if a.node_uuid)
-    repeated = {node_uuid for node_uuid, n in counts.items() if n > 1}
+    for r in conn.execute(sa.select(T_INV.c.node_uuid, T_INV.c.resource_class,
+                                    *INV_FIELDS).where(T_INV.c.node_uuid.in_(
+                                        sa.select(T_NODES.c.uuid).where(
+                                            T_NODES.c.host == host)))):
+        stored_inv[r[0]][r[1]] = tuple(r[2:])
     # Records of other hosts (or renamed) that new nodes adopt, in a few queries.
     elsewhere = records_by_uuid(conn, {a.node_uuid for a in audits if a.node_uuid
-                                        and a.nodename not in existing} - repeated)
+                                        and a.nodename not in existing})
     changed, new_nodes, new_inventories = set(), [], []
     for audit in audits:
         resources_json = report_text(audit, known_texts)
         row = existing.get(audit.nodename)
-        at_once = audit.node_uuid in repeated
         created = False
         if row is None:
-            node_uuid, created = create_or_adopt(
-                conn, host, audit, resources_json, now,
-                new_nodes=None if at_once else new_nodes, elsewhere=elsewhere)
+            node_uuid, created = create_or_adopt(conn, host, audit, resources_json, now,
+                                                 new_nodes, elsewhere)
+            if not created:
+                changed.add(node_uuid)
         else:
             node_uuid = row.uuid
-            if row.resources != resources_json or row.last_error is not None:
+            if row.resources != resources_json or row.last_error is not None \
+                    or not row.reported:
                 conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid).values(
-                    resources=resources_json, last_error=None, updated_at=now))
+                    resources=resources_json, last_error=None, reported=True, updated_at=now))
+                if row.resources != resources_json or not row.reported:
+                    changed.add(node_uuid)
         have = stored_inv.get(node_uuid, {})
         if {rc: inventory_fields(inv) for rc, inv in audit.inventories.items()} != have:
             if not created:   # a new record has no inventory rows yet
                 conn.execute(T_INV.delete().where(T_INV.c.node_uuid == node_uuid))
-            inventory_rows = [inventory_values(node_uuid, rc, inv)
-                              for rc, inv in audit.inventories.items()]
-            if at_once and inventory_rows:
-                conn.execute(T_INV.insert(), inventory_rows)
-            else:
-                new_inventories.extend(inventory_rows)
+            new_inventories.extend(inventory_values(node_uuid, rc, inv)
+                                   for rc, inv in audit.inventories.items())
             changed.add(node_uuid)
     for gone in known_texts.keys() - existing.keys() - {a.nodename for a in audits}:
         del known_texts[gone]   # no record any more
@@ -177,53 +202,163 @@ def write_nodes(conn, host, audits, known_texts):
     return changed
 
 
+def mark_unreported(conn, host, listed):
+    """Mark ``host``'s node records the driver did not list as not reported.
+
+    Returns their uuids (their generation must move: claims on them are
+    refused from now on).
+    """
+    query = sa.select(T_NODES.c.uuid, T_NODES.c.nodename).where(
+        T_NODES.c.host == host, T_NODES.c.reported == sa.true())
+    gone = [r for r in conn.execute(query) if r.nodename not in listed]
+    for chunk in chunks([r.uuid for r in gone]):
+        conn.execute(T_NODES.update().where(T_NODES.c.uuid.in_(chunk)).values(
+            reported=False, updated_at=time.time()))
+    for r in gone:
+        LOG.warning("Node %s/%s (uuid %s) is no longer listed by its driver: it admits no "
+                    "claim until it is listed again", host, r.nodename, r.uuid)
+    return {r.uuid for r in gone}
+
+
+def lock_adopted_consumers(conn, host, audits):
+    """Before any node row: lock the instance and migration rows an adoption will move.
+
+    A claim or a release locks instance (and migration) rows before node
+    rows; an audit that adopts a node would otherwise hold the node's row
+    while it waits for them, and the two would wait on each other.  Only
+    nodes whose record belongs to another host (or another name) are
+    looked at.
+    """
+    if conn.dialect.name != "postgresql":
+        return   # SQLite's writing transaction holds the whole database
+    reported = {a.node_uuid for a in audits if a.node_uuid}
+    if not reported:
+        return
+    mine = set(conn.execute(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)).scalars())
+    moving = reported - mine
+    if not moving:
+        return
+    for chunk in chunks(moving):
+        for r in conn.execute(sa.select(T_NODES.c.host, T_NODES.c.nodename).where(
+                T_NODES.c.uuid.in_(chunk))):
+            conn.execute(sa.select(T_INST.c.uuid).where(
+                T_INST.c.host == r.host, T_INST.c.node == r.nodename)
+                .order_by(T_INST.c.uuid).with_for_update()).all()
+            for end in ("source", "dest"):
+                conn.execute(sa.select(T_MIG.c.uuid).where(
+                    T_MIG.c[f"{end}_compute"] == r.host, T_MIG.c[f"{end}_node"] == r.nodename,
+                    T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
+                    .order_by(T_MIG.c.uuid).with_for_update()).all()
+
+
 def create_or_adopt(conn, host, audit, resources_json, now, new_nodes, elsewhere):
     """Adopt the record of the driver's node uuid, or create one.
 
-    ``elsewhere``: records by uuid (see :func:`records_by_uuid`); with
-    ``new_nodes`` None the record is looked up and inserted at once,
-    otherwise a new row is added to ``new_nodes``.  Returns ``(node_uuid,
-    created)``.
+    ``elsewhere``: records by uuid (see :func:`records_by_uuid`); a new
+    row is added to ``new_nodes``.  An adopted record moves to ``host``
+    with what lives on it: its instances and the ends of its in-progress
+    migrations move too, so their allocations stay live.  Returns
+    ``(node_uuid, created)``.
     """
     values = dict(uuid=audit.node_uuid or str(uuidlib.uuid4()), host=host,
                   nodename=audit.nodename, generation=0, resources=resources_json,
-                  last_error=None, created_at=now, updated_at=now)
+                  last_error=None, reported=True, created_at=now, updated_at=now)
     node_uuid = values["uuid"]
-    if new_nodes is None:
-        previous = conn.execute(sa.select(T_NODES.c.host, T_NODES.c.nodename).where(
-            T_NODES.c.uuid == node_uuid)).first()
-    else:
-        previous = elsewhere.get(node_uuid)
+    previous = elsewhere.get(node_uuid)
     if previous is not None:
-        LOG.warning("Node %s (uuid %s) moves from host %s to host %s: adopting its record",
-                    audit.nodename, node_uuid, previous.host, host)
+        LOG.warning("Node %s (uuid %s) moves from host %s to host %s: adopting its record "
+                    "and what lives on it", audit.nodename, node_uuid, previous.host, host)
         conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid).values(
             host=host, nodename=audit.nodename, resources=resources_json, last_error=None,
-            updated_at=now))
+            reported=True, updated_at=now))
+        carry_consumers(conn, previous.host, previous.nodename, host, audit.nodename, now)
         return node_uuid, False
-    if new_nodes is None:
-        conn.execute(T_NODES.insert().values(**values))
-    else:
-        new_nodes.append(values)
+    new_nodes.append(values)
     LOG.info("Created compute node record %s/%s (uuid %s)", host, audit.nodename, node_uuid)
     return node_uuid, True
 
 
-def reconcile_allocations(conn, host, rebuild_allocation):
-    """Drop stale allocations and rebuild missing ones on ``host``'s nodes."""
-    changed = set()
-    # A shelved-offloaded instance placed on a node is being unshelved: its
-    # claim holds (shelve-offload itself clears host and node).
-    live = sa.or_(sa.not_(T_INST.c.vm_state.in_(STATES_WITHOUT_RESOURCES)),
+def carry_consumers(conn, old_host, old_node, new_host, new_node, now):
+    """Move the instances and in-progress migrations of a node to its new owner."""
+    conn.execute(T_INST.update().where(T_INST.c.host == old_host, T_INST.c.node == old_node)
+                 .values(host=new_host, node=new_node, updated_at=now))
+    for end in ("source", "dest"):
+        compute, node = T_MIG.c[f"{end}_compute"], T_MIG.c[f"{end}_node"]
+        conn.execute(T_MIG.update().where(
+            compute == old_host, node == old_node, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
+            .values({f"{end}_compute": new_host, f"{end}_node": new_node, "updated_at": now}))
+
+
+def _live_instance():
+    """The records' form of Instance.holds_resources (see UNSHELVE_TASK_STATES).
+
+    A shelved-offloaded row that still has a host and node was claimed for
+    an unshelve (shelve-offload itself clears them): it holds too.
+    """
+    return sa.or_(sa.not_(T_INST.c.vm_state.in_(STATES_WITHOUT_RESOURCES)),
                   sa.and_(T_INST.c.vm_state == SHELVED_OFFLOADED,
-                          T_INST.c.host.is_not(None), T_INST.c.node.is_not(None)))
+                          sa.or_(T_INST.c.task_state.in_(UNSHELVE_TASK_STATES),
+                                 sa.and_(T_INST.c.host.is_not(None),
+                                         T_INST.c.node.is_not(None)))))
+
+
+def missing_allocations(conn, host, nodenames=None):
+    """Every consumer on ``host`` (on ``nodenames`` only, if given) with no
+    allocation on its node: a list of :class:`MissingAllocation`.
+
+    A consumer whose node has no record yet (it comes back in this audit)
+    counts too, with ``node_uuid`` None.
+    """
+    node_join = sa.and_(T_INST.c.host == T_NODES.c.host, T_INST.c.node == T_NODES.c.nodename)
+    missing_instances = sa.select(T_INST, T_NODES.c.uuid.label("node_uuid")).select_from(
+        T_INST.outerjoin(T_NODES, node_join).outerjoin(T_ALLOC, sa.and_(
+            T_ALLOC.c.consumer_uuid == T_INST.c.uuid, T_ALLOC.c.node_uuid == T_NODES.c.uuid))
+    ).where(T_INST.c.host == host, T_INST.c.node.is_not(None), _live_instance(),
+            T_ALLOC.c.consumer_uuid.is_(None))
+    if nodenames is not None:
+        missing_instances = missing_instances.where(T_INST.c.node.in_(list(nodenames)))
+    mig_join = sa.and_(T_MIG.c.dest_compute == T_NODES.c.host,
+                       T_MIG.c.dest_node == T_NODES.c.nodename)
+    missing_migrations = sa.select(
+        T_MIG, T_NODES.c.uuid.label("node_uuid"),
+        T_INST.c.numa_topology.label("instance_numa")).select_from(
+        T_MIG.outerjoin(T_NODES, mig_join).outerjoin(T_ALLOC, sa.and_(
+            T_ALLOC.c.consumer_uuid == T_MIG.c.uuid, T_ALLOC.c.node_uuid == T_NODES.c.uuid))
+        .outerjoin(T_INST, T_INST.c.uuid == T_MIG.c.instance_uuid)
+    ).where(T_MIG.c.dest_compute == host, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS),
+            T_ALLOC.c.consumer_uuid.is_(None))
+    if nodenames is not None:
+        missing_migrations = missing_migrations.where(T_MIG.c.dest_node.in_(list(nodenames)))
+    found = []
+    for row in conn.execute(missing_instances).all():
+        instance = rows.instance_from_row(row)
+        found.append(MissingAllocation(instance, row.node_uuid, instance.node,
+                                       instance.numa_topology))
+    for row in conn.execute(missing_migrations).all():
+        # A migration's claim asked for its instance's NUMA topology.
+        found.append(MissingAllocation(rows.migration_from_row(row), row.node_uuid,
+                                       row.dest_node, ser.numa_from_json(row.instance_numa)))
+    return found
+
+
+def reconcile_allocations(conn, host, rebuilt, nodenames=None):
+    """Drop stale allocations and restore missing ones on ``host``'s nodes
+    (on ``nodenames`` only, if given: a one-node audit touches one node).
+
+    ``rebuilt``: ``{(consumer_uuid, nodename): Allocation}`` worked out
+    before the transaction (see :func:`missing_allocations`); a consumer
+    found missing that is not in it (it lost its allocation meanwhile) is
+    repaired by the next pass.
+    Returns the uuids of the nodes whose allocations changed.
+    """
+    changed = set()
     stale_instance = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
                                T_NODES.c.nodename).select_from(
         T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(
             T_INST, T_INST.c.uuid == T_ALLOC.c.consumer_uuid)).where(
         T_NODES.c.host == host, T_ALLOC.c.consumer_type == "instance",
-        sa.or_(T_INST.c.uuid.is_(None), sa.not_(live), T_INST.c.node != T_NODES.c.nodename,
-               T_INST.c.host != T_NODES.c.host))
+        sa.or_(T_INST.c.uuid.is_(None), sa.not_(_live_instance()),
+               T_INST.c.node != T_NODES.c.nodename, T_INST.c.host != T_NODES.c.host))
     stale_migration = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
                                 T_NODES.c.nodename).select_from(
         T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(
@@ -231,40 +366,29 @@ def reconcile_allocations(conn, host, rebuild_allocation):
         T_NODES.c.host == host, T_ALLOC.c.consumer_type == "migration",
         sa.or_(T_MIG.c.uuid.is_(None), T_MIG.c.status.not_in(MIGRATION_IN_PROGRESS)))
     for query, kind in ((stale_instance, "instance"), (stale_migration, "migration")):
+        if nodenames is not None:
+            query = query.where(T_NODES.c.nodename.in_(list(nodenames)))
         for consumer, node_uuid, nodename in conn.execute(query).all():
             LOG.warning("Leaked allocation: %s %s holds resources on node %s but no live "
                         "record backs it; removing it", kind, consumer, nodename)
             conn.execute(T_ALLOC.delete().where(T_ALLOC.c.consumer_uuid == consumer,
                                                 T_ALLOC.c.node_uuid == node_uuid))
             changed.add(node_uuid)
-    node_join = sa.and_(T_INST.c.host == T_NODES.c.host, T_INST.c.node == T_NODES.c.nodename)
-    missing_instances = sa.select(T_INST, T_NODES.c.uuid.label("node_uuid")).select_from(
-        T_INST.join(T_NODES, node_join).outerjoin(T_ALLOC, sa.and_(
-            T_ALLOC.c.consumer_uuid == T_INST.c.uuid, T_ALLOC.c.node_uuid == T_NODES.c.uuid))
-    ).where(T_NODES.c.host == host, live, T_ALLOC.c.consumer_uuid.is_(None))
-    mig_join = sa.and_(T_MIG.c.dest_compute == T_NODES.c.host,
-                       T_MIG.c.dest_node == T_NODES.c.nodename)
-    missing_migrations = sa.select(
-        T_MIG, T_NODES.c.uuid.label("node_uuid"),
-        T_INST.c.numa_topology.label("instance_numa")).select_from(
-        T_MIG.join(T_NODES, mig_join).outerjoin(T_ALLOC, sa.and_(
-            T_ALLOC.c.consumer_uuid == T_MIG.c.uuid, T_ALLOC.c.node_uuid == T_NODES.c.uuid))
-        .outerjoin(T_INST, T_INST.c.uuid == T_MIG.c.instance_uuid)
-    ).where(T_NODES.c.host == host, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS),
-            T_ALLOC.c.consumer_uuid.is_(None))
     now = time.time()
-    for query, to_record in ((missing_instances, rows.instance_from_row),
-                             (missing_migrations, rows.migration_from_row)):
-        for row in conn.execute(query).all():
-            consumer = to_record(row)
-            LOG.warning("Missing allocation: %s %s is on node %s/%s but holds nothing; "
-                        "rebuilding it from its flavor", type(consumer).__name__.lower(),
-                        consumer.uuid, host, row.node_uuid)
-            # A migration's claim asked for its instance's NUMA topology.
-            numa = (consumer.numa_topology if isinstance(consumer, Instance)
-                    else ser.numa_from_json(row.instance_numa))
-            alloc = rebuild_allocation(consumer, row.node_uuid, numa)
-            conn.execute(T_ALLOC.insert().values(**rows.allocation_values(alloc, now)))
-            changed.add(row.node_uuid)
+    for missing in missing_allocations(conn, host, nodenames):
+        if missing.node_uuid is None:
+            continue   # its node has no record: nothing to hold resources on
+        consumer = missing.consumer
+        alloc = rebuilt.get((consumer.uuid, missing.nodename))
+        if alloc is None:
+            LOG.warning("Missing allocation: %s %s on node %s/%s lost its allocation during "
+                        "this audit; the next pass restores it", type(consumer).__name__.lower(),
+                        consumer.uuid, host, missing.nodename)
+            continue
+        LOG.warning("Missing allocation: %s %s is on node %s/%s but holds nothing; "
+                    "rebuilding it from its flavor", type(consumer).__name__.lower(),
+                    consumer.uuid, host, missing.nodename)
+        alloc = attrs.evolve(alloc, node_uuid=missing.node_uuid)
+        conn.execute(T_ALLOC.insert().values(**rows.allocation_values(alloc, now)))
+        changed.add(missing.node_uuid)
     return changed
-

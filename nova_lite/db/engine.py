@@ -4,6 +4,13 @@ SQLite files run in WAL mode; every writing transaction starts with
 ``BEGIN IMMEDIATE`` so writers queue for the lock instead of failing half
 way.  In-memory SQLite shares one connection behind a lock.  PostgreSQL
 URLs use psycopg 3.
+
+Every wait for a lock is bounded by ``busy_timeout`` seconds: SQLite's busy
+handler, PostgreSQL's ``lock_timeout``.  A transaction that runs into the
+bound fails with :class:`~nova_lite.exception.DatabaseBusy` and writes
+nothing.  A read-only database opens SQLite files with ``mode=ro`` and
+PostgreSQL sessions with ``default_transaction_read_only``, so a reader
+never takes the write lock.
 """
 
 import contextlib
@@ -19,10 +26,12 @@ from sqlalchemy import event, exc as sa_exc
 from sqlalchemy.pool import StaticPool
 
 from nova_lite.conf import redact_url
-from nova_lite.exception import ClaimRaceLost, StoreError
+from nova_lite.exception import ClaimRaceLost, DatabaseBusy, StoreError
 
-SQLITE_BUSY_TIMEOUT_S = 30.0
+#: Default bound (s) on any wait for a database lock.
+DEFAULT_BUSY_TIMEOUT_S = 10.0
 _PG_RETRY_STATES = {"40001", "40P01"}   # serialization failure, deadlock
+_PG_BUSY_STATES = {"55P03"}             # lock_not_available (lock_timeout)
 
 
 def normalize_url(url):
@@ -37,22 +46,15 @@ def is_memory_sqlite(url):
     return url in ("sqlite://", "sqlite:///:memory:")
 
 
-def _prepare_sqlite_file(path):
-    """Create the state directory and database file owner-only (0700/0600)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-    if not os.path.exists(path):
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-        os.close(fd)
-
-
-def _sqlite_file(url):
-    """``(path, create)`` of a SQLite file URL.
+def sqlite_file_path(url):
+    """``(path, may_create)`` of a SQLite file URL, or ``(None, False)`` for other URLs.
 
     SQLite's URI filenames (``sqlite:///file:/path/x.db?mode=ro&uri=true``)
     name ``/path/x.db``; only their default mode (rwc) may create the file.
     """
+    url = normalize_url(url)
+    if not url.startswith("sqlite") or is_memory_sqlite(url):
+        return None, False
     parsed = sa.engine.make_url(url)
     path = parsed.database
     if str(parsed.query.get("uri", "")).lower() in ("true", "1") and path \
@@ -62,156 +64,182 @@ def _sqlite_file(url):
     return path, True
 
 
-def _install_sqlite_hooks(engine, wal):
+def _prepare_sqlite_file(path):
+    """Create the state directory and database file owner-only (0700/0600).
+
+    Returns True if the file was created here (a brand-new database).
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _readonly_sqlite_url(path):
+    """A URL opening ``path`` read-only; immutable where nothing could write it."""
+    quoted = urllib.parse.quote(os.path.abspath(path))
+    writable = os.access(path, os.W_OK) and os.access(os.path.dirname(
+        os.path.abspath(path)) or ".", os.W_OK)
+    # On a read-only file or filesystem SQLite cannot create the WAL index
+    # (-shm) a reader needs; "immutable" reads the file as it is.
+    flags = "mode=ro" if writable else "mode=ro&immutable=1"
+    return f"sqlite:///file:{quoted}?{flags}&uri=true"
+
+
+def _install_sqlite_hooks(engine, wal, busy_timeout_s, readonly):
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, record):
         dbapi_conn.isolation_level = None   # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
-        if wal:
+        if wal and not readonly:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         cur.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):
-        mode = "DEFERRED" if conn.get_execution_options().get("nl_readonly") else "IMMEDIATE"
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        deferred = readonly or conn.get_execution_options().get("nl_readonly")
+        conn.exec_driver_sql("BEGIN DEFERRED" if deferred else "BEGIN IMMEDIATE")
 
 
-def make_engine(url):
-    """An SQLAlchemy engine for ``url`` with nova-lite's settings applied."""
+def make_engine(url, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S, readonly=False):
+    """An SQLAlchemy engine for ``url`` with nova-lite's settings applied.
+
+    Returns ``(engine, created)``: ``created`` is True when a new SQLite
+    file was made for it.
+    """
     url = normalize_url(url)
     if url.startswith("sqlite"):
         if is_memory_sqlite(url):
             engine = sa.create_engine(
                 "sqlite://", poolclass=StaticPool,
                 connect_args={"check_same_thread": False})
-            _install_sqlite_hooks(engine, wal=False)
-            return engine
-        path, create = _sqlite_file(url)
+            _install_sqlite_hooks(engine, False, busy_timeout_s, readonly=False)
+            return engine, True
+        path, may_create = sqlite_file_path(url)
         if not path:
             raise StoreError(f"SQLite URL {url!r} names no file")
-        if create:
-            _prepare_sqlite_file(path)
+        created = False
+        if readonly:
+            if not os.path.exists(path):
+                raise StoreError(f"Database file {path} does not exist (opened read-only: "
+                                 "nothing is created)")
+            url = _readonly_sqlite_url(path)
+        elif may_create:
+            created = _prepare_sqlite_file(path)
         engine = sa.create_engine(
             url, pool_size=4, max_overflow=8,
-            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S})
-        _install_sqlite_hooks(engine, wal=True)
-        return engine
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=8)
+            connect_args={"check_same_thread": False, "timeout": busy_timeout_s})
+        _install_sqlite_hooks(engine, True, busy_timeout_s, readonly)
+        return engine, created
+    # libpq's "options" of the URL (e.g. a search_path) are kept beside ours.
+    parsed = sa.engine.make_url(url)
+    options = [str(parsed.query.get("options", "")).strip(),
+               f"-c lock_timeout={int(busy_timeout_s * 1000)}"]
+    if readonly:
+        options.append("-c default_transaction_read_only=on")
+    engine = sa.create_engine(parsed.difference_update_query(["options"]), pool_pre_ping=True,
+                              pool_size=4, max_overflow=8,
+                              connect_args={"options": " ".join(o for o in options if o)})
+    return engine, False
 
 
-def is_transient(error):
-    """True for errors a retry can cure: lock contention and serialisation.
+def _orig(error):
+    return getattr(error, "orig", None) or error
 
-    ``error`` is SQLAlchemy's wrapper or the DBAPI driver's own exception.
-    """
-    orig = getattr(error, "orig", error)
+
+def is_busy(error):
+    """True when a lock wait ran into the busy bound (SQLite busy, PG lock_timeout)."""
+    orig = _orig(error)
     if isinstance(orig, sqlite3.OperationalError):
         text = str(orig).lower()
         return "locked" in text or "busy" in text
-    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    return state in _PG_RETRY_STATES
+    return getattr(orig, "sqlstate", None) in _PG_BUSY_STATES
+
+
+def is_transient(error):
+    """True for errors a retry can cure: serialisation failures and deadlocks."""
+    return getattr(_orig(error), "sqlstate", None) in _PG_RETRY_STATES
+
+
+def cause(exc):
+    """``"ErrorType: first line"`` of a database error, for messages."""
+    orig = _orig(exc)
+    text = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {text[0] if text else ''}"
 
 
 class Database:
-    """Runs transactions with retries and clear errors.
+    """Runs transactions with bounded waits and clear errors.
 
     ``write(op, fn)``/``read(op, fn)`` call ``fn(connection)`` inside one
-    transaction; a transient failure is retried up to ``retries`` times
-    with jittered back-off, any other database failure becomes a
-    :class:`StoreError` naming the operation, the database and the cause.
-    Exceptions ``fn`` raises on purpose roll back and propagate unchanged.
+    transaction.  A serialisation failure or deadlock (PostgreSQL) is
+    retried up to ``retries`` times with jittered back-off; a lock wait
+    longer than ``busy_timeout_s`` seconds raises
+    :class:`~nova_lite.exception.DatabaseBusy`; any other database failure
+    becomes a :class:`StoreError` naming the operation, the database and
+    the cause.  Exceptions ``fn`` raises on purpose roll back and propagate
+    unchanged.  With ``readonly`` every transaction is read-only and
+    :meth:`write` is refused.
     """
 
-    def __init__(self, url, retries=10):
+    def __init__(self, url, retries=10, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S,
+                 readonly=False):
         self.url = normalize_url(url)
         self.redacted_url = redact_url(self.url)
         self.retries = retries
+        self.busy_timeout_s = busy_timeout_s
+        self.readonly = readonly
         try:
-            self.engine = make_engine(self.url)
+            self.engine, self.created = make_engine(self.url, busy_timeout_s, readonly)
         except (OSError, sa_exc.ArgumentError) as exc:
             raise StoreError(f"Cannot open database {self.redacted_url}: {exc}") from exc
         self.dialect = self.engine.dialect.name
         # In-memory SQLite is one shared connection: one transaction at a time.
-        self._memory = is_memory_sqlite(self.url)
-        self._serialised = threading.RLock() if self._memory else contextlib.nullcontext()
-        # ... and write_raw keeps it checked out: a pool checkout and its
-        # reset on return cost more than a claim's statements.
-        self._pinned = None
-        # The driver's own base exception: what write_raw's statements raise.
-        self._dbapi_error = self.engine.dialect.loaded_dbapi.Error
+        self.memory = is_memory_sqlite(self.url)
+        self._serialised = threading.RLock() if self.memory else contextlib.nullcontext()
 
-    def _run(self, op, fn, readonly, raw=False):
+    def _run(self, op, fn, readonly):
         attempt = 0
         while True:
             attempt += 1
             try:
-                with self._serialised:
-                    if raw:
-                        return self._raw_transaction(fn)
-                    with self.engine.connect() as conn:
-                        if readonly:
-                            conn = conn.execution_options(nl_readonly=True)
-                        with conn.begin():
-                            return fn(conn)
-            except (sa_exc.DBAPIError, self._dbapi_error) as exc:
+                with self._serialised, self.engine.connect() as conn:
+                    if readonly:
+                        conn = conn.execution_options(nl_readonly=True)
+                    with conn.begin():
+                        return fn(conn)
+            except sa_exc.DBAPIError as exc:
+                if is_busy(exc):
+                    raise DatabaseBusy(
+                        f"{op}: database busy: {self.redacted_url} stayed locked by another "
+                        f"writer for more than {self.busy_timeout_s:g} s; nothing was "
+                        "written") from exc
                 if is_transient(exc) and attempt <= self.retries:
                     time.sleep(min(0.5, 0.002 * 2 ** attempt) * random.random())
                     continue
                 if is_transient(exc):
                     raise ClaimRaceLost(
                         f"{op} on {self.redacted_url} gave up after {attempt} attempts: "
-                        f"{_cause(exc)}") from exc
+                        f"{cause(exc)}") from exc
                 raise StoreError(
-                    f"{op} failed on {self.redacted_url}: {_cause(exc)}; nothing was "
+                    f"{op} failed on {self.redacted_url}: {cause(exc)}; nothing was "
                     "written") from exc
             except sa_exc.SQLAlchemyError as exc:
                 raise StoreError(f"{op} failed on {self.redacted_url}: {exc}") from exc
 
-    def _raw_transaction(self, fn):
-        if self._memory:
-            if self._pinned is None:
-                self._pinned = self.engine.raw_connection()
-            return self._raw_in(self._pinned, fn, close=False)
-        return self._raw_in(self.engine.raw_connection(), fn, close=True)
-
-    def _raw_in(self, raw, fn, close):
-        try:
-            cursor = raw.cursor()
-            if self.dialect == "sqlite":
-                cursor.execute("BEGIN IMMEDIATE")
-            # psycopg opens the transaction itself at the first statement.
-            result = fn(cursor)
-            raw.commit()
-            return result
-        except BaseException:
-            try:
-                raw.rollback()
-            except self._dbapi_error:
-                raw.invalidate()   # a broken connection must not go back to the pool
-                if not close:
-                    self._pinned = None
-            raise
-        finally:
-            if close:
-                raw.close()
-
     def write(self, op, fn):
         """Run ``fn(conn)`` in a writing transaction (BEGIN IMMEDIATE on SQLite)."""
+        if self.readonly:
+            raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
         return self._run(op, fn, readonly=False)
-
-    def write_raw(self, op, fn):
-        """Run ``fn(cursor)`` in a writing transaction on a plain DBAPI cursor.
-
-        For the few statements on a hot path (a claim), where SQLAlchemy's
-        work per statement costs more than the database's: see
-        :class:`nova_lite.db.prepared.Prepared`.  Same transaction, retry
-        and error rules as :meth:`write`.
-        """
-        return self._run(op, fn, readonly=False, raw=True)
 
     def read(self, op, fn):
         """Run ``fn(conn)`` in a read-only transaction."""
@@ -219,14 +247,4 @@ class Database:
 
     def dispose(self):
         """Close every pooled connection."""
-        with self._serialised:
-            if self._pinned is not None:
-                self._pinned.close()
-                self._pinned = None
         self.engine.dispose()
-
-
-def _cause(exc):
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).strip().splitlines()
-    return f"{type(orig or exc).__name__}: {text[0] if text else ''}"

@@ -18,10 +18,18 @@ def _initial_schema(conn):
     models.metadata.create_all(conn, checkfirst=True)
 
 
+def _node_reported(conn):
+    columns = {c["name"] for c in sa.inspect(conn).get_columns("compute_nodes")}
+    if "reported" not in columns:
+        conn.execute(sa.text("ALTER TABLE compute_nodes ADD COLUMN reported BOOLEAN "
+                             "NOT NULL DEFAULT TRUE"))
+
+
 #: (version, description, function(connection)) in order.
 STEPS = (
     (1, "initial schema: services, compute_nodes, inventories, instances, "
         "migrations, allocations", _initial_schema),
+    (2, "compute_nodes.reported: whether the driver still lists the node", _node_reported),
 )
 LATEST = STEPS[-1][0]
 

@@ -40,6 +40,9 @@ compute_nodes = sa.Table(
     sa.Column("generation", sa.Integer, nullable=False, default=0),
     sa.Column("resources", sa.Text),          # last NodeResources, as JSON
     sa.Column("last_error", sa.Text),
+    # False while the driver does not list the node: no claim is admitted.
+    sa.Column("reported", sa.Boolean, nullable=False, default=True,
+              server_default=sa.true()),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
     sa.UniqueConstraint("host", "nodename", name="uniq_compute_nodes0host0nodename"),

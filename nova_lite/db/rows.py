@@ -8,42 +8,21 @@ node's usage as the database sums it.
 """
 
 import collections
+import functools
 import json
 from fractions import Fraction
 
+import attrs
 import sqlalchemy as sa
 
 from nova_lite.db import models, serialize as ser
 from nova_lite.exception import NodeNotFound
-from nova_lite.objects import (
-    Allocation, ComputeNode, Instance, Migration, NodeResources, NodeUsage)
+from nova_lite.objects import Allocation, ComputeNode, Instance, Migration, NodeResources
 from nova_lite.resources import Inventory
 
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
 T_INST, T_MIG = models.instances, models.migrations
 STD_COLUMNS = tuple(models.ALLOCATION_COLUMNS.items())
-STD_CLASSES = tuple(models.ALLOCATION_COLUMNS)
-
-
-def plain_rows(conn, statement):
-    """All rows of ``statement`` as plain tuples, read on the DBAPI cursor.
-
-    For an audit's big reads of one host's nodes and inventories:
-    SQLAlchemy's Row objects cost more than the database's own work (15,000
-    inventory rows: about 64 ms against 26 ms).  Only for columns that need
-    no type processing (text, integers, floats, NULL).
-    """
-    compiled = statement.compile(dialect=conn.dialect,
-                                 compile_kwargs={"render_postcompile": True})
-    params = compiled.params
-    if compiled.positional:
-        params = tuple(params[name] for name in compiled.positiontup)
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(compiled.string, params)
-        return cursor.fetchall()
-    finally:
-        cursor.close()
 
 
 def instance_from_row(row):
@@ -80,50 +59,34 @@ def allocation_from_row(row):
         pci_devices=ser.strings_from_json(row.pci_devices))
 
 
-#: The columns of :func:`allocation_row`, in its order.
-ALLOCATION_ROW = ("consumer_uuid", "node_uuid", "consumer_type", "instance_uuid",
-                  *models.ALLOCATION_COLUMNS.values(), "other", "flavor", "numa_topology",
-                  "pci_devices", "created_at")
-
-
-def allocation_row(alloc, now):
-    """An allocation's row, recorded at ``now``, as a tuple in :data:`ALLOCATION_ROW` order.
-
-    The claim's path writes it as it is (no dict per row); other paths use
-    :func:`allocation_values`.
-    """
+def allocation_values(alloc, now):
+    """An allocation's row, recorded at ``now``, as a dict by column name."""
     resources = alloc.resources
     other = {rc: n for rc, n in resources.items() if rc not in models.ALLOCATION_COLUMNS}
-    return (alloc.consumer_uuid, alloc.node_uuid, alloc.consumer_type, alloc.instance_uuid,
-            *[resources.get(rc, 0) for rc in STD_CLASSES], ser.dumps(other) if other else None,
-            ser.flavor_to_json(alloc.flavor), ser.numa_to_json(alloc.numa_topology),
-            ser.strings_to_json(alloc.pci_devices), now)
-
-
-def allocation_values(alloc, now):
-    """:func:`allocation_row` as a dict by column name."""
-    return dict(zip(ALLOCATION_ROW, allocation_row(alloc, now)))
-
-
-#: The columns of :func:`new_instance_row`, in its order.
-INSTANCE_ROW = ("uuid", "host", "node", "vm_state", "task_state", "project_id", "user_id",
-                "flavor", "numa_topology", "pci_requests", "pci_devices", "created_at",
-                "updated_at")
-
-
-def new_instance_row(inst, now):
-    """The row of an instance first recorded at ``now``, in :data:`INSTANCE_ROW` order."""
-    return (inst.uuid, inst.host, inst.node, inst.vm_state, inst.task_state, inst.project_id,
-            inst.user_id, ser.flavor_to_json(inst.flavor), ser.numa_to_json(inst.numa_topology),
-            ser.pci_requests_to_json(inst.pci_requests), ser.strings_to_json(inst.pci_devices),
-            now, now)
+    values = dict(consumer_uuid=alloc.consumer_uuid, node_uuid=alloc.node_uuid,
+                  consumer_type=alloc.consumer_type, instance_uuid=alloc.instance_uuid,
+                  other=ser.dumps(other) if other else None,
+                  flavor=ser.flavor_to_json(alloc.flavor),
+                  numa_topology=ser.numa_to_json(alloc.numa_topology),
+                  pci_devices=ser.strings_to_json(alloc.pci_devices), created_at=now)
+    for rc, column in STD_COLUMNS:
+        values[column] = resources.get(rc, 0)
+    return values
 
 
 def instance_values(inst, now):
     """The columns an update of ``inst``'s row at ``now`` sets (not its uuid nor created_at)."""
-    values = dict(zip(INSTANCE_ROW, new_instance_row(inst, now)))
-    del values["uuid"], values["created_at"]
-    return values
+    return dict(host=inst.host, node=inst.node, vm_state=inst.vm_state,
+                task_state=inst.task_state, project_id=inst.project_id,
+                user_id=inst.user_id, flavor=ser.flavor_to_json(inst.flavor),
+                numa_topology=ser.numa_to_json(inst.numa_topology),
+                pci_requests=ser.pci_requests_to_json(inst.pci_requests),
+                pci_devices=ser.strings_to_json(inst.pci_devices), updated_at=now)
+
+
+def new_instance_values(inst, now):
+    """The whole row of an instance first recorded at ``now``."""
+    return dict(instance_values(inst, now), uuid=inst.uuid, created_at=now)
 
 
 def upsert_instance(conn, inst, now):
@@ -142,17 +105,79 @@ def migration_values(mig, now):
         migration_type=mig.migration_type, created_at=now, updated_at=now)
 
 
-def lock_and_load_usage(conn, node_uuid, lock=True):
-    query = sa.select(T_NODES.c.generation).where(T_NODES.c.uuid == node_uuid)
-    if lock and conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    generation = conn.execute(query).scalar()
+def node_generation(conn, node_uuid):
+    """The recorded generation of a node; raises NodeNotFound."""
+    generation = conn.execute(sa.select(T_NODES.c.generation).where(
+        T_NODES.c.uuid == node_uuid)).scalar()
     if generation is None:
         raise NodeNotFound(node_uuid)
-    amounts, numa, pci = usage_by_node(conn, T_ALLOC.c.node_uuid == node_uuid).get(
-        node_uuid, NO_USAGE)
-    return NodeUsage(generation=generation, amounts=amounts, numa_placements=tuple(numa),
-                     pci_in_use=frozenset(pci))
+    return generation
+
+
+# One node's statements, built once: a claim that lost its race re-reads the
+# node with them while it holds the node's lock.
+_NODE = T_NODES.select().where(T_NODES.c.uuid == sa.bindparam("node"))
+_NODE_INVENTORIES = T_INV.select().where(T_INV.c.node_uuid == sa.bindparam("node"))
+_NODE_SUMS = sa.select(*[sa.func.sum(T_ALLOC.c[col]) for _, col in STD_COLUMNS]).where(
+    T_ALLOC.c.node_uuid == sa.bindparam("node"))
+_NODE_EXTRAS = sa.select(T_ALLOC.c.other, T_ALLOC.c.numa_topology, T_ALLOC.c.pci_devices).where(
+    T_ALLOC.c.node_uuid == sa.bindparam("node"),
+    sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
+           T_ALLOC.c.pci_devices.is_not(None)))
+
+
+def load_node(conn, node_uuid):
+    """The :class:`ComputeNode` with this uuid as recorded now: owner, reported
+    flag, inventories, report and usage, all at one generation (read in one
+    transaction).  Raises NodeNotFound.
+    """
+    params = {"node": node_uuid}
+    row = conn.execute(_NODE, params).first()
+    if row is None:
+        raise NodeNotFound(node_uuid)
+    amounts = {rc: int(total) for (rc, _), total in
+               zip(STD_COLUMNS, conn.execute(_NODE_SUMS, params).one()) if total}
+    numa, pci = [], set()
+    for other, numa_json, pci_json in conn.execute(_NODE_EXTRAS, params):
+        _add_extras(amounts, numa, pci, other, numa_json, pci_json)
+    return _node(row, conn.execute(_NODE_INVENTORIES, params).all(), (amounts, numa, pci))
+
+
+def _add_extras(amounts, numa, pci, other, numa_json, pci_json):
+    for rc, n in (json.loads(other) if other else {}).items():
+        amounts[rc] = amounts.get(rc, 0) + n
+    if numa_json:
+        numa.append(ser.numa_from_json(numa_json))
+    pci.update(ser.strings_from_json(pci_json))
+
+
+@functools.lru_cache(maxsize=1024)
+def report_from_text(text):
+    """The NodeResources of a stored report (records are frozen: parsed once per text)."""
+    return NodeResources.from_dict(json.loads(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _inventory(total, reserved, min_unit, max_unit, step_size, ratio):
+    return Inventory(total=total, reserved=reserved, min_unit=min_unit, max_unit=max_unit,
+                     step_size=step_size, allocation_ratio=Fraction(ratio))
+
+
+def _node(row, inventory_rows, usage):
+    """A ComputeNode from its row, its inventory rows and its usage triple."""
+    used, numa, pci = usage
+    inventories = {}
+    for i in inventory_rows:
+        inv = _inventory(i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+                         i.allocation_ratio)
+        inventories[i.resource_class] = (attrs.evolve(inv, used=used[i.resource_class])
+                                         if used.get(i.resource_class) else inv)
+    return ComputeNode(
+        uuid=row.uuid, host=row.host, nodename=row.nodename, generation=row.generation,
+        inventories=inventories, usage=used,
+        resources=report_from_text(row.resources) if row.resources else None,
+        numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error,
+        reported=bool(row.reported))
 
 
 NO_USAGE = ({}, (), ())
@@ -176,16 +201,12 @@ def usage_by_node(conn, where):
                       T_ALLOC.c.pci_devices.is_not(None)))
     for node_uuid, other, numa_json, pci_json in conn.execute(extras):
         amounts, numa, pci = usage[node_uuid]
-        for rc, n in (json.loads(other) if other else {}).items():
-            amounts[rc] = amounts.get(rc, 0) + n
-        if numa_json:
-            numa.append(ser.numa_from_json(numa_json))
-        pci.update(ser.strings_from_json(pci_json))
+        _add_extras(amounts, numa, pci, other, numa_json, pci_json)
     return usage
 
 
 def load_nodes(conn, host=None, nodename=None):
-    """ComputeNode records with inventories and usage, three queries in all."""
+    """ComputeNode records with inventories and usage, a few queries in all."""
     query = T_NODES.select().order_by(T_NODES.c.host, T_NODES.c.nodename)
     if host is not None:
         query = query.where(T_NODES.c.host == host)
@@ -196,25 +217,12 @@ def load_nodes(conn, host=None, nodename=None):
         return []
     scope = [r.uuid for r in rows] if nodename is not None else None
     node_filter = scope_filter(host, scope)
-    invs = collections.defaultdict(dict)
+    invs = collections.defaultdict(list)
     for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
-        invs[r.node_uuid][r.resource_class] = r
+        invs[r.node_uuid].append(r)
     usage = usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
-    nodes = []
-    for row in rows:
-        used, numa, pci = usage.get(row.uuid, NO_USAGE)
-        inventories = {rc: Inventory(
-            total=i.total, reserved=i.reserved, min_unit=i.min_unit, max_unit=i.max_unit,
-            step_size=i.step_size, allocation_ratio=Fraction(i.allocation_ratio),
-            used=used.get(rc, 0))
-            for rc, i in invs.get(row.uuid, {}).items()}
-        nodes.append(ComputeNode(
-            uuid=row.uuid, host=row.host, nodename=row.nodename, generation=row.generation,
-            inventories=inventories, usage=used,
-            resources=NodeResources.from_dict(json.loads(row.resources))
-            if row.resources else None,
-            numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error))
-    return nodes
+    return [_node(row, invs.get(row.uuid, ()), usage.get(row.uuid, ({}, (), ())))
+            for row in rows]
 
 
 def scope_filter(host, node_uuids):

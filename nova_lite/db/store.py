@@ -1,26 +1,32 @@
 """``Store``: the records, and the transactions that change them.
 
-Every change that affects a node's capacity or usage is one transaction
-that bumps the node's ``generation``.  A claim first tries a
-compare-and-swap on the generation it last saw, deciding on the usage it
-has; if another process got there first (nothing was written), a second
-transaction locks the node row, re-reads the usage and decides on fresh
-numbers.  The claim's statements are prepared once (:mod:`.prepared`).
+Every change to what a claim decides on (a node's inventories, its owner,
+whether its driver still reports it, its usage) is one transaction that
+bumps the node's ``generation``.  A claim first decides on the node as the
+caller last saw it and commits only if the generation is still that one (a
+compare-and-swap); if another writer got there first (nothing was
+written), a second transaction locks the node row, re-reads all of it and
+decides on fresh records.  Guards on the instance rows (deleted is final,
+one move at a time) run inside the same transactions.
 """
 
 import collections
 import logging
+import os
 import time
 
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import audit_writes, migrations, models, rows
-from nova_lite.db.engine import Database
-from nova_lite.db.prepared import Statements
-from nova_lite.exception import InstanceNotFound, InvalidInput, NodeNotFound, StoreError
+from nova_lite.compute.claims import ComputeResourcesUnavailable
+from nova_lite.compute.node_usage import with_allocation
+from nova_lite.db import audit_writes, claim_writes, migrations, models, rows
+from nova_lite.db.engine import DEFAULT_BUSY_TIMEOUT_S, Database, sqlite_file_path
+from nova_lite.exception import (
+    InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound, SchemaOutdated,
+    StoreError)
 from nova_lite.objects import (
-    MIGRATION_IN_PROGRESS, STATES_WITHOUT_RESOURCES, Allocation,
+    DELETED, MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, STATES_WITHOUT_RESOURCES, Allocation,
     Instance, Migration, NodeResources)
 
 LOG = logging.getLogger(__name__)
@@ -29,7 +35,6 @@ COMPUTE_BINARY = "nova-lite-compute"
 
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
 T_INST, T_MIG, T_SVC = models.instances, models.migrations, models.services
-_STD_COLUMNS = tuple(models.ALLOCATION_COLUMNS.items())
 
 
 @attrs.frozen
@@ -60,38 +65,104 @@ class NodeAudit:
 
 
 @attrs.frozen
+class ClaimRequest:
+    """What a claim is for, checked under the instance row's lock before any decision.
+
+    ``migration`` is set for a move (resize, evacuation): it is recorded
+    with the claim, and the instance must be live with no other move in
+    progress.  Without it, an instance claim: the instance must not be
+    deleted nor hold another claim.
+    """
+
+    instance_uuid: str
+    migration: Migration | None = None
+
+
+@attrs.frozen
 class ClaimPlan:
     """What a claim writes: the allocation, and the instance/migration rows."""
 
     allocation: Allocation
-    instance: Instance = None
-    migration: Migration = None
-
-
-def default_url(settings):
-    """The database URL from settings (``[database] connection``)."""
-    return settings.database_url
+    instance: Instance | None = None
+    migration: Migration | None = None
 
 
 class Store:
     """Record store on SQLAlchemy: ``Store("sqlite:///path.db")``,
     ``Store("sqlite://")`` (in memory) or ``Store("postgresql://...")``.
 
-    ``claim_retries`` bounds the retries of a transaction that lost a race.
-    The schema is created or upgraded on construction.
+    ``claim_retries`` bounds the retries of a transaction that lost a race
+    on PostgreSQL (serialisation failure, deadlock).  ``busy_timeout`` (s)
+    bounds every wait for another writer's lock: past it the operation
+    fails with :class:`~nova_lite.exception.DatabaseBusy` and writes
+    nothing.  ``readonly`` opens the database for reading only: it must
+    exist with a current schema, and no lock a writer needs is ever taken.
+
+    An empty database gets the schema when opened for writing; an older
+    schema is upgraded by the first write (or ``nova-lite db sync``), never
+    by a read.  A SQLite file that exists but is empty (0 bytes) is refused
+    unless ``initialise`` is set: an empty file where a database was
+    expected is more likely a truncated one than a new one.
     """
 
-    def __init__(self, url, claim_retries=10):
-        self.db = Database(url, retries=claim_retries)
+    def __init__(self, url, claim_retries=10, busy_timeout=DEFAULT_BUSY_TIMEOUT_S,
+                 readonly=False, initialise=False):
+        path, _ = sqlite_file_path(url)
+        if path and not initialise and os.path.exists(path) and \
+                os.path.getsize(path) == 0 and _sqlite_sidecars_empty(path):
+            raise StoreError(
+                f"Database file {path} exists but is empty (0 bytes): refusing to treat it "
+                "as a new database (was it truncated?). Restore it from a backup, remove it, "
+                "or run 'nova-lite db sync' to initialise it")
+        self.db = Database(url, retries=claim_retries, busy_timeout_s=busy_timeout,
+                           readonly=readonly)
         self.url = self.db.url
+        self.readonly = readonly
+        self._schema_current = False
         try:
-            self.schema_version = migrations.upgrade(self.db.engine)
+            version = self.db.read("read schema version", migrations.current_version)
+            if version > migrations.LATEST:
+                raise SchemaOutdated(
+                    f"Database {self.db.redacted_url} has schema version {version}, newer "
+                    f"than this nova-lite's {migrations.LATEST}: upgrade nova-lite")
+            if not readonly and (version == 0 or initialise):
+                version = migrations.upgrade(self.db.engine)
+            self._schema_current = version == migrations.LATEST
+        except SchemaOutdated:
+            self.db.dispose()
+            raise
+        except StoreError as exc:
+            self.db.dispose()
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            raise StoreError(f"Cannot open database {self.db.redacted_url}: "
+                             f"{_first_line(cause)}") from exc
         except sa.exc.SQLAlchemyError as exc:
             self.db.dispose()
             raise StoreError(f"Cannot open database {self.db.redacted_url}: "
                              f"{_first_line(exc)}") from exc
-        self._sql = Statements(self.db.engine.dialect)   # the claim's statements
+        self.schema_version = version
+        if readonly and not self._schema_current:
+            self.db.dispose()
+            raise SchemaOutdated(
+                f"Database {self.db.redacted_url} has schema version {version}, this nova-lite "
+                f"needs {migrations.LATEST}; a read-only command never migrates: run "
+                "'nova-lite db sync'")
         self._report_texts = collections.defaultdict(dict)   # see audit_writes.report_text()
+
+    def _write(self, op, fn):
+        """A writing transaction; the first one upgrades an older schema."""
+        if not self._schema_current:
+            self.schema_version = migrations.upgrade(self.db.engine)
+            self._schema_current = True
+        return self.db.write(op, fn)
+
+    def _read(self, op, fn):
+        if not self._schema_current:
+            raise SchemaOutdated(
+                f"Database {self.db.redacted_url} has schema version {self.schema_version}, "
+                f"this nova-lite needs {migrations.LATEST}: run 'nova-lite db sync' (or any "
+                "command that writes) first")
+        return self.db.read(op, fn)
 
     def __repr__(self):
         return f"Store({self.db.redacted_url!r})"
@@ -115,7 +186,7 @@ class Store:
             row = conn.execute(T_SVC.select().where(
                 T_SVC.c.host == host, T_SVC.c.binary == binary)).one()
             return _service(row)
-        return self.db.write(f"heartbeat of service {host}/{binary}", op)
+        return self._write(f"heartbeat of service {host}/{binary}", op)
 
     def list_services(self, binary=COMPUTE_BINARY):
         """Every service row of ``binary``, sorted by host."""
@@ -123,16 +194,16 @@ class Store:
             found = conn.execute(T_SVC.select().where(T_SVC.c.binary == binary)
                                  .order_by(T_SVC.c.host))
             return [_service(r) for r in found]
-        return self.db.read("list services", op)
+        return self._read("list services", op)
 
     # -- compute nodes --------------------------------------------------------
     def get_compute_nodes(self, host=None):
         """Live compute node records (of ``host``, or all), sorted by host and name."""
-        return self.db.read("list compute nodes", lambda conn: rows.load_nodes(conn, host))
+        return self._read("list compute nodes", lambda conn: rows.load_nodes(conn, host))
 
     def get_compute_node(self, host, nodename):
         """One node record; raises :class:`NodeNotFound` naming it."""
-        for node in self.db.read(f"get compute node {nodename}",
+        for node in self._read(f"get compute node {nodename}",
                                  lambda conn: rows.load_nodes(conn, host, nodename)):
             return node
         raise NodeNotFound(nodename, host)
@@ -147,7 +218,7 @@ class Store:
             for table in (T_ALLOC, T_INV):
                 conn.execute(table.delete().where(table.c.node_uuid == row.uuid))
             conn.execute(T_NODES.delete().where(T_NODES.c.uuid == row.uuid))
-        self.db.write(f"delete compute node {host}/{nodename}", op)
+        self._write(f"delete compute node {host}/{nodename}", op)
 
     def set_node_error(self, host, nodename, error):
         """Record (or clear, with None) why the last audit of a node failed."""
@@ -155,85 +226,111 @@ class Store:
             conn.execute(T_NODES.update().where(
                 T_NODES.c.host == host, T_NODES.c.nodename == nodename,
                 T_NODES.c.last_error.is_distinct_from(error)).values(last_error=error))
-        self.db.write(f"mark compute node {host}/{nodename}", op)
+        self._write(f"mark compute node {host}/{nodename}", op)
 
-    def record_audit(self, host, audits, rebuild_allocation):
+    def missing_allocations(self, host, nodenames=None):
+        """Consumers on ``host``'s nodes that hold no allocation there, for an audit's repair.
+
+        A list of :class:`~nova_lite.db.audit_writes.MissingAllocation`; the
+        audit works out what each would hold (the driver's overhead
+        estimate is a driver call: never inside a write transaction) and
+        hands the result to :meth:`record_audit`.
+        """
+        return self._read(f"find missing allocations of host {host}",
+                          lambda conn: audit_writes.missing_allocations(conn, host, nodenames))
+
+    def record_audit(self, host, audits, rebuilt=None, listed=None, only=None):
         """Write one audit pass of ``host`` in one transaction.
 
         ``audits``: :class:`NodeAudit` per node that reported well.  Node
-        rows and inventories are written only where they changed.  Stale
-        allocations (deleted instances, finished migrations) are removed
-        and missing ones rebuilt with ``rebuild_allocation(consumer,
-        node_uuid, numa_request)`` (consumer: Instance or Migration;
-        numa_request: the NUMA topology its claim asked for, the
-        instance's), each logged at WARNING.  Returns ``{nodename:
-        ComputeNode}`` for the audited nodes.
+        rows and inventories are written only where they changed; a node
+        listed by the driver is marked reported, and with ``listed`` (every
+        node name the driver listed in a full pass) the host's other
+        records are marked not reported.  Stale allocations (deleted
+        instances, finished migrations) are removed and missing ones
+        restored from ``rebuilt`` (``{(consumer_uuid, nodename):
+        Allocation}``, see :meth:`missing_allocations`), each logged at
+        WARNING.  Every change a claim decides on bumps the node's
+        generation.  Returns ``{nodename: ComputeNode}`` for the audited
+        nodes.
         """
         def op(conn):
             audit_writes.serialise_host(conn, host)
+            audit_writes.lock_adopted_consumers(conn, host, audits)
             changed = audit_writes.write_nodes(conn, host, audits, self._report_texts[host])
-            changed |= audit_writes.reconcile_allocations(conn, host, rebuild_allocation)
+            if listed is not None:
+                changed |= audit_writes.mark_unreported(conn, host, listed)
+            changed |= audit_writes.reconcile_allocations(conn, host, rebuilt or {}, only)
             audit_writes.bump_generations(conn, changed)
             return audit_writes.audited_nodes(conn, host, audits)
-        return self.db.write(f"record audit of host {host}", op)
+        return self._write(f"record audit of host {host}", op)
 
     # -- claims -------------------------------------------------------------
-    def claim(self, node_uuid, cached_usage, decide):
-        """Admit one claim on a node in one transaction.
+    def claim(self, node, requests, decide):
+        """Admit claims on one node in one transaction: all of them or none.
 
-        ``decide(usage) -> ClaimPlan`` sees the node's usage and raises to
-        refuse.  The fast path decides on ``cached_usage`` before any
-        transaction, then writes the plan in one that bumps the generation
-        only if it is still ``cached_usage``'s (a compare-and-swap on
-        prepared statements).  If another writer got there first (nothing
-        was written), or the cached usage refuses, a second transaction
-        locks the node row, re-reads the usage and decides on fresh numbers:
-        that decision is final.  Returns ``(usage_seen, plan,
-        new_generation)``.
+        ``node`` is the :class:`~nova_lite.objects.ComputeNode` as the caller
+        last saw it; ``requests`` the :class:`ClaimRequest` of each claim;
+        ``decide(node) -> tuple[ClaimPlan]`` (one plan per request, in
+        order) is a pure function of the node record and raises
+        :class:`~nova_lite.compute.claims.ComputeResourcesUnavailable` to
+        refuse.
+
+        One transaction.  The guards of moves run first; then the
+        node's generation is bumped, which takes the node row's lock (a
+        concurrent claim waits for it rather than retrying).  If the
+        generation it moved from is ``node``'s, nothing a claim decides on
+        (inventories, owner, reported flag, usage) changed since ``node``
+        was read, and the plans decided on it before the transaction are
+        written: a compare-and-swap.  Otherwise (or if the possibly stale
+        ``node`` refused) the node is read again under that lock and
+        decided on: that decision is final.  Returns ``(node_after,
+        plans)``: the node as recorded after the claims, and the plans
+        written.
         """
-        sql = self._sql
-        seen = cached_usage.generation
         try:
-            cached_plan = decide(cached_usage)
-        except Exception:   # noqa: BLE001 - the usage may be stale: decide again on fresh
-            cached_plan = None
+            plans = tuple(decide(node))
+        except ComputeResourcesUnavailable:   # perhaps stale: decide again on fresh records
+            plans = None
 
-        def optimistic(cursor):
-            if not sql.bump_generation(cursor, T_NODES, node_uuid, seen).rowcount:
-                return None   # lost the race: nothing was written
-            _write_plan(sql, cursor, cached_plan)
-            return cached_usage, cached_plan, seen + 1
+        def transaction(conn):
+            claim_writes.guard_requests(conn, requests)
+            generation = claim_writes.bump_and_lock(conn, node.uuid)
+            if plans is not None and generation == node.generation + 1:
+                claim_writes.write_plans(conn, plans, time.time())
+                return _after(node, generation, plans), plans
+            fresh = rows.load_node(conn, node.uuid)
+            fresh = attrs.evolve(fresh, generation=generation - 1)
+            try:
+                fresh_plans = tuple(decide(fresh))
+            except ComputeResourcesUnavailable as exc:
+                exc.generation = fresh.generation
+                raise
+            claim_writes.write_plans(conn, fresh_plans, time.time())
+            return _after(fresh, generation, fresh_plans), fresh_plans
 
-        def locked(conn):
-            usage = rows.lock_and_load_usage(conn, node_uuid)
-            conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid)
-                         .values(generation=usage.generation + 1))
-            plan = decide(usage)
-            _write_plan(sql, conn.connection.cursor(), plan)
-            return usage, plan, usage.generation + 1
-
-        op = f"claim on node {node_uuid}"
-        if cached_plan is not None:
-            won = self.db.write_raw(op, optimistic)
-            if won is not None:
-                return won
-        return self.db.write(op, locked)
+        return self._write(f"claim on node {node.host}/{node.nodename}", transaction)
 
     def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
                 transfer=None):
         """Drop allocations and update rows in one transaction.
 
         Removes the allocations of ``consumer_uuids`` on ``node_uuids``;
-        upserts ``instance`` if given; sets ``migration_status`` as
-        ``(migration_uuid, status)`` (or a list of them); ``transfer`` = ``(migration_uuid,
+        records ``instance`` if given (refused if the records say it is
+        deleted: deleted is final); sets ``migration_status`` as
+        ``(migration_uuid, status)`` (or a list of them), each only if that
+        migration is still in progress (else nothing changes and
+        InvalidInput says so); ``transfer`` = ``(migration_uuid,
         instance_uuid)`` re-labels a migration's allocation as the
         instance's (a confirmed resize).  Bumps each node's generation and
-        returns ``{node_uuid: NodeUsage}`` fresh from the records.
+        returns ``{node_uuid: ComputeNode}`` fresh from the records.
         """
         def op(conn):
+            if instance is not None:
+                _guard_instance_update(conn, instance)
             return _release(conn, node_uuids, consumer_uuids, instance=instance,
                             migration_status=migration_status, transfer=transfer)
-        return self.db.write("release allocations", op)
+        return self._write("release allocations", op)
 
     def record_instance_state(self, instance):
         """Record ``instance``'s new state in one transaction; frees it if it holds nothing now.
@@ -241,16 +338,25 @@ class Store:
         A live instance keeps the placement of its record (host, node, NUMA
         pinning, PCI devices).  A deleted or shelve-offloaded one gives back
         every allocation it holds at once, its in-progress migrations are
-        marked "error", and (offloaded) it leaves its host and node.  Returns
-        ``{node_uuid: NodeUsage}`` of the nodes whose usage changed.  Raises
-        :class:`InstanceNotFound` if the instance has no record.
+        marked "error", and (offloaded) it leaves its host and node.
+
+        The records' state is checked under the row's lock: deleted is
+        final, and an offloaded instance that holds no claim becomes live
+        only through a claim.  A change decided on an older state is
+        refused with :class:`~nova_lite.exception.InstanceStateConflict`
+        naming both states, and the records keep theirs.  Returns
+        ``{node_uuid: ComputeNode}`` of the nodes whose usage changed.
+        Raises :class:`InstanceNotFound` if the instance has no record.
         """
         def op(conn):
-            row = conn.execute(T_INST.select().where(T_INST.c.uuid == instance.uuid)).first()
-            if row is None:
+            stored = _guard_instance_update(conn, instance)
+            if stored is None:
                 raise InstanceNotFound(instance.uuid, "in the records")
-            stored = rows.instance_from_row(row)
             if instance.holds_resources:
+                if not stored.holds_resources and stored.node is None:
+                    raise InstanceStateConflict(
+                        instance.uuid, stored.vm_state, instance.vm_state,
+                        "it holds no claim on any node; claim it (unshelve) first")
                 rows.upsert_instance(conn, attrs.evolve(
                     instance, host=stored.host, node=stored.node,
                     numa_topology=stored.numa_topology, pci_devices=stored.pci_devices),
@@ -261,23 +367,27 @@ class Store:
             moving = conn.execute(sa.select(T_MIG.c.uuid).where(
                 T_MIG.c.instance_uuid == instance.uuid,
                 T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))).scalars().all()
-            offloaded = instance.vm_state != "deleted"
+            offloaded = instance.vm_state != DELETED
             gone = attrs.evolve(instance, host=None if offloaded else stored.host,
                                 node=None if offloaded else stored.node, pci_devices=())
             return _release(conn, sorted({r.node_uuid for r in held}),
                             [r.consumer_uuid for r in held], instance=gone,
                             migration_status=[(m, "error") for m in moving])
-        return self.db.write(f"record state of instance {instance.uuid}", op)
+        return self._write(f"record state of instance {instance.uuid}", op)
 
-    def node_usage(self, node_uuid):
-        """The current :class:`NodeUsage` of a node, from the records."""
-        return self.db.read(f"usage of node {node_uuid}",
-                            lambda conn: rows.lock_and_load_usage(conn, node_uuid, lock=False))
+    def node_generation(self, node_uuid):
+        """The node's generation as recorded now (one small read)."""
+        return self._read(f"generation of node {node_uuid}",
+                          lambda conn: rows.node_generation(conn, node_uuid))
+
+    def load_node(self, node_uuid):
+        """The :class:`~nova_lite.objects.ComputeNode` with this uuid, as recorded now."""
+        return self._read(f"load node {node_uuid}", lambda conn: rows.load_node(conn, node_uuid))
 
     # -- instances, migrations, allocations ------------------------------------
     def save_instance(self, instance):
         """Insert or update an instance row."""
-        self.db.write(f"save instance {instance.uuid}",
+        self._write(f"save instance {instance.uuid}",
                       lambda conn: rows.upsert_instance(conn, instance, time.time()))
 
     def get_instance(self, instance_uuid):
@@ -287,7 +397,7 @@ class Store:
             if row is None:
                 raise InstanceNotFound(instance_uuid, "in the records")
             return rows.instance_from_row(row)
-        return self.db.read(f"get instance {instance_uuid}", op)
+        return self._read(f"get instance {instance_uuid}", op)
 
     def list_instances(self, host=None, node=None, live_only=True):
         """Instances on ``host``/``node``; ``live_only`` drops deleted/offloaded."""
@@ -301,7 +411,7 @@ class Store:
                 query = query.where(T_INST.c.vm_state.not_in(STATES_WITHOUT_RESOURCES))
             query = query.order_by(T_INST.c.uuid)
             return [rows.instance_from_row(r) for r in conn.execute(query)]
-        return self.db.read("list instances", op)
+        return self._read("list instances", op)
 
     def list_migrations(self, instance_uuid=None, in_progress_only=False):
         """Migration rows (of one instance, or all)."""
@@ -313,7 +423,7 @@ class Store:
                 query = query.where(T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
             query = query.order_by(T_MIG.c.created_at)
             return [rows.migration_from_row(r) for r in conn.execute(query)]
-        return self.db.read("list migrations", op)
+        return self._read("list migrations", op)
 
     def list_allocations(self, node_uuid=None, instance_uuid=None):
         """Allocation records, filtered by node and/or instance."""
@@ -325,16 +435,44 @@ class Store:
                 query = query.where(T_ALLOC.c.instance_uuid == instance_uuid)
             return [rows.allocation_from_row(r) for r in conn.execute(
                 query.order_by(T_ALLOC.c.consumer_uuid))]
-        return self.db.read("list allocations", op)
+        return self._read("list allocations", op)
 
 
 def _first_line(exc):
-    orig = getattr(exc, "orig", None) or exc
-    lines = str(orig).strip().splitlines()
-    return f"{type(orig).__name__}: {lines[0] if lines else ''}"
+    from nova_lite.db.engine import cause
+    return cause(exc)
 
 
-# -- row <-> record ---------------------------------------------------------
+def _sqlite_sidecars_empty(path):
+    """True unless a write-ahead log beside ``path`` holds data."""
+    wal = path + "-wal"
+    return not (os.path.exists(wal) and os.path.getsize(wal) > 0)
+
+
+def _after(node, generation, plans):
+    """``node`` at ``generation`` with the allocations of ``plans`` added."""
+    for plan in plans:
+        node = with_allocation(node, plan.allocation)
+    return attrs.evolve(node, generation=generation)
+
+
+def _guard_instance_update(conn, instance):
+    """Lock the instance's row; refuse to bring a deleted instance back.
+
+    Returns the recorded Instance (None if it has no row).
+    """
+    query = T_INST.select().where(T_INST.c.uuid == instance.uuid)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    if row is None:
+        return None
+    stored = rows.instance_from_row(row)
+    if stored.vm_state == DELETED and instance.vm_state != DELETED:
+        raise InstanceStateConflict(instance.uuid, DELETED, instance.vm_state,
+                                    "deleted is final")
+    return stored
+
 
 def _release(conn, node_uuids, consumer_uuids, instance=None, migration_status=None,
              transfer=None):
@@ -345,21 +483,34 @@ def _release(conn, node_uuids, consumer_uuids, instance=None, migration_status=N
             T_ALLOC.c.node_uuid == node_uuid,
             T_ALLOC.c.consumer_uuid.in_(list(consumer_uuids))))
     if transfer is not None:
+        target = conn.execute(sa.select(T_NODES.c.host, T_NODES.c.nodename).select_from(
+            T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid)).where(
+            T_ALLOC.c.consumer_uuid == transfer[0])).first()
         conn.execute(T_ALLOC.update().where(T_ALLOC.c.consumer_uuid == transfer[0])
                      .values(consumer_uuid=transfer[1], consumer_type="instance"))
+        if target is not None and instance is not None:
+            # The destination as recorded now: its node may have moved to
+            # another host since the caller read the migration.
+            instance = attrs.evolve(instance, host=target.host, node=target.nodename)
     if instance is not None:
         rows.upsert_instance(conn, instance, now)
     statuses = migration_status or []
     if isinstance(statuses, tuple):
         statuses = [statuses]
     for mig_uuid, status in statuses:
-        conn.execute(T_MIG.update().where(T_MIG.c.uuid == mig_uuid)
-                     .values(status=status, updated_at=now))
+        if not conn.execute(T_MIG.update().where(
+                T_MIG.c.uuid == mig_uuid, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
+                .values(status=status, updated_at=now)).rowcount:
+            found = conn.execute(sa.select(T_MIG.c.status).where(
+                T_MIG.c.uuid == mig_uuid)).scalar()
+            raise InvalidInput(
+                f"Migration {mig_uuid} is no longer in progress ({found or 'no record'}); "
+                f"it cannot become {status!r} and nothing changed")
     fresh = {}
-    for node_uuid in node_uuids:
+    for node_uuid in sorted(node_uuids):
         conn.execute(T_NODES.update().where(T_NODES.c.uuid == node_uuid)
                      .values(generation=T_NODES.c.generation + 1))
-        fresh[node_uuid] = rows.lock_and_load_usage(conn, node_uuid, lock=False)
+        fresh[node_uuid] = rows.load_node(conn, node_uuid)
     return fresh
 
 
@@ -367,40 +518,3 @@ def _service(row):
     return ServiceRecord(host=row.host, binary=row.binary, created_at=row.created_at,
                          updated_at=row.updated_at, report_count=row.report_count,
                          disabled=bool(row.disabled))
-
-
-def _write_plan(sql, cursor, plan):
-    """Write a claim's rows with the prepared ``sql`` on a DBAPI ``cursor``."""
-    now = time.time()
-    if plan.instance is not None:
-        if not sql.insert_row(cursor, T_INST, rows.INSTANCE_ROW,
-                              rows.new_instance_row(plan.instance, now),
-                              new_only=True).rowcount:
-            # A known instance may already hold a claim (a new one never does).
-            _refuse_second_claim(sql, cursor, plan.instance.uuid)
-            sql.update(cursor, T_INST, rows.instance_values(plan.instance, now),
-                       uuid=plan.instance.uuid)
-    if plan.migration is not None:
-        sql.insert(cursor, T_MIG, rows.migration_values(plan.migration, now))
-    sql.insert_row(cursor, T_ALLOC, rows.ALLOCATION_ROW, rows.allocation_row(plan.allocation, now))
-
-
-def _refuse_second_claim(sql, cursor, instance_uuid):
-    """An instance holds one claim at a time: a second one would count it twice."""
-    held = sql._get(("held-by-consumer",), lambda: sa.select(
-        T_NODES.c.host, T_NODES.c.nodename).select_from(
-        T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid)).where(
-        T_ALLOC.c.consumer_uuid == sa.bindparam("consumer_uuid")))
-    holders = held.execute(cursor, {"consumer_uuid": instance_uuid}).fetchall()
-    if holders:
-        where = ", ".join(f"{host}/{node}" for host, node in holders)
-        raise InvalidInput(f"Instance {instance_uuid} already holds a claim on node {where}; "
-                           "abort it or free the instance before claiming again")
-
-
-# -- usage --------------------------------------------------------------------
-
-
-# -- the audit's writes ---------------------------------------------------------
-
-

@@ -164,7 +164,7 @@ class NUMATopologyFilter(BaseHostFilter):
 
     def host_reason(self, state, spec, now):
         from nova_lite.compute import placement
-        decision = placement.decide(state.node, state.usage, {}, None, spec.numa_request, ())
+        decision = placement.decide(state.node, {}, None, spec.numa_request, ())
         return "; ".join(decision.reasons) or None
 
 
@@ -176,6 +176,5 @@ class PciPassthroughFilter(BaseHostFilter):
 
     def host_reason(self, state, spec, now):
         from nova_lite.compute import placement
-        decision = placement.decide(state.node, state.usage, {}, None, None,
-                                    spec.pci_requests)
+        decision = placement.decide(state.node, {}, None, None, spec.pci_requests)
         return "; ".join(decision.reasons) or None

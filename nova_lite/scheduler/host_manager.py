@@ -189,16 +189,15 @@ class HostManager:
             for placed in range(num_instances):
                 ranked = self._rank(states, spec, placed)
                 chosen = ranked[0]
-                saved.append((chosen, chosen.usage, chosen.consumed))
+                saved.append((chosen, chosen.node, chosen.consumed))
                 chosen.consume(spec)
                 selections.append(Selection(
                     host=chosen.host, nodename=chosen.nodename, limits=chosen.limits(),
                     alternates=tuple(Selection(host=s.host, nodename=s.nodename,
                                                limits=s.limits()) for s in ranked[1:])))
         except NoValidHost:
-            for state, usage, consumed in reversed(saved):
-                state.usage, state.consumed = usage, consumed
-                state._recompute()
+            for state, node, consumed in reversed(saved):
+                state.restore(node, consumed)
             raise
         LOG.info("Selected %s for %d x %s", ", ".join(
             f"{s.host}/{s.nodename}" for s in selections), num_instances, spec.flavor.name)

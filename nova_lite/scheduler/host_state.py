@@ -8,7 +8,8 @@ the next refresh from the records.
 import attrs
 
 from nova_lite.compute import accounting, placement
-from nova_lite.objects import Allocation, NodeUsage
+from nova_lite.compute.node_usage import with_allocation
+from nova_lite.objects import Allocation
 
 VCPU, PCPU, MEMORY_MB, DISK_GB = (accounting.VCPU, accounting.PCPU, accounting.MEMORY_MB,
                                   accounting.DISK_GB)
@@ -22,7 +23,7 @@ class HostState:
     service row (None if it never reported).
     """
 
-    __slots__ = ("host", "nodename", "uuid", "generation", "node", "usage", "service",
+    __slots__ = ("host", "nodename", "uuid", "generation", "node", "service",
                  "free_ram_mb", "free_disk_gb", "free_vcpus", "free_pcpus", "consumed")
 
     def __init__(self, node, service=None):
@@ -37,27 +38,27 @@ class HostState:
         """Take the record's view (inventories, usage, generation)."""
         self.node = node
         self.generation = node.generation
-        self.usage = NodeUsage(generation=node.generation, amounts=node.usage,
-                               numa_placements=node.numa_placements,
-                               pci_in_use=node.pci_in_use)
         self.consumed = 0
         self._recompute()
 
+    def restore(self, node, consumed):
+        """Go back to an earlier view (``node``) of this scheduler's own picks."""
+        self.node, self.consumed = node, consumed
+        self._recompute()
+
     def _recompute(self):
-        node, amounts = self.node, self.usage.amounts
-        free = {rc: max(0, node.capacity(rc) - amounts.get(rc, 0))
-                for rc in (VCPU, PCPU, MEMORY_MB, DISK_GB)}
-        self.free_ram_mb, self.free_disk_gb = free[MEMORY_MB], free[DISK_GB]
-        self.free_vcpus, self.free_pcpus = free[VCPU], free[PCPU]
+        node = self.node
+        self.free_ram_mb, self.free_disk_gb = node.free(MEMORY_MB), node.free(DISK_GB)
+        self.free_vcpus, self.free_pcpus = node.free(VCPU), node.free(PCPU)
 
     def free(self, rc):
         """``max(0, capacity - used)`` of ``rc``, including this scheduler's picks."""
-        return max(0, self.node.capacity(rc) - self.usage.amounts.get(rc, 0))
+        return self.node.free(rc)
 
     def decide(self, spec):
         """The claim's own pure decision for ``spec`` on this view (no overhead)."""
-        return placement.decide(self.node, self.usage, spec.requested, None,
-                                spec.numa_request, spec.pci_requests)
+        return placement.decide(self.node, spec.requested, None, spec.numa_request,
+                                spec.pci_requests)
 
     def consume(self, spec):
         """Count ``spec`` as placed here (amounts, NUMA cells, PCI devices)."""
@@ -66,7 +67,7 @@ class HostState:
             consumer_uuid="scheduled", consumer_type="instance", instance_uuid="scheduled",
             node_uuid=self.uuid, resources=spec.requested, flavor=spec.flavor,
             numa_topology=decision.numa_topology, pci_devices=decision.pci_devices)
-        self.usage = accounting.add_usage(self.usage, alloc)
+        self.node = with_allocation(self.node, alloc)
         self.consumed += 1
         self._recompute()
 

@@ -64,12 +64,12 @@ class Size:
 
     @property
     def valid(self):
-        """The audit refuses a node whose total is below the reserved amount."""
-        return self.memory_mb >= RESERVED_MEMORY_MB and self.vcpus >= RESERVED_CPUS
+        """Every report is recorded: a total below the reserved amount gives capacity 0."""
+        return True
 
     def capacity(self):
-        return {"VCPU": math.floor((self.vcpus - RESERVED_CPUS) * CPU_RATIO),
-                "MEMORY_MB": self.memory_mb - RESERVED_MEMORY_MB,
+        return {"VCPU": max(0, math.floor((self.vcpus - RESERVED_CPUS) * CPU_RATIO)),
+                "MEMORY_MB": max(0, self.memory_mb - RESERVED_MEMORY_MB),
                 "DISK_GB": self.local_gb}
 
 
@@ -125,6 +125,7 @@ class TrackerMachine(RuleBasedStateMachine):
         self.reported = {n: DEFAULT_SIZE for n in NODES}
         self.recorded = {}                 # node -> Size of its last good audit
         self.errors = set()                # recorded nodes whose last audit failed
+        self.unlisted = set()              # recorded nodes the last full audit did not list
         self.may_exceed = set()            # nodes whose inventory shrank or came back
         self.instances = {}
         self.migrations = {}
@@ -149,6 +150,8 @@ class TrackerMachine(RuleBasedStateMachine):
         return usage
 
     def _fits(self, node, amounts):
+        if node in self.unlisted:
+            return False   # kept, but its driver does not list it: no claim
         capacity = self.recorded[node].capacity()
         used = self._expected_usage(node)
         return all(used.get(rc, 0) + n <= capacity[rc] for rc, n in amounts.items())
@@ -166,10 +169,12 @@ class TrackerMachine(RuleBasedStateMachine):
                 self.may_exceed.add(node)    # shrank, or came back with its instances
             self.recorded[node] = size
             self.errors.discard(node)
+        self.unlisted = set(self.recorded) - self.present
         if service_pass:
             for node in set(self.recorded) - self.present:
                 del self.recorded[node]      # the fake says it is deleted
                 self.errors.discard(node)
+                self.unlisted.discard(node)
 
     def _finish_migrations(self, instance_uuid):
         inst = self.instances[instance_uuid]
@@ -344,11 +349,13 @@ class TrackerMachine(RuleBasedStateMachine):
         for name, node in stored.items():
             expected = self._expected_usage(name)
             assert dict(node.usage) == expected, (name, dict(node.usage), expected)
-            capacity = self.recorded[name].capacity()
+            size = self.recorded[name]
+            capacity = size.capacity()
             assert {rc: node.capacity(rc) for rc in capacity} == capacity, name
             # Reserved lives in the inventory, never in the usage.
-            assert node.inventory("MEMORY_MB").reserved == RESERVED_MEMORY_MB
-            assert node.inventory("VCPU").reserved == RESERVED_CPUS
+            assert node.inventory("MEMORY_MB").reserved == min(RESERVED_MEMORY_MB,
+                                                               size.memory_mb)
+            assert node.inventory("VCPU").reserved == min(RESERVED_CPUS, size.vcpus)
             if name not in self.may_exceed:
                 for rc in capacity:
                     assert node.used(rc) <= capacity[rc], (name, rc, dict(node.usage))

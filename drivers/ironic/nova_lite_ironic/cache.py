@@ -19,7 +19,7 @@ import time
 import attrs
 
 from nova_lite_ironic.exception import SourceError
-from nova_lite_ironic.hash_ring import HashRing
+from nova_lite_ironic.hash_ring import HashRing, normalize_host
 
 LOG = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class FleetView:
     """The outcome of one refresh.
 
     ``nodes``: uuid -> node for this service's nodes.  ``fleet_size``: nodes
-    listed in all.  ``hosts``: the ring's hosts.  ``skipped``: uuid -> reason
+    listed in all.  ``hosts``: the ring's hosts (lower case).  ``skipped``: uuid -> reason
     for listed nodes left to others.  ``refreshed_at``: monotonic seconds.
     ``duration``: seconds the refresh took.
     """
@@ -74,7 +74,8 @@ class NodeCache:
         fleet = self.source.list_nodes()                        # 1. nodes first
         try:
             mine = set(self.instance_view.instance_uuids(self.host))  # 2. then instances
-            hosts = frozenset(set(self.service_view.live_hosts()) | {self.host})  # 3. ring
+            hosts = frozenset(normalize_host(h) for h in                  # 3. ring
+                              set(self.service_view.live_hosts()) | {self.host})
         except Exception as exc:  # noqa: BLE001  (a store or callable of the core)
             raise SourceError(f"reading the instances of host {self.host} or the live "
                               f"compute services failed: {exc}") from exc

@@ -184,16 +184,12 @@ class IronicDriver(driver_api.ComputeDriver):
         return self.cache.nodenames()
 
     def _node(self, nodename):
-        """This service's cached node, or one GET on a cache miss."""
+        """This service's cached node, or one GET on a cache miss (never a
+        listing of the fleet, even before the first refresh)."""
         cache = self._require_host()
         node = cache.get(nodename)
         if node is not None:
             return node
-        if cache.view is None:
-            self.refresh()
-            node = cache.get(nodename)
-            if node is not None:
-                return node
         try:
             return self.source.get_node(nodename)
         except SourceError as exc:

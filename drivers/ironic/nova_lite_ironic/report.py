@@ -9,8 +9,9 @@ has one.
 
 import logging
 
+import os_resource_classes
+
 from nova_lite.objects import NodeResources, SupportedInstance
-from nova_lite.resources import normalize_resource_class
 
 from nova_lite_ironic import node as nodes
 from nova_lite_ironic.exception import NodeConfigurationError
@@ -75,7 +76,10 @@ def parse_capabilities(text, node_uuid=None):
 
 
 def custom_resource_class(node):
-    """``CUSTOM_<NORMALISED>`` for the node's resource class.
+    """``CUSTOM_<NORMALISED>`` for the node's resource class, exactly as Nova's
+    ironic driver names it (os-resource-classes' rule: every run of characters
+    other than A-Z, a-z, 0-9 becomes one ``_``, then upper case, then the
+    ``CUSTOM_`` prefix, always: ``"gpu_a100 (8x)"`` -> ``CUSTOM_GPU_A100_8X_``).
 
     Raises :class:`NodeConfigurationError` if the node has none.
     """
@@ -83,7 +87,7 @@ def custom_resource_class(node):
         raise NodeConfigurationError(
             node.uuid, "it has no resource_class, so it offers nothing to schedule to; "
             "set one in the node source (e.g. 'baremetal')")
-    return normalize_resource_class(node.resource_class)
+    return os_resource_classes.normalize_name(node.resource_class)
 
 
 def unavailability(node):

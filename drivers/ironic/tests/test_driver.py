@@ -88,6 +88,15 @@ class TestNodeList(base.TestCase):
         self.assertFalse(driver.node_is_available(str(uuid.uuid4())))
         self.assertEqual((0, 3), (fake.list_calls, fake.get_calls))
 
+    def test_cache_miss_before_any_listing_is_one_get(self):
+        fake = self.fake_fleet(3)
+        driver = self.make_driver(fake)
+        node = fake.all()[0]
+        fake.reset_counters()
+        self.assertEqual(node.uuid, driver.get_available_resource(node.uuid).uuid)
+        self.assertTrue(driver.node_is_available(node.uuid))
+        self.assertEqual((0, 2), (fake.list_calls, fake.get_calls))
+
     def test_unknown_node_raises_naming_it(self):
         driver = self.make_driver(self.fake_fleet(1))
         driver.get_available_nodes()
@@ -233,6 +242,14 @@ class TestSharing(base.TestCase):
         self.assertEqual(60, len(one | two))
         self.assertFalse(one & two)
         self.assertTrue(two)
+
+    def test_service_host_in_another_case_is_the_same_member(self):
+        # The services table says "Host1", this service is "host1": one member,
+        # so it takes the whole fleet (Nova lower-cases ring members).
+        fake = self.fake_fleet(20)
+        driver = self.make_driver(fake, host="host1",
+                                  service_view=StaticServiceView(["Host1"]))
+        self.assertEqual(20, len(driver.get_available_nodes()))
 
     def test_own_host_is_always_on_the_ring(self):
         fake = self.fake_fleet(10)

@@ -23,6 +23,15 @@ class TestHashRing(testtools.TestCase):
         one, two = HashRing(["a", "b", "c"]), HashRing(["c", "a", "b", "a"])
         self.assertEqual([one.owner(k) for k in KEYS], [two.owner(k) for k in KEYS])
 
+    def test_host_names_differing_in_case_are_one_member(self):
+        # As Nova: the ring is keyed by lower-cased host names.
+        ring = HashRing(["Host1", "host1", "HOST2"])
+        self.assertEqual(frozenset({"host1", "host2"}), ring.hosts)
+        self.assertEqual([HashRing(["host1", "host2"]).owner(k) for k in KEYS[:200]],
+                         [ring.owner(k) for k in KEYS[:200]])
+        for key in KEYS[:50]:
+            self.assertEqual(ring.owns("host1", key), ring.owns("HoSt1", key))
+
     def test_split_is_roughly_even(self):
         ring = HashRing(["a", "b", "c", "d"])
         counts = collections.Counter(ring.owner(k) for k in KEYS)

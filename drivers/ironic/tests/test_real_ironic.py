@@ -303,3 +303,79 @@ class TestTrackerFollowsIronic(RealIronicTestCase):
         self.assertFalse(mine["h1"] & mine["h2"])
         self.assertTrue(mine["h1"] and mine["h2"])
         self.assertEqual(16, len(self.records()))
+
+
+class TestDeployedNodesNeverNegative(RealIronicTestCase):
+    """Deployed nodes of a real Ironic: used 1, free 0, over 0, never claimed twice;
+    and a fresh process's audit of the consistent host finds no difference."""
+
+    RAW_CLASS = "gpu_a100 (8x)"
+    CLASS = "CUSTOM_GPU_A100_8X_"   # Nova's name for it
+
+    def setUp(self):
+        super().setUp()
+        from nova_lite.db import Store
+        from nova_lite.testing import databases
+        self.db = self.useFixture(databases.SQLiteFile())
+        self.store = Store(self.db.url)
+        self.addCleanup(self.store.close)
+
+    def test_deployed_nodes_and_fresh_process_audit(self):
+        import json
+        import subprocess
+        import sys
+
+        from nova_lite import audit
+        from nova_lite.compute.claims import ComputeResourcesUnavailable
+        from nova_lite.compute.manager import ComputeService
+        from nova_lite.compute.resource_tracker import ResourceTracker
+
+        nodes = self.fleet.enroll(3, resource_class=self.RAW_CLASS)
+        driver = self.load("h1")
+        svc = ComputeService("h1", driver, store=self.store, settings=driver.settings)
+        svc.run_once()
+        flavor = base.baremetal_flavor(self.CLASS)
+        deployed = nodes[:2]
+        for name in deployed:
+            with svc.tracker.instance_claim(base.instance(flavor=flavor), name) as claim:
+                driver.spawn(claim.instance)
+        svc.run_once()
+        stored = {n.nodename: n for n in self.store.get_compute_nodes("h1")}
+        for name in nodes:
+            for node in (svc.tracker.get_node(name), stored[name]):
+                self.assertEqual([self.CLASS], sorted(node.inventories))
+                figures = (node.inventory(self.CLASS).total, node.used(self.CLASS),
+                           node.free(self.CLASS), node.over(self.CLASS))
+                self.assertEqual((1, 1, 0, 0) if name in deployed else (1, 0, 1, 0),
+                                 figures, name)
+        for name in deployed:
+            self.assertRaises(ComputeResourcesUnavailable, svc.tracker.instance_claim,
+                              base.instance(flavor=flavor), name)
+
+        # A fresh driver and tracker (nothing cached) see a consistent host.
+        fresh = self.load("h1", )
+        fresh.attach_store(self.store)
+        report = audit.audit_host(ResourceTracker("h1", fresh, store=self.store,
+                                                  settings=fresh.settings))
+        self.assertTrue(report.consistent, report.all_differences())
+        rows = {n.nodename: {r.resource_class: r for r in n.resources} for n in report.nodes}
+        for name in deployed:
+            self.assertEqual((1, 0, 0), (rows[name][self.CLASS].tracked,
+                                         rows[name][self.CLASS].free,
+                                         rows[name][self.CLASS].over))
+
+        # And the command, in a process of its own, exits 0.
+        path = os.path.join(self.state_path, "nova-lite.conf")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(f"[DEFAULT]\nhost = h1\nstate_path = {self.state_path}\n"
+                         f"compute_driver = ironic\n[database]\nconnection = {self.db.url}\n"
+                         f"[ironic]\nendpoint_override = {self.server.endpoint}\n"
+                         f"shard = {self.fleet.shard}\n")
+        proc = subprocess.run(
+            [sys.executable, "-c", "import sys; from nova_lite.cli.main import main; "
+             "sys.exit(main(sys.argv[1:]))", "--config-file", path, "audit", "-f", "json"],
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
+        data = json.loads(proc.stdout)
+        self.assertTrue(data["consistent"])
+        self.assertEqual(sorted(nodes), sorted(n["nodename"] for n in data["nodes"]))

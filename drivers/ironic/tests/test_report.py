@@ -41,9 +41,15 @@ class TestNodeResources(base.TestCase):
         self.assertEqual("CUSTOM_IRON_NFV", res.resource_class)
         self.assertEqual({"CUSTOM_IRON_NFV": 1}, res.totals())
 
-    def test_custom_name_kept(self):
-        res = report.node_resources(base.bm_node(resource_class="CUSTOM_GOLD"))
-        self.assertEqual("CUSTOM_GOLD", res.resource_class)
+    def test_names_are_normalised_exactly_as_nova_does(self):
+        # Nova's ironic driver: a run of non-alphanumerics is one "_", upper
+        # case comes after (bug 1762789), and the prefix is always added.
+        for raw, name in [("gpu_a100 (8x)", "CUSTOM_GPU_A100_8X_"),
+                          ("baremetal", "CUSTOM_BAREMETAL"),
+                          ("Gold.Large--2", "CUSTOM_GOLD_LARGE_2"),
+                          ("CUSTOM_GOLD", "CUSTOM_CUSTOM_GOLD")]:
+            res = report.node_resources(base.bm_node(resource_class=raw))
+            self.assertEqual(name, res.resource_class, raw)
 
     def test_missing_resource_class_is_an_error_naming_the_node(self):
         node = base.bm_node(resource_class=None)

@@ -7,12 +7,14 @@ Where each figure comes from (units in the names):
 - ``memory_mb``: ``getInfo()`` memory (MiB), or ``[libvirt]
   file_backed_memory`` when set;
 - ``memory_mb_used``: total - (MemFree + Buffers + Cached) of meminfo, or,
-  with file-backed memory, the sum of the running guests' memory;
+  with file-backed memory, the sum of the running guests' memory; never
+  negative: when meminfo shows more available than ``getInfo`` counts in
+  all, it is 0 and one WARNING names both sources and figures;
 - ``local_gb``/``local_gb_used``: ``statvfs(instances_path)``, GiB rounded
   down (used = blocks - free blocks, as ``df`` counts it);
-- ``disk_available_least``: free GiB (rounded down) minus the over-commit
-  of every guest disk (:mod:`.disks`), truncated toward zero; may be
-  negative;
+- ``disk_available_least``: the exact free bytes minus the over-commit of
+  every guest disk (:mod:`.disks`), in GiB truncated toward zero, as Nova
+  computes it; may be negative;
 - ``vcpus_used``: vCPUs of the running guests;
 - ``hypervisor_type``/``_version``/``_hostname``: ``getType``,
   ``getVersion`` (an int), ``getHostname`` (first value kept);
@@ -40,11 +42,13 @@ GiB = 1024 ** 3
 
 @attrs.frozen
 class DiskStats:
-    """Filesystem figures of the instances path, in GiB (rounded down)."""
+    """Filesystem figures of the instances path, in GiB (rounded down), and
+    the exact free bytes."""
 
     total_gb: int
     used_gb: int
     free_gb: int
+    free_bytes: int = 0
 
 
 def disk_stats(path, statvfs=os.statvfs):
@@ -54,14 +58,20 @@ def disk_stats(path, statvfs=os.statvfs):
     unprivileged writer gets); used = f_frsize * (f_blocks - f_bfree).
     """
     st = statvfs(path)
+    free_bytes = st.f_frsize * st.f_bavail
     return DiskStats(total_gb=st.f_frsize * st.f_blocks // GiB,
                      used_gb=st.f_frsize * (st.f_blocks - st.f_bfree) // GiB,
-                     free_gb=st.f_frsize * st.f_bavail // GiB)
+                     free_gb=free_bytes // GiB, free_bytes=free_bytes)
 
 
-def available_least_gb(free_gb, overcommit_bytes):
-    """``free_gb`` GiB minus ``overcommit_bytes``, in whole GiB toward zero."""
-    remaining = free_gb * GiB - overcommit_bytes
+def available_least_gb(free_bytes, overcommit_bytes):
+    """``free_bytes`` minus ``overcommit_bytes``, in whole GiB toward zero.
+
+    Subtracted from the exact bytes before rounding, as Nova does: 74.6 GiB
+    free less 0.5 GiB over-committed is 74.1, so 74 (rounding the free space
+    down first would give 73).
+    """
+    remaining = free_bytes - overcommit_bytes
     return remaining // GiB if remaining >= 0 else -((-remaining) // GiB)
 
 
@@ -72,7 +82,9 @@ def cpu_info(caps, info):
         model=caps.model, vendor=caps.vendor,
         topology=CpuTopology(sockets=caps.sockets or info.sockets or 1,
                              cores=caps.cores or info.cores or 1,
-                             threads=caps.threads or info.threads or 1),
+                             threads=caps.threads or info.threads or 1,
+                             # As Nova: the number of NUMA cells, 1 without any.
+                             cells=len(caps.cells) or 1),
         features=caps.features)
 
 
@@ -103,6 +115,7 @@ class HostModel:
         self.config = config
         self.meminfo_path = meminfo_path
         self.statvfs = statvfs
+        self._memory_clamp_warned = False
 
     def cpu_selection(self):
         """The shared/dedicated CPUs; raises CPUSetNotOnline on a bad option."""
@@ -116,7 +129,26 @@ class HostModel:
         """Memory used in MiB (see the module docstring)."""
         if self.config.file_backed_memory_mb:
             return sum(g.memory_kib for g in running) // 1024
-        return meminfo.used_mib(total_mb, self.meminfo_path)
+        try:
+            values = meminfo.read_meminfo(self.meminfo_path)
+            available = meminfo.available_of(values, self.meminfo_path)
+        except (OSError, ValueError) as exc:
+            LOG.warning("Cannot read host memory use from %s: %s; reporting 0 MiB used",
+                        self.meminfo_path, exc)
+            return 0
+        used = total_mb - available
+        if used >= 0:
+            return used
+        # Nova would report the negative figure; it only hides the cause.
+        log = LOG.debug if self._memory_clamp_warned else LOG.warning
+        self._memory_clamp_warned = True
+        log("Host memory used is reported as 0 MiB, not %d: libvirt getInfo() counts "
+            "%d MiB of memory in all (the sum of its NUMA cells) while %s shows %d MiB "
+            "available (MemFree + Buffers + Cached; MemTotal %s MiB). The two sources "
+            "disagree; nova-lite accounts from its records, not from this figure",
+            used, total_mb, self.meminfo_path, available,
+            values["MemTotal"] // 1024 if "MemTotal" in values else "unknown")
+        return 0
 
     def resources(self):
         """The :class:`NodeResources` of this host, read fresh from libvirt."""
@@ -135,7 +167,7 @@ class HostModel:
             vcpus_used=sum(g.vcpus for g in running),
             memory_mb_used=self.memory_mb_used(memory_mb, running),
             local_gb_used=stats.used_gb,
-            disk_available_least=available_least_gb(stats.free_gb, overcommit),
+            disk_available_least=available_least_gb(stats.free_bytes, overcommit),
             hypervisor_type=self.host.hypervisor_type(),
             hypervisor_version=self.host.hypervisor_version(),
             hypervisor_hostname=self.host.hostname(),

@@ -23,18 +23,33 @@ def parse_meminfo(text):
     return values
 
 
+def read_meminfo(path=DEFAULT_MEMINFO_PATH):
+    """``{field: KiB}`` of the meminfo file at ``path``.
+
+    :raises OSError: if the file cannot be read.
+    """
+    with open(path, encoding="ascii", errors="replace") as handle:
+        return parse_meminfo(handle.read())
+
+
+def available_of(values, path=DEFAULT_MEMINFO_PATH):
+    """MemFree + Buffers + Cached of parsed ``values``, in MiB (KiB // 1024).
+
+    :raises ValueError: naming the missing fields (and ``path``).
+    """
+    missing = [f for f in _FIELDS if f not in values]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}")
+    return sum(values[f] for f in _FIELDS) // 1024
+
+
 def available_mib(path=DEFAULT_MEMINFO_PATH):
     """MemFree + Buffers + Cached, in MiB (KiB // 1024).
 
     :raises OSError: if the file cannot be read.
     :raises ValueError: naming the missing fields.
     """
-    with open(path, encoding="ascii", errors="replace") as handle:
-        values = parse_meminfo(handle.read())
-    missing = [f for f in _FIELDS if f not in values]
-    if missing:
-        raise ValueError(f"{path} lacks {', '.join(missing)}")
-    return sum(values[f] for f in _FIELDS) // 1024
+    return available_of(read_meminfo(path), path)
 
 
 def used_mib(total_mib, path=DEFAULT_MEMINFO_PATH):

@@ -59,6 +59,15 @@ class HostModelTests:
         report = self.report(self.start_driver(EIGHT_CPUS, cpu_dedicated_set="0,2"))
         self.assertEqual((0, 2), (report.vcpus, report.pcpus))
 
+    def test_vcpu_pin_set_beside_cpu_shared_set_is_accepted_with_a_warning(self):
+        # As Nova: vcpu_pin_set decides the VCPU inventory, and a WARNING says so.
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        report = self.report(self.start_driver(EIGHT_CPUS, vcpu_pin_set="0,2",
+                                               cpu_shared_set="4-7"))
+        self.assertEqual(2, report.vcpus)
+        self.assertIn("vcpu_pin_set", log.output)
+        self.assertIn("cpu_shared_set", log.output)
+
     def test_vcpu_pin_set_limits_vcpus(self):
         report = self.report(self.start_driver(EIGHT_CPUS, vcpu_pin_set="0,2"))
         self.assertEqual((2, 0), (report.vcpus, report.pcpus))
@@ -83,6 +92,20 @@ class HostModelTests:
         driver = self.start_driver(HostSpec(memory_mib=15814))
         report = self.report(driver)
         self.assertEqual((15814, 5574), (report.memory_mb, report.memory_mb_used))
+
+    def test_memory_clamp_warns_once_naming_both_sources(self):
+        # getInfo counts 8154 MiB; meminfo shows 24105 MiB available.
+        self.meminfo_path = base.write_meminfo(self.tmp, free_kib=24105 * 1024,
+                                               name="meminfo-big")
+        driver = self.start_driver(HostSpec(memory_mib=8154))
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        self.assertEqual((8154, 0), (self.report(driver).memory_mb,
+                                     self.report(driver).memory_mb_used))
+        self.report(driver)
+        warnings = [line for line in log.output.splitlines() if "getInfo()" in line]
+        self.assertEqual(1, len(warnings), log.output)
+        for text in ("8154 MiB", "24105 MiB", self.meminfo_path, "-15951"):
+            self.assertIn(text, warnings[0])
 
     def test_file_backed_memory_sums_running_guests(self):
         spec = HostSpec(guests=[guest("a", memory_mib=4096), guest("b", memory_mib=2048),
@@ -119,8 +142,22 @@ class HostModelTests:
         self.assertEqual(10653532160 + 5368709120, expected)
         self.assertEqual(expected, overcommit_total(driver.libvirt_host.guest_xmls()))
         report = self.report(driver)
-        self.assertEqual(available_least_gb(50, expected), report.disk_available_least)
+        self.assertEqual(available_least_gb(50 * GiB, expected), report.disk_available_least)
         self.assertEqual(35, report.disk_available_least)
+
+    def test_available_least_subtracts_from_exact_free_bytes(self):
+        # 74.6 GiB free, 0.5 GiB over-committed: Nova says 74 (rounding first: 73).
+        frsize = 4096
+        free = int(74.6 * GiB) // frsize
+
+        def statvfs(path):
+            return os.statvfs_result((frsize, frsize, 100 * GiB // frsize, free, free,
+                                      1000, 500, 500, 0, 255))
+        self.statvfs = statvfs
+        raw = base.write_sparse(os.path.join(self.tmp, "half.raw"), GiB // 2)
+        driver = self.start_driver(HostSpec(guests=[guest("g", disks=[DiskSpec(raw, "vda")])]))
+        report = self.report(driver)
+        self.assertEqual(74, report.disk_available_least)
 
     def test_vanished_or_unreadable_disks_are_logged_and_skipped(self):
         good = base.write_sparse(os.path.join(self.tmp, "good.raw"), 3 * GiB)
@@ -133,7 +170,7 @@ class HostModelTests:
         driver = self.start_driver(spec)
         log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
         report = self.report(driver)
-        self.assertEqual(available_least_gb(50, 3 * GiB), report.disk_available_least)
+        self.assertEqual(available_least_gb(50 * GiB, 3 * GiB), report.disk_available_least)
         self.assertIn("vanished", log.output)
         self.assertIn(gone, log.output)
         self.assertIn("not a qcow2 image", log.output)
@@ -175,10 +212,14 @@ class HostModelTests:
     def test_cpu_info(self):
         spec = HostSpec(numa_nodes=2, sockets=2, cores=4, threads=2, cpu_vendor="AMD",
                         cpu_model="EPYC-Rome", cpu_features={"svm", "avx2"})
-        info = self.report(self.start_driver(spec)).cpu_info
+        report = self.report(self.start_driver(spec))
+        info = report.cpu_info
         self.assertEqual((self.spec.arch, self.spec.cpu_model, self.spec.cpu_vendor),
                          (info.arch, info.model, info.vendor))
-        self.assertEqual(CpuTopology(sockets=2, cores=4, threads=2), info.topology)
+        # As Nova: topology.cells is the number of NUMA cells (1 without any).
+        cells = len(report.numa_topology.cells) if report.numa_topology else 1
+        self.assertEqual(CpuTopology(sockets=2, cores=4, threads=2, cells=cells),
+                         info.topology)
         self.assertEqual(self.spec.cpu_features, info.features)
 
     def test_numa_cells_follow_shared_and_dedicated_sets(self):

@@ -106,8 +106,8 @@ class DisksTest(testtools.TestCase):
         self.assertEqual([disks.GuestDisk("vda", "/i/disk", "qcow2")], disks.file_disks(xml))
 
     def test_available_least_truncates_toward_zero(self):
-        self.assertEqual(1, available_least_gb(2, GiB // 2))
-        self.assertEqual(-1, available_least_gb(1, 2 * GiB + GiB // 2))
+        self.assertEqual(1, available_least_gb(2 * GiB, GiB // 2))
+        self.assertEqual(-1, available_least_gb(1 * GiB, 2 * GiB + GiB // 2))
         self.assertEqual(-2, available_least_gb(0, 2 * GiB))
 
 

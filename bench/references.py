@@ -1,0 +1,133 @@
+"""References: each claim rate beside a reference measured in the same run.
+
+- ``sqlite-file``: 1,000 claims from one process on a SQLite file, against
+  a plain ``sqlite3`` loop of the same transaction shape (BEGIN IMMEDIATE,
+  update the node's generation, insert one allocation, COMMIT; WAL,
+  synchronous=NORMAL) on a file of its own.  Goal: at least 50%.
+- ``postgresql-1``: 1,000 claims from one process against ``pgbench`` with
+  one client (its default tpcb-like script, 10 s) on a database of its own
+  on the same server.  Goal: at least 90%.
+- ``postgresql-4``: 4 processes, one node each (bench.concurrency's
+  ``node-per-process``), against ``pgbench`` with 4 clients.  Goal: at
+  least 80%.
+- ``postgresql-shared``: 4 processes on one shared node against the
+  1-process rate of this run.  Goal: at least 80%.
+
+Each ratio is taken in one run, so a busy or slow machine moves both sides.
+A case whose reference cannot run here (no ``pgbench``, no PostgreSQL) says
+so instead of a figure.
+"""
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+from bench import claims, common, concurrency
+
+NAME = "references"
+DEFAULT_SIZES = [1000]
+TINY_SIZES = [5]
+CASES = ("sqlite-file", "postgresql-1", "postgresql-4", "postgresql-shared")
+TARGETS = {"sqlite-file": {"ratio": ">= 0.5"}, "postgresql-1": {"ratio": ">= 0.9"},
+           "postgresql-4": {"ratio": ">= 0.8"}, "postgresql-shared": {"ratio": ">= 0.8"}}
+PGBENCH_SECONDS = 10
+
+
+def cases(sizes):
+    return [{"case": name, "claims": n} for n in sizes for name in CASES]
+
+
+def sqlite_loop_per_s(count):
+    """Transactions per second of the plain sqlite3 loop (see the module docstring)."""
+    directory = tempfile.mkdtemp(prefix="nova-lite-bench-")
+    try:
+        conn = sqlite3.connect(os.path.join(directory, "loop.db"), isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("CREATE TABLE nodes (uuid TEXT PRIMARY KEY, generation INTEGER)")
+        conn.execute("CREATE TABLE allocations (consumer TEXT, node TEXT, vcpu INTEGER, "
+                     "memory_mb INTEGER, disk_gb INTEGER, PRIMARY KEY (consumer, node))")
+        conn.execute("INSERT INTO nodes VALUES ('n', 0)")
+        consumers = [str(uuid.uuid4()) for _ in range(count)]
+        start = time.perf_counter()
+        for generation, consumer in enumerate(consumers):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("UPDATE nodes SET generation = ? WHERE uuid = ? AND generation = ?",
+                         (generation + 1, "n", generation))
+            conn.execute("INSERT INTO allocations VALUES (?, ?, ?, ?, ?)",
+                         (consumer, "n", 1, 512, 1))
+            conn.execute("COMMIT")
+        elapsed = time.perf_counter() - start
+        conn.close()
+        return round(count / elapsed, 1)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def pgbench_tps(clients, seconds=PGBENCH_SECONDS):
+    """tps of pgbench's default script with ``clients`` clients, on a database of its own."""
+    binary = shutil.which("pgbench")
+    if binary is None:
+        return None, "pgbench is not installed"
+    import sqlalchemy as sa
+    name = f"{common.PG_BENCH_DB}_pgbench"
+    url = sa.engine.make_url(common._pg_database(name, create=True))
+    parsed = ["-h", url.host or "127.0.0.1", "-p", str(url.port or 5432),
+              "-U", url.username or "postgres", url.database]
+    env = dict(os.environ, PGPASSWORD=url.password or "")
+    try:
+        init = subprocess.run([binary, "-i", "-q", *parsed], capture_output=True, text=True,
+                              env=env)
+        if init.returncode:
+            return None, f"pgbench -i failed: {init.stderr.strip()[-300:]}"
+        run = subprocess.run([binary, "-c", str(clients), "-j", str(clients),
+                              "-T", str(seconds), *parsed], capture_output=True, text=True,
+                             env=env)
+        found = re.search(r"tps = ([0-9.]+)", run.stdout)
+        if run.returncode or not found:
+            return None, f"pgbench failed: {(run.stderr or run.stdout).strip()[-300:]}"
+        return float(found.group(1)), None
+    finally:
+        common._pg_database(name, create=False)
+
+
+def run_case(case):
+    name, count = case["case"], case["claims"]
+    if name == "sqlite-file":
+        ours = claims.run_case({"store": "sqlite-file", "claims": count})["claims_per_s"]
+        reference = sqlite_loop_per_s(max(count, 1000))
+        return {"claims_per_s": ours, "reference_per_s": reference,
+                "reference": "plain sqlite3 loop, same transaction shape",
+                "ratio": round(ours / reference, 3)}
+    reason = common.postgresql_available()
+    if reason:
+        return {"skipped": reason}
+    seconds = PGBENCH_SECONDS if count >= 100 else 1   # the test suite's tiny runs
+    if name == "postgresql-1":
+        ours = claims.run_case({"store": "postgresql", "claims": count})["claims_per_s"]
+        tps, why = pgbench_tps(1, seconds)
+        reference = "pgbench, 1 client, tpcb-like"
+    elif name == "postgresql-4":
+        ours = concurrency.run_case({"store": "postgresql", "layout": "node-per-process",
+                                     "processes": 4, "claims": count})["claims_per_s"]
+        tps, why = pgbench_tps(4, seconds)
+        reference = "pgbench, 4 clients, tpcb-like"
+    else:
+        ours = concurrency.run_case({"store": "postgresql", "layout": "shared-node",
+                                     "processes": 4, "claims": count})["claims_per_s"]
+        tps = claims.run_case({"store": "postgresql", "claims": count})["claims_per_s"]
+        why, reference = None, "1 process, same run"
+    if tps is None:
+        return {"claims_per_s": ours, "skipped_reference": why}
+    return {"claims_per_s": ours, "reference_per_s": tps, "reference": reference,
+            "ratio": round(ours / tps, 3)}
+
+
+if __name__ == "__main__":
+    sys.exit(common.main(sys.modules[__name__]))

@@ -1,0 +1,133 @@
+"""Records that describe a host as its driver sees it: CPU model and
+topology, NUMA cells with their memory pages, PCI devices, and the
+(architecture, hypervisor, VM mode) triples it can run.
+
+They are the parts of a :class:`~nova_lite.node_resources.NodeResources`
+report; :mod:`nova_lite.objects` re-exports them.
+"""
+
+import attrs
+
+from nova_lite import validators as v
+from nova_lite.exception import InvalidInput
+
+#: PCI device types, Nova's strings: a plain device, an SR-IOV physical
+#: function, a virtual function, and a VF that backs a vDPA device.
+PCI_DEV_TYPES = frozenset({"type-PCI", "type-PF", "type-VF", "vdpa"})
+
+
+@attrs.frozen
+class CpuTopology:
+    """Sockets, cores per socket and threads per core of a host.
+
+    ``cells`` is the number of NUMA cells (Nova's libvirt driver reports
+    it; 1 when a report leaves it out).
+    """
+
+    sockets: int = attrs.field(default=1, validator=v.positive_int)
+    cores: int = attrs.field(default=1, validator=v.positive_int)
+    threads: int = attrs.field(default=1, validator=v.positive_int)
+    cells: int = attrs.field(default=1, validator=v.positive_int)
+
+
+@attrs.frozen
+class MaxPhysAddr:
+    """The host CPU's physical address size: ``bits`` wide, libvirt ``mode``
+    (``"passthrough"`` or ``"emulate"``)."""
+
+    mode: str = attrs.field(validator=v.string)
+    bits: int = attrs.field(validator=v.positive_int)
+
+
+@attrs.frozen
+class CpuInfo:
+    """What Nova's ``cpu_info`` JSON carried, typed.
+
+    ``maxphysaddr`` is None when the host does not report it.
+    """
+
+    arch: str = attrs.field(default="x86_64", validator=v.string)
+    model: str = attrs.field(default="", validator=v.string)
+    vendor: str = attrs.field(default="", validator=v.string)
+    topology: CpuTopology = attrs.field(factory=CpuTopology,
+                                        validator=attrs.validators.instance_of(CpuTopology))
+    features: frozenset = attrs.field(factory=frozenset, converter=frozenset)
+    maxphysaddr: MaxPhysAddr = attrs.field(
+        default=None, validator=attrs.validators.optional(
+            attrs.validators.instance_of(MaxPhysAddr)))
+
+
+@attrs.frozen
+class SupportedInstance:
+    """One (architecture, hypervisor type, VM mode) a node can run."""
+
+    arch: str = attrs.field(validator=v.non_empty_str)
+    hypervisor_type: str = attrs.field(validator=v.non_empty_str)
+    vm_mode: str = attrs.field(validator=v.non_empty_str)
+
+
+@attrs.frozen
+class MemPage:
+    """Pages of one size on a NUMA cell: ``size_kb`` KiB each, ``total`` pages."""
+
+    size_kb: int = attrs.field(validator=v.positive_int)
+    total: int = attrs.field(validator=v.non_negative_int)
+    used: int = attrs.field(default=0, validator=v.non_negative_int)
+
+
+@attrs.frozen
+class NUMACell:
+    """One host NUMA cell.
+
+    ``cpuset`` holds the CPUs for shared (floating) vCPUs, ``pcpuset`` those
+    for dedicated (pinned) vCPUs; ``siblings`` groups hyperthread siblings;
+    ``memory_mb`` is the cell's memory in MiB.
+    """
+
+    id: int = attrs.field(validator=v.non_negative_int)
+    cpuset: frozenset = attrs.field(converter=v.frozen_int_set)
+    memory_mb: int = attrs.field(validator=v.non_negative_int)
+    pcpuset: frozenset = attrs.field(factory=frozenset, converter=v.frozen_int_set)
+    siblings: tuple = attrs.field(
+        factory=tuple, converter=lambda s: tuple(v.frozen_int_set(x) for x in s))
+    mempages: tuple = attrs.field(factory=tuple, converter=v.tuple_of(MemPage))
+
+    @property
+    def all_cpus(self):
+        """Every CPU of the cell, shared and dedicated."""
+        return self.cpuset | self.pcpuset
+
+
+@attrs.frozen
+class NUMATopology:
+    """A host's NUMA cells."""
+
+    cells: tuple = attrs.field(converter=v.tuple_of(NUMACell))
+
+    def __attrs_post_init__(self):
+        ids = [c.id for c in self.cells]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput(f"NUMATopology has duplicate cell ids: {ids}")
+
+    def cell(self, cell_id):
+        """The cell with ``cell_id``; raises KeyError naming it."""
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(f"no NUMA cell {cell_id}")
+
+
+@attrs.frozen
+class PciDevice:
+    """A PCI device the host can pass through.
+
+    ``address`` is the PCI address ("0000:81:00.1"); ``vendor_id`` and
+    ``product_id`` are 4-digit hex strings; ``parent_addr`` is the PF of a VF.
+    """
+
+    address: str = attrs.field(validator=v.non_empty_str)
+    vendor_id: str = attrs.field(validator=v.non_empty_str)
+    product_id: str = attrs.field(validator=v.non_empty_str)
+    dev_type: str = attrs.field(default="type-PCI", validator=v.one_of(PCI_DEV_TYPES))
+    numa_node: int = attrs.field(default=None, validator=v.optional(v.non_negative_int))
+    parent_addr: str = attrs.field(default=None, validator=v.optional(v.string))

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Break each guard of the claim path on purpose and show that the tests fail.
+
+``python tools/mutants.py [--list] [NAME ...]``: for each mutant, copy the
+tree to a temporary directory, apply the mutant (a textual change that must
+match exactly once), run the tests that guard it from the copy, and report
+whether they failed, as they must.  Exits 0 only if every mutant was
+caught ("killed"); the last line reads ``N passed, N failed`` (a passed
+mutant check is a killed mutant).
+
+The copy imports its own ``nova_lite`` (the current directory comes first
+on ``sys.path``); the installed entry points name the same modules, so the
+fake drivers load from the copy too.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: The tests that guard the claim path against each mutant.
+GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
+               "tests.test_store", "tests.test_claim_concurrency")
+
+MUTANTS = {
+    "cas-ignored": (
+        "the claim writes what it decided before the transaction, whatever the generation",
+        "nova_lite/db/store.py",
+        "            if plans is not None and generation == node.generation + 1:\n",
+        "            if plans is not None:\n"),
+    "no-inventory-reread": (
+        "a stale claim re-reads usage only, deciding on the inventories and owner it had",
+        "nova_lite/db/store.py",
+        "            fresh = rows.load_node(conn, node.uuid)\n",
+        "            reread = rows.load_node(conn, node.uuid)\n"
+        "            fresh = attrs.evolve(node, usage=reread.usage,\n"
+        "                                 numa_placements=reread.numa_placements,\n"
+        "                                 pci_in_use=reread.pci_in_use)\n"),
+    "move-check-outside": (
+        "a move's checks run in transactions of their own before the claim",
+        "nova_lite/db/claim_writes.py",
+        "        if request.migration is not None:\n"
+        "            _guard_move(conn, request.migration)\n",
+        "        if request.migration is not None:\n"
+        "            pass   # checked before the transaction (see the tracker)\n"),
+    "no-ownership-check": (
+        "a claim on a node of another host, or no longer reported, is admitted",
+        "nova_lite/compute/placement.py",
+        "    problems = owner_problems(node, host)\n",
+        "    problems = []\n"),
+}
+
+#: A second change some mutants need, to stay a faithful copy of the old code.
+SECOND = {
+    "move-check-outside": (
+        "nova_lite/compute/resource_tracker.py",
+        "        migration = self._new_migration(instance, flavor, nodename, kind)\n",
+        "        stored = self.store.get_instance(instance.uuid)\n"
+        "        if not stored.holds_resources:\n"
+        "            raise InvalidInput(f'Instance {instance.uuid} is {stored.vm_state}')\n"
+        "        if self.store.list_migrations(instance.uuid, in_progress_only=True):\n"
+        "            raise InvalidInput(f'Instance {instance.uuid} is moving already')\n"
+        "        migration = self._new_migration(instance, flavor, nodename, kind)\n"),
+}
+
+
+def _replace(tree, path, old, new):
+    full = os.path.join(tree, path)
+    with open(full) as f:
+        text = f.read()
+    if text.count(old) != 1:
+        raise SystemExit(f"mutant does not apply: {path} has {text.count(old)} copies of "
+                         f"{old!r}")
+    with open(full, "w") as f:
+        f.write(text.replace(old, new))
+
+
+def _copy(dest):
+    ignore = shutil.ignore_patterns(".git", ".venv*", ".stestr", "*.pyc", "__pycache__",
+                                    "doc", "nova-lite-state", "*.egg-info")
+    shutil.copytree(ROOT, dest, ignore=ignore, dirs_exist_ok=True)
+
+
+def run_mutant(name, tests):
+    description, path, old, new = MUTANTS[name]
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{name}-") as tree:
+        _copy(tree)
+        _replace(tree, path, old, new)
+        if name in SECOND:
+            _replace(tree, *SECOND[name])
+        present = [t for t in tests
+                   if os.path.exists(os.path.join(tree, *t.split(".")) + ".py")]
+        started = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "stestr", "--test-path", "tests",
+                              "--top-dir", ".", "run", "--concurrency", "2", *present],
+                             cwd=tree, capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=tree))
+        failed = sorted(set(re.findall(r"^FAIL: (\S+)", out.stdout + out.stderr, re.MULTILINE)
+                            + re.findall(r"(tests\.\S+) \[[^]]*\] \.\.\. FAILED", out.stdout)))
+        counted = re.search(r"^ - Failed: (\d+)$", out.stdout, re.MULTILINE)
+        killed = out.returncode != 0 and counted is not None and int(counted.group(1)) > 0
+        print(f"{'killed' if killed else 'SURVIVED'}: {name} ({description}) in "
+              f"{time.monotonic() - started:.0f} s; failing tests:")
+        for line in failed[:8]:
+            print(f"    {line}")
+        if not killed:
+            print(out.stdout[-3000:])
+            print(out.stderr[-2000:])
+        return killed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument("--tests", nargs="+", default=list(GUARD_TESTS),
+                        help="test modules to run against each mutant")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, (description, path, _, _) in MUTANTS.items():
+            print(f"{name}: {description} ({path})")
+        return 0
+    names = args.names or list(MUTANTS)
+    unknown = set(names) - set(MUTANTS)
+    if unknown:
+        parser.error(f"unknown mutants: {', '.join(sorted(unknown))}; see --list")
+    killed = sum(run_mutant(name, args.tests) for name in names)
+    print(f"{killed} passed, {len(names) - killed} failed")
+    return 0 if killed == len(names) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
