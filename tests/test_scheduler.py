@@ -289,6 +289,13 @@ class BenchmarkRuns(base.TestCase):
         self.assertEqual((4, 2), (result["hosts"], result["alternates"]))
         self.assertEqual(2, result["steady"]["runs"])
 
+    def test_tiny_builds_case(self):
+        from bench import builds as bench_builds
+        result = bench_builds.run_case({"store": "sqlite-file", "nodes": 4, "processes": 2,
+                                        "builds": 3})
+        self.assertEqual((6, 6, 6), (result["total_builds"], result["stored_instances"],
+                                     result["stored_allocations"]))
+
 
 class AtomicGroupBuildTests(SchedulerScenario):
     """Several instances on one node are claimed in one transaction: all or none
