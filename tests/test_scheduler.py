@@ -257,6 +257,23 @@ class BuildTests(SchedulerScenario):
         self.assertEqual([], [i for i in self.store.list_instances()
                               if i.flavor.name != "filler"])
 
+    def test_failed_spawn_gives_the_claim_back_and_records_error(self):
+        from nova_lite.virt.fake import FakeDriver
+
+        class BrokenSpawn(FakeDriver):
+            def spawn(self, instance):
+                raise RuntimeError("hypervisor refused the guest")
+
+        driver = BrokenSpawn(settings=self.conf)
+        driver.init_host("host1")
+        trackers = dict(self.trackers, host1=ResourceTracker(
+            "host1", driver, store=self.store, settings=self.conf))
+        spec = RequestSpec(base.flavor(), force_hosts=("host1",))
+        self.assertRaises(RuntimeError, api.build, self.store, spec, trackers=trackers)
+        [inst] = self.store.list_instances()
+        self.assertEqual(("error", None), (inst.vm_state, inst.host))
+        self.assertEqual(0, self.store.get_compute_node("host1", "host1").used("MEMORY_MB"))
+
     def test_no_valid_host_claims_nothing(self):
         self.assertRaises(NoValidHost, api.build, self.store, base.flavor(vcpus=9),
                           trackers=self.trackers)

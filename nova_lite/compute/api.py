@@ -73,7 +73,8 @@ def build(store, request, num_instances=1, *, trackers, host_manager=None, setti
     ``host_manager``: a HostManager to reuse (its view spreads consecutive
     builds), else one is made with ``settings``.  With ``spawn`` each
     claimed instance is spawned through its tracker's driver and recorded
-    "active"; a failed spawn gives its claim back and raises.  Returns a
+    "active"; a failed spawn gives its claim back, records the instance
+    "error" (on no node, as Nova does) and raises.  Returns a
     :class:`BuildResult`; raises NoValidHost (nothing claimed) or
     :class:`BuildFailed` (every node tried lost; nothing kept).
     """
@@ -103,9 +104,12 @@ def build(store, request, num_instances=1, *, trackers, host_manager=None, setti
             try:
                 tracker.driver.spawn(inst)
             except Exception:
-                LOG.exception("Spawn of instance %s on %s/%s failed: claim given back",
-                              inst.uuid, inst.host, inst.node)
+                LOG.exception("Spawn of instance %s on %s/%s failed: claim given back, "
+                              "instance recorded %s", inst.uuid, inst.host, inst.node,
+                              objects.ERROR)
                 claim.abort()
+                tracker.update_usage(attrs.evolve(inst, host=None, node=None, pci_devices=(),
+                                                  vm_state=objects.ERROR))
                 raise
             inst = attrs.evolve(inst, vm_state=objects.ACTIVE)
             tracker.update_usage(inst)
