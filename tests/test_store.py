@@ -11,6 +11,7 @@ import time
 from fractions import Fraction
 
 import attrs
+import fixtures
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -290,6 +291,31 @@ class TestPostgreSQLStore(StoreTests, base.TestCase):
         self.addCleanup(store.close)
         self.assertEqual("postgresql", store.db.dialect)
         self.assertEqual(migrations.LATEST, store.schema_version)
+
+
+class TestPostgreSQLIdleConnections(base.TestCase):
+    """A pooled connection whose server side died while idle is replaced, not used."""
+
+    def test_an_idle_connection_killed_by_the_server_is_replaced(self):
+        databases.use_postgresql(self)
+        url = self.useFixture(databases.PostgreSQLSchema()).url
+        store = Store(url)
+        self.addCleanup(store.close)
+        pid = store.db.read("backend pid", lambda conn: conn.exec_driver_sql(
+            "SELECT pg_backend_pid()").scalar())
+        admin = Store(url)
+        self.addCleanup(admin.close)
+        admin.db.read("terminate", lambda conn: conn.exec_driver_sql(
+            f"SELECT pg_terminate_backend({int(pid)})").scalar())
+        deadline = time.monotonic() + 30
+        while admin.db.read("backend alive", lambda conn: conn.exec_driver_sql(
+                f"SELECT count(*) FROM pg_stat_activity WHERE pid = {int(pid)}").scalar()):
+            self.assertLess(time.monotonic(), deadline, "the backend did not go away")
+            time.sleep(0.01)   # poll interval; the condition decides
+        self.useFixture(fixtures.MonkeyPatch("nova_lite.db.engine.IDLE_PING_S", 0.0))
+        self.assertEqual([], store.get_compute_nodes())   # no "connection is lost"
+        self.assertNotEqual(pid, store.db.read("backend pid", lambda conn: conn.exec_driver_sql(
+            "SELECT pg_backend_pid()").scalar()))
 
 
 class TestClaimRows(base.TestCase):

@@ -38,6 +38,21 @@ for d in "$ROOT"/drivers/*/; do
     [ -f "$d/.stestr.conf" ] && run_suite "$(basename "$d")" "$d"
 done
 
+# Mutants: each guard of the claim path broken on a copy of the tree must
+# make the suite fail; every mutant caught counts as passed.
+echo "=== mutants (tools/mutants.py) ==="
+mutants_out=$(python "$ROOT/tools/mutants.py" 2>&1); mutants_rc=$?
+echo "$mutants_out" | grep -E '^(killed|SURVIVED|    tests)'
+mutants_line=$(echo "$mutants_out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+mutants_passed=$(echo "$mutants_line" | awk '{print $1}')
+mutants_failed=$(echo "$mutants_line" | awk '{print $3}')
+if [ -z "$mutants_line" ] || { [ "$mutants_rc" -ne 0 ] && [ "${mutants_failed:-0}" -eq 0 ]; }; then
+    echo "$mutants_out" | tail -n 20
+    echo "mutants: the script failed before it could report (exit $mutants_rc)"
+    mutants_passed=0; mutants_failed=1
+fi
+echo "mutants: $mutants_passed killed, $mutants_failed survived"
+
 echo "=== summary ==="
 report=$(python "$ROOT/tools/subunit_summary.py" "${summary_args[@]}")
 echo "$report" | sed '$d'
@@ -45,6 +60,7 @@ line=$(echo "$report" | tail -n 1)
 passed=$(echo "$line" | awk '{print $1}')
 failed=$(echo "$line" | awk '{print $3}')
 skipped=$(echo "$line" | awk '{print $5}')
-failed=$((failed + runner_errors))
+passed=$((passed + mutants_passed))
+failed=$((failed + runner_errors + mutants_failed))
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -145,10 +145,40 @@ def make_engine(url, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S, readonly=False):
                f"-c lock_timeout={int(busy_timeout_s * 1000)}"]
     if readonly:
         options.append("-c default_transaction_read_only=on")
-    engine = sa.create_engine(parsed.difference_update_query(["options"]), pool_pre_ping=True,
+    engine = sa.create_engine(parsed.difference_update_query(["options"]),
                               pool_size=4, max_overflow=8,
                               connect_args={"options": " ".join(o for o in options if o)})
+    _ping_idle_connections(engine)
     return engine, False
+
+
+#: A pooled PostgreSQL connection idle for longer than this (s) is pinged
+#: before use; a busy one is not (a ping is a round trip: about 15% of a claim).
+IDLE_PING_S = 30.0
+
+
+def _ping_idle_connections(engine):
+    """Check a pooled connection that sat idle, so a restarted server costs no error.
+
+    A connection that died while in use is invalidated by SQLAlchemy when
+    its statement fails; one that died while idle in the pool is found here.
+    """
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(dbapi_conn, record):
+        record.info["nl_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn, record, proxy):
+        since = record.info.get("nl_idle_since")
+        if since is None or time.monotonic() - since < IDLE_PING_S:
+            return
+        try:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("SELECT 1")
+            cursor.close()
+            dbapi_conn.rollback()
+        except Exception as exc:   # noqa: BLE001 - any failure: take a new connection
+            raise sa_exc.DisconnectionError(f"idle connection is gone: {exc}") from exc
 
 
 def _orig(error):

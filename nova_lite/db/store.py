@@ -26,7 +26,7 @@ from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound, SchemaOutdated,
     StoreError)
 from nova_lite.objects import (
-    DELETED, MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, STATES_WITHOUT_RESOURCES, Allocation,
+    DELETED, MIGRATION_IN_PROGRESS, STATES_WITHOUT_RESOURCES, Allocation,
     Instance, Migration, NodeResources)
 
 LOG = logging.getLogger(__name__)

@@ -327,6 +327,18 @@ class TestSigkillSQLite(base.SQLiteBackend, _SigkillTests, base.TestCase):
 
 class TestSigkillPostgreSQL(base.PostgreSQLBackend, _SigkillTests, base.TestCase):
 
+    def _check_after_kill(self):
+        # The killed child's backend may still be finishing its last
+        # transaction on the server (commit or rollback): wait until no other
+        # session of this database is busy before reading the records.
+        deadline = time.monotonic() + 30
+        while self.store.db.read("busy sessions", lambda conn: conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state <> 'idle'").scalar()):
+            self.assertLess(time.monotonic(), deadline, "the killed child's session lingers")
+            time.sleep(0.02)   # poll interval; the condition decides
+        super()._check_after_kill()
+
     def test_killed_inside_the_claim_transaction(self):
         """Deterministic: the child is killed while its claim transaction has
         bumped the generation and written the instance row, and waits to
