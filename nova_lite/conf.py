@@ -127,6 +127,25 @@ def _default_instances_path(settings):
     return os.path.join(settings.state_path, "instances")
 
 
+#: [filter_scheduler] enabled_filters and weight_classes defaults (Nova's names).
+DEFAULT_FILTERS = ("ComputeFilter", "RamFilter", "CoreFilter", "DiskFilter",
+                   "ResourceClassFilter", "NUMATopologyFilter", "PciPassthroughFilter")
+DEFAULT_WEIGHERS = ("RAMWeigher", "CPUWeigher", "DiskWeigher")
+
+
+def _name_list(value):
+    """A comma-separated string or a sequence of names -> tuple of names."""
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(name.strip() for name in value if name.strip())
+
+
+def _multiplier_option(instance, attribute, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        raise InvalidConfig(attribute.name, value, "must be a finite number")
+
+
 def _sections(value):
     return types.MappingProxyType(
         {name: types.MappingProxyType(dict(opts)) for name, opts in (value or {}).items()})
@@ -185,6 +204,12 @@ class Settings:
                                                validator=_seconds_option(MIN_DRIVER_TIMEOUT))
     libvirt_connection_uri: str = attrs.field(default="qemu:///system",
                                               validator=_str_option)
+    enabled_filters: tuple = attrs.field(default=DEFAULT_FILTERS, converter=_name_list)
+    weight_classes: tuple = attrs.field(default=DEFAULT_WEIGHERS, converter=_name_list)
+    ram_weight_multiplier: float = attrs.field(default=1.0, validator=_multiplier_option)
+    cpu_weight_multiplier: float = attrs.field(default=1.0, validator=_multiplier_option)
+    disk_weight_multiplier: float = attrs.field(default=1.0, validator=_multiplier_option)
+    max_attempts: int = attrs.field(default=3, validator=_int_option(1, 100))
     sections: object = attrs.field(factory=dict, converter=_sections, repr=False, eq=False)
 
     def __attrs_post_init__(self):
@@ -272,6 +297,12 @@ _INI_OPTIONS = {
     ("database", "connection"): "database_url",
     ("database", "busy_timeout"): "database_busy_timeout",
     ("libvirt", "connection_uri"): "libvirt_connection_uri",
+    ("filter_scheduler", "enabled_filters"): "enabled_filters",
+    ("filter_scheduler", "weight_classes"): "weight_classes",
+    ("filter_scheduler", "ram_weight_multiplier"): "ram_weight_multiplier",
+    ("filter_scheduler", "cpu_weight_multiplier"): "cpu_weight_multiplier",
+    ("filter_scheduler", "disk_weight_multiplier"): "disk_weight_multiplier",
+    ("scheduler", "max_attempts"): "max_attempts",
 }
 _FIELD_TYPES = {f.name: f.type for f in attrs.fields(Settings)}
 

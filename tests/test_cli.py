@@ -454,7 +454,7 @@ class TestNodeCommands(CliTestCase):
     def test_delete_refuses_without_confirmation(self):
         self.compute_once()
         code, _, err = self.cli("node", "delete", self.host)
-        self.assertEqual(1, code)
+        self.assertEqual(2, code)
         self.assertIn("--yes-i-really-mean-it", err)
         self.assertIn("nothing was changed", err)
         self.assertEqual(1, len(self.json("node", "list")))

@@ -60,7 +60,7 @@ class TestComputeNodeRecord(base.TestCase):
         node = ComputeNode(uuid="u", host="h", nodename="n",
                            inventories={"DISK_GB": Inventory(total=7)}, usage={"DISK_GB": 10})
         self.assertEqual((0, 3), (node.free("DISK_GB"), node.over("DISK_GB")))
-        self.assertEqual(0, HostState.from_node(node, service_up=True).free["DISK_GB"])
+        self.assertEqual((0, 0), (HostState(node).free("DISK_GB"), HostState(node).free_disk_gb))
 
 
 class TestTracker(base.TestCase):

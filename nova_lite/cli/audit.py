@@ -3,7 +3,8 @@
 import logging
 
 from nova_lite import audit
-from nova_lite.cli.output import ReportCommand, render_table
+from nova_lite.cli.output import render_table
+from nova_lite.cli.report_formats import ReportShowOne
 from nova_lite.compute.resource_tracker import ResourceTracker
 
 LOG = logging.getLogger(__name__)
@@ -14,11 +15,23 @@ EXIT_DIFFERENCES = 3
 
 def _differences_table(differences):
     return render_table(["Kind", "UUID", "Node", "Detail"],
-                        [[d["kind"], d["uuid"], d["nodename"], d["detail"]]
+                        [[d["kind"], d["uuid"] or "-", d["nodename"], d["detail"]]
                          for d in differences])
 
 
-class RunAudit(ReportCommand):
+#: Difference kinds about a whole node: their ``uuid`` is the node's, not its name.
+_NODE_KINDS = (audit.NODE_REPORT_FAILED, audit.NODE_NOT_RECORDED, audit.NODE_NOT_REPORTED)
+
+
+def _node_uuids(data):
+    """Put each node difference's node uuid (None if unrecorded) in its uuid field."""
+    for node in data["nodes"]:
+        for diff in node["differences"]:
+            if diff["kind"] in _NODE_KINDS:
+                diff["uuid"] = node["node_uuid"]
+
+
+class RunAudit(ReportShowOne):
     """Compare, per node, the driver's report, the tracker and the records.
 
     Names every instance or guest that makes them differ: guests the
@@ -48,6 +61,8 @@ class RunAudit(ReportCommand):
         tracker = ResourceTracker(host, driver, store=store, settings=ctx.settings)
         result = audit.audit_host(tracker, nodename=parsed_args.node)
         data = result.to_dict()
+        data["driver"] = name   # the entry point, as ``compute`` names it
+        _node_uuids(data)
         data["database"] = ctx.database
         return data, 0 if result.consistent else EXIT_DIFFERENCES
 

@@ -5,7 +5,8 @@ import signal
 import threading
 
 from nova_lite.cli import demo, views
-from nova_lite.cli.output import ReportCommand, cell, render_table
+from nova_lite.cli.output import cell, render_table
+from nova_lite.cli.report_formats import ReportShowOne
 from nova_lite.compute.manager import ComputeService
 
 LOG = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class _StopSignals:
         return False
 
 
-class RunCompute(ReportCommand):
+class RunCompute(ReportShowOne):
     """Run the compute service: audit every node each update_resources_interval.
 
     Without --once it runs until SIGTERM or SIGINT.  With --once it makes
@@ -134,13 +135,13 @@ class RunCompute(ReportCommand):
                             help="With --once: one admitted and one rejected claim.")
         return parser
 
-    def take_action(self, parsed_args):
+    def run(self, parsed_args):
         if parsed_args.demo and not parsed_args.once:
             self.parser.error("--demo needs --once")
-        if parsed_args.formatter != "table" and not parsed_args.once:
-            self.parser.error("--format needs --once")
+        if (parsed_args.formatter != "table" or parsed_args.columns) and not parsed_args.once:
+            self.parser.error("--format and --column need --once")
         if parsed_args.once:
-            return super().take_action(parsed_args)
+            return super().run(parsed_args)
         return self._serve(parsed_args)
 
     def _service(self, parsed_args):

@@ -38,6 +38,11 @@ class CommandError(Exception):
     """A command cannot do what it was asked; the message says why."""
 
 
+class BadArguments(CommandError):
+    """The command's arguments are wrong (an unknown name, a bad size, no
+    confirmation); nothing was changed.  The command exits with status 2."""
+
+
 @attrs.frozen
 class StatePath:
     """The chosen state directory and where the choice came from."""

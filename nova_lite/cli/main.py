@@ -9,6 +9,7 @@ arguments, 3 differences found by ``audit``.
 import argparse
 import importlib.metadata
 import logging
+import os
 import sys
 
 from cliff import app, commandmanager
@@ -53,11 +54,12 @@ class NovaLiteApp(app.App):
         super().__init__(
             description=DESCRIPTION, version=_version(),
             command_manager=commandmanager.CommandManager("nova_lite.cli"),
-            stdin=stdin, stdout=stdout, stderr=stderr)
+            stdin=stdin, stdout=stdout, stderr=stderr, deferred_help=True)
         self._context = None
         self._handlers = []
         self._root_level = None
         self.missing_command = False
+        self._last_error = None
 
     def build_option_parser(self, description, version, argparse_kwargs=None):
         """cliff's options plus --config-file, --database-url and --state-path."""
@@ -116,8 +118,36 @@ class NovaLiteApp(app.App):
             self._context = context.CliContext(settings, state)
         return self._context
 
+    def initialize_app(self, argv):
+        """Refuse a --config-file that cannot be read, before any command runs."""
+        path = self.options.config_file
+        if path is not None and not os.path.isfile(path):
+            raise context.CommandError(f"--config-file {path} cannot be read: no such file")
+        if path is not None and not os.access(path, os.R_OK):
+            raise context.CommandError(f"--config-file {path} cannot be read: permission "
+                                       "denied")
+
+    def clean_up(self, cmd, result, err):
+        """Remember the command's error: bad arguments exit with status 2."""
+        self._last_error = err
+
     def run_subcommand(self, argv):
-        """Run one command; an unknown command is reported on stderr."""
+        """Run one command; an unknown command or option is reported on stderr.
+
+        Exit status 2 for an unknown option before the command and for
+        :class:`~nova_lite.cli.context.BadArguments` (nothing was changed).
+        """
+        if argv and argv[0].startswith("-"):
+            self.stderr.write(f"{self.NAME}: unknown option {argv[0]!r} (global options "
+                              f"go before the command; see '{self.NAME} --help')\n")
+            return 2
+        self._last_error = None
+        code = self._run_subcommand(argv)
+        if isinstance(self._last_error, context.BadArguments):
+            return 2
+        return code
+
+    def _run_subcommand(self, argv):
         try:
             self.command_manager.find_command(argv)
         except ValueError:

@@ -5,7 +5,7 @@ import logging
 from cliff import command, lister, show
 
 from nova_lite.cli import views
-from nova_lite.cli.context import CommandError
+from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.output import (
     DictColumn, LinesColumn, ListColumn, OptionalColumn, TextColumn, cell)
 
@@ -134,7 +134,7 @@ class DeleteNode(command.Command):
         what = (f"compute node record {node.host}/{node.nodename} (uuid {node.uuid}, "
                 f"{len(held)} allocation(s))")
         if not parsed_args.confirmed:
-            raise CommandError(f"Refusing to delete {what} without {CONFIRM_FLAG}; "
+            raise BadArguments(f"Refusing to delete {what} without {CONFIRM_FLAG}; "
                                "nothing was changed")
         store.delete_compute_node(node.host, node.nodename)
         LOG.warning("Deleted %s", what)

@@ -27,6 +27,7 @@ services = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
     sa.Column("report_count", sa.Integer, nullable=False, default=0),
     sa.Column("disabled", sa.Boolean, nullable=False, default=False),
+    sa.Column("disabled_reason", sa.String(255)),
     sa.UniqueConstraint("host", "binary", name="uniq_services0host0binary"),
 )
 

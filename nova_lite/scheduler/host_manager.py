@@ -1,54 +1,227 @@
-"""``HostManager``: reads the records and picks hosts for a flavor."""
+"""``HostManager``: the scheduler's view of every compute node, and its choices.
 
+The view is refreshed from the records on every request, incrementally:
+a cheap fingerprint of the node rows says whether anything changed, then
+only the nodes whose generation moved are read again.  Service rows are
+read again when one is added, removed, enabled or disabled, and at least
+every :data:`SERVICES_MAX_AGE` seconds for the heartbeats: a heartbeat
+seen up to that much late only makes a service look older, so a dead
+service is noticed within ``service_down_time`` plus that, and a live one
+(beating every ``report_interval``) never looks down while
+``report_interval + SERVICES_MAX_AGE < service_down_time``.  Each pick is consumed in the
+view at once, so back-to-back requests spread before the claims land.
+"""
+
+import heapq
 import logging
 import time
 
 import attrs
+import stevedore
 
 from nova_lite import conf
+from nova_lite.db import queries
 from nova_lite.db.store import COMPUTE_BINARY
-from nova_lite.scheduler import filters as filters_mod
-from nova_lite.scheduler import weighers as weighers_mod
+from nova_lite.exception import InvalidConfig, InvalidInput, NodeNotFound
 from nova_lite.scheduler.host_state import HostState
+from nova_lite.scheduler.report import NoValidHost, summarise
+from nova_lite.scheduler.request import as_request_spec
+from nova_lite.scheduler.weighers import weights
 
 LOG = logging.getLogger(__name__)
+
+FILTER_GROUP = "nova_lite.scheduler.filters"
+WEIGHER_GROUP = "nova_lite.scheduler.weighers"
+ALL_WEIGHERS = ("all_weighers", "nova.scheduler.weights.all_weighers")
+#: Above this many changed nodes a refresh reads every node at once.
+_BULK_RELOAD = 64
+#: Service rows are re-read at least this often (s), whatever their fingerprint says.
+SERVICES_MAX_AGE = 5.0
 
 
 @attrs.frozen
 class Selection:
-    """A chosen host, with the limits to pass to its claim."""
+    """A chosen node: ``host``, ``nodename``, the ``limits`` for its claim
+    (Nova's keys ``memory_mb``, ``disk_gb``, ``vcpu``: total x ratio) and
+    ``alternates``: further Selections to try if the claim loses."""
 
     host: str
     nodename: str
-    limits: object
+    limits: object = attrs.field(factory=dict)
+    alternates: tuple = ()
+
+
+def _load(group, names, option, settings):
+    """Instances of the entry point classes ``names`` of ``group``."""
+    manager = stevedore.ExtensionManager(group, invoke_on_load=False)
+    installed = {ext.name: ext.plugin for ext in manager}
+    if group == WEIGHER_GROUP and any(n in ALL_WEIGHERS for n in names):
+        names = sorted(installed)
+    missing = [n for n in names if n not in installed]
+    if missing:
+        raise InvalidConfig(option, ",".join(names),
+                            f"unknown {', '.join(missing)}; installed: "
+                            f"{', '.join(sorted(installed)) or 'none'}")
+    return tuple(installed[n](settings) for n in names)
 
 
 class HostManager:
-    """The scheduler's view over a :class:`~nova_lite.db.Store`."""
+    """Chooses compute nodes from the records of a :class:`~nova_lite.db.Store`.
 
-    def __init__(self, store, settings=None, filters=filters_mod.DEFAULT_FILTERS,
-                 weighers=weighers_mod.DEFAULT_WEIGHERS):
+    ``settings``: :class:`~nova_lite.conf.Settings` (``enabled_filters``,
+    ``weight_classes``, the weight multipliers, ``service_down_time`` and
+    ``max_attempts``, which sets how many alternates each Selection carries:
+    ``max_attempts - 1``).  ``services_max_age``: seconds after which the
+    service rows are read again for their heartbeats (default
+    :data:`SERVICES_MAX_AGE`).
+    """
+
+    def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE):
         self.store = store
         self.settings = settings or conf.Settings()
-        self.filters = tuple(filters)
-        self.weighers = tuple(weighers)
+        self.filters = _load(FILTER_GROUP, self.settings.enabled_filters,
+                             "[filter_scheduler] enabled_filters", self.settings)
+        self.weighers = _load(WEIGHER_GROUP, self.settings.weight_classes,
+                              "[filter_scheduler] weight_classes", self.settings)
+        self._states = {}        # node uuid -> HostState
+        self._ordered = []       # HostStates sorted by (host, nodename)
+        self._fingerprint = None     # {bucket: (count, sum generation, sum id)}
+        self._buckets = {}           # node uuid -> its fingerprint bucket
+        self._services = {}          # host -> ServiceRow
+        self._services_key = None    # (fingerprint, read at)
+        self.services_max_age = services_max_age
+
+    # -- the view -------------------------------------------------------------
+    def refresh(self):
+        """Bring the view up to date with the records; returns the HostStates.
+
+        Two aggregate queries say whether any node or service row changed;
+        only then are the changed nodes, or the service rows, read again
+        (the service rows also every :data:`SERVICES_MAX_AGE` seconds, for
+        the heartbeats).
+        """
+        nodes_key, services_key = self.store.db.read("scheduler refresh", self._fingerprints)
+        nodes_changed = nodes_key != self._fingerprint
+        if nodes_changed:
+            self._reload_nodes(nodes_key)
+            self._fingerprint = nodes_key
+        now = time.monotonic()
+        stale = self._services_key is None or services_key != self._services_key[0] \
+            or now - self._services_key[1] >= self.services_max_age
+        if stale:
+            self._services = {s.host: s for s in self.store.db.read(
+                "list services", lambda conn: queries.list_services(conn, COMPUTE_BINARY))}
+            self._services_key = (services_key, now)
+        if stale or nodes_changed:
+            for state in self._ordered:
+                state.service = self._services.get(state.host)
+        return self._ordered
+
+    @staticmethod
+    def _fingerprints(conn):
+        return (queries.nodes_fingerprint(conn),
+                queries.services_fingerprint(conn, COMPUTE_BINARY))
+
+    def _reload_nodes(self, fingerprint):
+        """Re-read the nodes of the fingerprint buckets that changed."""
+        old = self._fingerprint or {}
+        buckets = {b for b in set(fingerprint) | set(old) if fingerprint.get(b) != old.get(b)}
+        if self._fingerprint is None:
+            buckets = None   # first read: everything
+        versions = self.store.db.read("node generations",
+                                      lambda conn: queries.node_versions(conn, buckets))
+        changed = [v for u, v in versions.items()
+                   if u not in self._states or self._states[u].generation != v.generation]
+        gone = {u for u, b in self._buckets.items()
+                if (buckets is None or b in buckets) and u not in versions}
+        if len(changed) > _BULK_RELOAD:
+            nodes = self.store.get_compute_nodes()
+        else:
+            nodes = []
+            for version in changed:
+                try:
+                    nodes.append(self.store.get_compute_node(version.host, version.nodename))
+                except NodeNotFound:
+                    gone.add(version.uuid)
+        for node in nodes:
+            state = self._states.get(node.uuid)
+            if state is None:
+                self._states[node.uuid] = HostState(node)
+            elif state.generation != node.generation or state.host != node.host:
+                state.update_from_node(node)
+                state.host = node.host
+        for uuid, version in versions.items():
+            self._buckets[uuid] = version.bucket
+        for uuid in gone:
+            self._states.pop(uuid, None)
+            self._buckets.pop(uuid, None)
+        if changed or gone:
+            self._ordered = sorted(self._states.values(), key=lambda s: (s.host, s.nodename))
+        LOG.debug("Scheduler view: %d nodes, %d changed, %d gone", len(self._states),
+                  len(changed), len(gone))
 
     def get_host_states(self):
-        """A HostState per live compute node record."""
-        now = time.time()
-        up = {s.host for s in self.store.list_services(COMPUTE_BINARY)
-              if s.is_up(self.settings.service_down_time, now)}
-        return [HostState.from_node(n, n.host in up) for n in self.store.get_compute_nodes()]
+        """Every node's HostState, refreshed (sorted by host and node name)."""
+        return list(self.refresh())
 
-    def select_destinations(self, flavor, count=1):
-        """Up to ``count`` best hosts for ``flavor``; rejections logged at DEBUG."""
-        passing = []
-        for state in self.get_host_states():
-            reasons = [r for f in self.filters if (r := f(state, flavor))]
-            if reasons:
-                LOG.debug("Host %s/%s filtered out for %s: %s", state.host, state.nodename,
-                          flavor.name, "; ".join(reasons))
+    # -- choosing -------------------------------------------------------------
+    def select_destinations(self, request, num_instances=1):
+        """Choose a node for each of ``num_instances`` instances of ``request``.
+
+        ``request``: a :class:`RequestSpec` or a plain Flavor.  Returns a
+        list of :class:`Selection`, one per instance; each pick is counted
+        in the view before the next.  Raises :class:`NoValidHost` (nothing
+        is counted) with a per-filter report when any instance finds no host.
+        """
+        spec = as_request_spec(request)
+        if isinstance(num_instances, bool) or not isinstance(num_instances, int) \
+                or num_instances < 1:
+            raise InvalidInput(f"num_instances must be an integer >= 1, got {num_instances!r}")
+        states = self.refresh()
+        if spec.force_hosts:
+            states = [s for s in states if s.host in spec.force_hosts]
+        if spec.ignore_hosts:
+            ignored = set(spec.ignore_hosts)
+            states = [s for s in states if s.host not in ignored]
+        saved = []
+        selections = []
+        try:
+            for placed in range(num_instances):
+                ranked = self._rank(states, spec, placed)
+                chosen = ranked[0]
+                saved.append((chosen, chosen.node, chosen.consumed))
+                chosen.consume(spec)
+                selections.append(Selection(
+                    host=chosen.host, nodename=chosen.nodename, limits=chosen.limits(),
+                    alternates=tuple(Selection(host=s.host, nodename=s.nodename,
+                                               limits=s.limits()) for s in ranked[1:])))
+        except NoValidHost:
+            for state, node, consumed in reversed(saved):
+                state.restore(node, consumed)
+            raise
+        LOG.info("Selected %s for %d x %s", ", ".join(
+            f"{s.host}/{s.nodename}" for s in selections), num_instances, spec.flavor.name)
+        return selections
+
+    def _rank(self, states, spec, placed):
+        """The best ``max_attempts`` passing states, best first; NoValidHost if none."""
+        now = time.time()
+        passing, report = list(states), []
+        for flt in self.filters:
+            if not flt.applies(spec):
                 continue
-            passing.append(state)
-        chosen = weighers_mod.weigh(passing, self.weighers)[:count]
-        return [Selection(host=s.host, nodename=s.nodename, limits=s.limits()) for s in chosen]
+            considered = len(passing)
+            passing, rejected = flt.filter_all(passing, spec, now)
+            report.append(summarise(flt.name, considered, rejected))
+            if LOG.isEnabledFor(logging.DEBUG):
+                for state, reason in rejected:
+                    LOG.debug("%s removed %s/%s: %s", flt.name, state.host, state.nodename,
+                              reason)
+            if not passing:
+                break
+        if not passing:
+            raise NoValidHost(spec.flavor.name, len(states), report, placed)
+        totals = weights(passing, spec, self.weighers)
+        best = heapq.nlargest(self.settings.max_attempts, range(len(passing)),
+                              key=totals.__getitem__)
+        return [passing[i] for i in best]

@@ -1,40 +1,95 @@
-"""``HostState``: what the scheduler knows of one compute node, from the records."""
+"""``HostState``: what the scheduler knows of one compute node.
+
+Built from the node's record and its service row; ``consume`` adds what
+the scheduler just placed there, so back-to-back requests see it before
+the next refresh from the records.
+"""
 
 import attrs
 
-from nova_lite.compute import accounting
+from nova_lite.compute import accounting, placement
+from nova_lite.compute.node_usage import with_allocation
+from nova_lite.objects import Allocation
+
+VCPU, PCPU, MEMORY_MB, DISK_GB = (accounting.VCPU, accounting.PCPU, accounting.MEMORY_MB,
+                                  accounting.DISK_GB)
 
 
-@attrs.frozen
 class HostState:
-    """One node as the scheduler sees it.
+    """One compute node as the scheduler sees it.
 
-    ``free``/``capacity`` map resource class -> amount; ``service_up`` is
-    from the service heartbeat; ``last_error`` from the last audit.
+    ``free_ram_mb``, ``free_disk_gb``, ``free_vcpus`` and ``free_pcpus`` are
+    never negative: ``max(0, capacity - used)``.  ``service`` is the host's
+    service row (None if it never reported).
     """
 
-    host: str
-    nodename: str
-    uuid: str
-    capacity: object
-    free: object
-    service_up: bool
-    last_error: str = None
-    node: object = attrs.field(default=None, repr=False, eq=False)
+    __slots__ = ("host", "nodename", "uuid", "generation", "node", "service",
+                 "free_ram_mb", "free_disk_gb", "free_vcpus", "free_pcpus", "consumed")
 
-    @classmethod
-    def from_node(cls, node, service_up):
-        """Build from a ComputeNode record."""
-        return cls(host=node.host, nodename=node.nodename, uuid=node.uuid,
-                   capacity={rc: node.capacity(rc) for rc in node.inventories},
-                   free={rc: node.free(rc) for rc in node.inventories},
-                   service_up=service_up, last_error=node.last_error, node=node)
+    def __init__(self, node, service=None):
+        self.host = node.host
+        self.nodename = node.nodename
+        self.uuid = node.uuid
+        self.service = service
+        self.consumed = 0
+        self.update_from_node(node)
+
+    def update_from_node(self, node):
+        """Take the record's view (inventories, usage, generation)."""
+        self.node = node
+        self.generation = node.generation
+        self.consumed = 0
+        self._recompute()
+
+    def restore(self, node, consumed):
+        """Go back to an earlier view (``node``) of this scheduler's own picks."""
+        self.node, self.consumed = node, consumed
+        self._recompute()
+
+    def _recompute(self):
+        node = self.node
+        self.free_ram_mb, self.free_disk_gb = node.free(MEMORY_MB), node.free(DISK_GB)
+        self.free_vcpus, self.free_pcpus = node.free(VCPU), node.free(PCPU)
+
+    def free(self, rc):
+        """``max(0, capacity - used)`` of ``rc``, including this scheduler's picks."""
+        return self.node.free(rc)
+
+    def decide(self, spec):
+        """The claim's own pure decision for ``spec`` on this view (no overhead)."""
+        return placement.decide(self.node, spec.requested, None, spec.numa_request,
+                                spec.pci_requests)
+
+    def consume(self, spec):
+        """Count ``spec`` as placed here (amounts, NUMA cells, PCI devices)."""
+        decision = self.decide(spec)
+        alloc = Allocation(
+            consumer_uuid="scheduled", consumer_type="instance", instance_uuid="scheduled",
+            node_uuid=self.uuid, resources=spec.requested, flavor=spec.flavor,
+            numa_topology=decision.numa_topology, pci_devices=decision.pci_devices)
+        self.node = with_allocation(self.node, alloc)
+        self.consumed += 1
+        self._recompute()
 
     def limits(self):
-        """Nova-style scheduler limits for a claim: ``total x ratio`` per key."""
+        """Nova's scheduler limits for the claim: ``total x ratio`` per key
+        (``memory_mb``, ``disk_gb``, ``vcpu``), for the classes the node offers."""
         out = {}
         for key, rc in accounting.LIMIT_KEYS.items():
-            inv = self.node.inventories.get(rc) if self.node is not None else None
+            inv = self.node.inventories.get(rc)
             if inv is not None:
                 out[key] = float(inv.total * inv.allocation_ratio)
         return out
+
+    def __repr__(self):
+        return (f"HostState({self.host}/{self.nodename}: ram {self.free_ram_mb} MB, "
+                f"disk {self.free_disk_gb} GB, vcpus {self.free_vcpus})")
+
+
+@attrs.frozen
+class Rejection:
+    """One host a filter removed, and why."""
+
+    host: str
+    nodename: str
+    reason: str

@@ -1,29 +1,77 @@
-"""Host weighers: higher is better; the default spreads by free RAM then vCPUs."""
+"""Host weighers: higher is better.
+
+A weigher is a class registered under ``nova_lite.scheduler.weighers``
+(Nova's names: ``RAMWeigher``, ``CPUWeigher``, ``DiskWeigher``) and chosen
+with ``[filter_scheduler] weight_classes`` (``all_weighers`` takes every
+installed one).  Each weigher's raw values are normalised to 0..1 over the
+hosts that passed the filters and multiplied by its multiplier option
+(``ram_weight_multiplier``, ...): positive spreads (emptier hosts first),
+negative packs.
+"""
 
 
-def ram_weigher(host_state):
-    """Free memory in MB (spread: emptier hosts first)."""
-    return host_state.free.get("MEMORY_MB", 0)
+class BaseHostWeigher:
+    """A weigher; ``settings`` is the scheduler's :class:`~nova_lite.conf.Settings`."""
+
+    #: The Settings field holding this weigher's multiplier (None: 1.0).
+    multiplier_option = None
+    name = None
+
+    def __init__(self, settings):
+        self.settings = settings
+        if self.name is None:
+            self.name = type(self).__name__
+
+    @property
+    def multiplier(self):
+        """The multiplier from settings (1.0 without an option)."""
+        if self.multiplier_option is None:
+            return 1.0
+        return float(getattr(self.settings, self.multiplier_option))
+
+    def values(self, states, spec):
+        """The raw value of each host, in order (a list of numbers)."""
+        raise NotImplementedError
 
 
-def cpu_weigher(host_state):
+class RAMWeigher(BaseHostWeigher):
+    """Free memory in MB."""
+
+    multiplier_option = "ram_weight_multiplier"
+
+    def values(self, states, spec):
+        return [s.free_ram_mb for s in states]
+
+
+class CPUWeigher(BaseHostWeigher):
     """Free vCPUs."""
-    return host_state.free.get("VCPU", 0)
+
+    multiplier_option = "cpu_weight_multiplier"
+
+    def values(self, states, spec):
+        return [s.free_vcpus for s in states]
 
 
-DEFAULT_WEIGHERS = ((ram_weigher, 1.0), (cpu_weigher, 1.0))
+class DiskWeigher(BaseHostWeigher):
+    """Free disk in GB."""
+
+    multiplier_option = "disk_weight_multiplier"
+
+    def values(self, states, spec):
+        return [s.free_disk_gb for s in states]
 
 
-def weigh(host_states, weighers=DEFAULT_WEIGHERS):
-    """Hosts sorted best first; each weigher's values are normalised to 0..1."""
-    hosts = list(host_states)
-    totals = [0.0] * len(hosts)
-    for weigher, multiplier in weighers:
-        values = [weigher(h) for h in hosts]
-        low, high = (min(values), max(values)) if values else (0, 0)
-        span = (high - low) or 1
-        for i, value in enumerate(values):
-            totals[i] += multiplier * (value - low) / span
-    order = sorted(range(len(hosts)), key=lambda i: (-totals[i], hosts[i].host,
-                                                     hosts[i].nodename))
-    return [hosts[i] for i in order]
+def weights(states, spec, weighers):
+    """The total weight of each host (a list in ``states``' order)."""
+    totals = [0.0] * len(states)
+    for weigher in weighers:
+        multiplier = weigher.multiplier
+        if not multiplier:
+            continue
+        values = weigher.values(states, spec)
+        low, high = min(values), max(values)
+        if high == low:
+            continue   # every host alike: this weigher decides nothing
+        scale = multiplier / (high - low)
+        totals = [t + (value - low) * scale for t, value in zip(totals, values)]
+    return totals

@@ -364,7 +364,7 @@ CLI = [
     ("unknown_option", ["node", "list", "--colour"], 2, ["--colour"]),
     ("missing_argument", ["node", "show"], 2, ["NODE"]),
     ("unknown_node", ["node", "show", "nowhere"], 1, ["'nowhere'", "not found", "n0"]),
-    ("delete_without_confirmation", ["node", "delete", "n0"], 1,
+    ("delete_without_confirmation", ["node", "delete", "n0"], 2,
      ["Refusing to delete", "--yes-i-really-mean-it", "nothing was changed"]),
     ("unknown_driver", ["audit", "--driver", "no-such-driver", "--host", HOST], 1,
      ["no-such-driver"]),

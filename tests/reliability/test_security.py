@@ -274,15 +274,35 @@ class TestDeletingCommandsNeedConfirmation(base.SQLiteBackend, base.TestCase):
         names = sorted(ep.name for ep in importlib.metadata.entry_points(group="nova_lite.cli")
                        if self.DELETING.search(ep.name))
         # A new deleting command must get its own refusal test below.
-        self.assertEqual(["node_delete"], names)
+        self.assertEqual(["node_delete", "server_delete"], names)
 
     def test_node_delete_refuses_without_confirmation(self):
         before = base.dump(self.store)
         code, said = self._cli("node", "delete", "n0")
-        self.assertEqual(1, code, said)
+        self.assertEqual(2, code, said)
         self.assertIn("--yes-i-really-mean-it", said)
         self.assertIn("nothing was changed", said)
         self.assertDumpEqual(before, base.dump(self.store))
         code, said = self._cli("node", "delete", "n0", "--yes-i-really-mean-it")
         self.assertEqual(0, code, said)
         self.assertEqual(["n1"], [n.nodename for n in self.store.get_compute_nodes(HOST)])
+
+    def test_server_delete_refuses_without_confirmation(self):
+        import uuid
+
+        from nova_lite.compute.resource_tracker import ResourceTracker
+        from nova_lite.objects import Flavor, Instance
+        driver = loader.load_driver("fake.multinode", nodes=["n0", "n1"])
+        driver.init_host(HOST)
+        claim = ResourceTracker(HOST, driver, store=self.store).instance_claim(
+            Instance(uuid=str(uuid.uuid4()), flavor=Flavor(name="f", vcpus=1, memory_mb=64)),
+            "n0")
+        before = base.dump(self.store)
+        code, said = self._cli("server", "delete", claim.instance.uuid)
+        self.assertEqual(2, code, said)
+        self.assertIn("--yes-i-really-mean-it", said)
+        self.assertIn("nothing was changed", said)
+        self.assertDumpEqual(before, base.dump(self.store))
+        code, said = self._cli("server", "delete", claim.instance.uuid, "--yes-i-really-mean-it")
+        self.assertEqual(0, code, said)
+        self.assertEqual("deleted", self.store.get_instance(claim.instance.uuid).vm_state)

@@ -1,0 +1,120 @@
+"""Builds: end-to-end builds (schedule, then claim) from 4 processes.
+
+Set-up as ``bench.scheduler``: N ``fake.multinode`` nodes, each given its
+own host and a live compute service.  Four worker processes, each with its
+own Store, HostManager and resource trackers, start together and make
+``builds`` builds each of a 1 vCPU / 512 MB / 1 GB flavor through
+:func:`nova_lite.compute.api.build` (``spawn=False``: scheduling and the
+claim; the instance and its allocation are stored in full).  Reported:
+total builds / wall time, lost claims retried on an alternate, and whether
+the records hold exactly the builds made.
+"""
+
+import multiprocessing
+import sys
+import time
+
+from bench import common
+from bench.scheduler import _spread_hosts
+
+NAME = "builds"
+DEFAULT_SIZES = [10000]
+TINY_SIZES = [4]
+PROCESSES = 4
+BUILDS = 250
+STORES = ("postgresql", "sqlite-file")
+TARGETS = {"10000 nodes, postgresql": {"builds_per_s": ">= 1000"}}
+
+
+def cases(sizes):
+    return [{"store": store, "nodes": n, "processes": PROCESSES,
+             "builds": BUILDS if n > 10 else 3} for n in sizes for store in STORES]
+
+
+def _names(count):
+    return [f"node-{i:06d}" for i in range(count)]
+
+
+def _settings():
+    from nova_lite import conf
+    return conf.Settings(service_down_time=3600)
+
+
+def _worker(url, case, barrier, results):
+    from nova_lite import objects
+    from nova_lite.compute import api
+    from nova_lite.compute.resource_tracker import ResourceTracker
+    from nova_lite.db import Store
+    from nova_lite.scheduler import HostManager
+    from nova_lite.virt import loader
+
+    settings = _settings()
+    store = Store(url)
+    driver = loader.load_driver("fake.multinode", settings=settings,
+                                nodes=_names(case["nodes"]))
+    trackers = {}
+
+    def tracker_for(host):
+        if host not in trackers:
+            trackers[host] = ResourceTracker(host, driver, store=store, settings=settings)
+        return trackers[host]
+
+    manager = HostManager(store, settings)
+    manager.refresh()   # the first full read is not part of the timing
+    flavor = objects.Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
+    barrier.wait()
+    start, retried = time.time(), 0
+    for _ in range(case["builds"]):
+        result = api.build(store, flavor, trackers=tracker_for, host_manager=manager,
+                           spawn=False)
+        retried += len(result.attempts)
+    end = time.time()
+    store.close()
+    results.put({"start": start, "end": end, "builds": case["builds"], "retried": retried,
+                 "peak_rss_mib": common.peak_rss_mib()})
+
+
+def run_case(case):
+    if case["store"] == "postgresql":
+        reason = common.postgresql_available()
+        if reason:
+            return {"skipped": reason}
+    from nova_lite.compute.resource_tracker import ResourceTracker
+    from nova_lite.db import Store
+    from nova_lite.virt import loader
+
+    ctx = multiprocessing.get_context("spawn")
+    settings = _settings()
+    with common.store_url(case["store"]) as url:
+        store = Store(url)
+        driver = loader.load_driver("fake.multinode", settings=settings,
+                                    nodes=_names(case["nodes"]))
+        driver.init_host(common.HOST)
+        ResourceTracker(common.HOST, driver, store=store,
+                        settings=settings).update_available_resource()
+        _spread_hosts(store, case["nodes"])
+        barrier = ctx.Barrier(case["processes"])
+        results = ctx.Queue()
+        workers = [ctx.Process(target=_worker, args=(url, case, barrier, results))
+                   for _ in range(case["processes"])]
+        for w in workers:
+            w.start()
+        outcomes = [results.get(timeout=1800) for _ in workers]
+        for w in workers:
+            w.join()
+        stored = len(store.list_instances())
+        allocations = len(store.list_allocations())
+        store.close()
+    failed = [w.exitcode for w in workers if w.exitcode]
+    if failed:
+        raise RuntimeError(f"worker exit codes {failed}")
+    total = sum(o["builds"] for o in outcomes)
+    wall = max(o["end"] for o in outcomes) - min(o["start"] for o in outcomes)
+    return {"builds_per_s": round(total / wall, 1), "total_builds": total,
+            "wall_s": round(wall, 3), "retried_on_alternate": sum(o["retried"] for o in outcomes),
+            "stored_instances": stored, "stored_allocations": allocations,
+            "worker_peak_rss_mib": max(o["peak_rss_mib"] for o in outcomes)}
+
+
+if __name__ == "__main__":
+    sys.exit(common.main(sys.modules[__name__]))

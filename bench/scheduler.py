@@ -1,0 +1,96 @@
+"""Scheduler: ``select_destinations`` among N hosts with the default filters.
+
+Set-up: one ``fake.multinode`` audit records N nodes (Nova's default fake
+sizes); each node is then given its own host and compute service row, so
+there are N hosts, each with a live heartbeat.  Timed:
+
+- ``cold``: a new HostManager's first request (reads every node);
+- ``steady``: back-to-back requests, nothing changed in the records (the
+  view is checked by one fingerprint query and the service rows);
+- ``after_claim``: a request after one real claim changed one node (the
+  view re-reads that node only).
+
+The default filters run (ComputeFilter, RamFilter, CoreFilter, DiskFilter,
+ResourceClassFilter, NUMATopologyFilter, PciPassthroughFilter) and the RAM, CPU and disk weighers.
+"""
+
+import sys
+import time
+import uuid
+
+from bench import common
+
+NAME = "scheduler"
+DEFAULT_SIZES = [1000, 10000]
+TINY_SIZES = [4]
+STORES = ("sqlite-file",)
+TARGETS = {"10000 hosts": {"steady_median_ms": "<= 20"}}
+
+
+def cases(sizes):
+    return [{"store": store, "nodes": n, "repeat": 50 if n <= 10000 else 10}
+            for n in sizes for store in STORES]
+
+
+def _spread_hosts(store, count):
+    """Give every node its own host and a live compute service row."""
+    import sqlalchemy as sa
+
+    from nova_lite.db import models
+    from nova_lite.db.store import COMPUTE_BINARY
+
+    nodes, services = models.compute_nodes, models.services
+    now = time.time()
+
+    def op(conn):
+        conn.execute(nodes.update().values(host=sa.literal("h-") + nodes.c.nodename))
+        conn.execute(services.delete())
+        names = [r.nodename for r in conn.execute(sa.select(nodes.c.nodename))]
+        conn.execute(services.insert(), [
+            {"host": f"h-{n}", "binary": COMPUTE_BINARY, "created_at": now, "updated_at": now,
+             "report_count": 1, "disabled": False} for n in names])
+        return len(names)
+    return store.db.write("bench: spread hosts", op)
+
+
+def run_case(case):
+    from nova_lite import conf, objects
+    from nova_lite.compute.resource_tracker import ResourceTracker
+    from nova_lite.db import Store
+    from nova_lite.scheduler import HostManager
+    from nova_lite.virt import loader
+
+    settings = conf.Settings(service_down_time=3600)
+    names = [f"node-{i:06d}" for i in range(case["nodes"])]
+    driver = loader.load_driver("fake.multinode", settings=settings, nodes=names)
+    driver.init_host(common.HOST)
+    flavor = objects.Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=20)
+    with common.store_url(case["store"]) as url:
+        store = Store(url)
+        try:
+            ResourceTracker(common.HOST, driver, store=store,
+                            settings=settings).update_available_resource()
+            hosts = _spread_hosts(store, case["nodes"])
+            manager = HostManager(store, settings)
+            cold, first = common.measure(manager.select_destinations, flavor)
+            steady = []
+            for _ in range(case["repeat"]):
+                sample, _ = common.measure(manager.select_destinations, flavor)
+                steady.append(sample)
+            rt = ResourceTracker(f"h-{names[0]}", driver, store=store, settings=settings)
+            after = []
+            for _ in range(min(10, case["repeat"])):
+                rt.instance_claim(objects.Instance(uuid=str(uuid.uuid4()), flavor=flavor),
+                                  names[0])
+                sample, _ = common.measure(manager.select_destinations, flavor)
+                after.append(sample)
+        finally:
+            store.close()
+    steady_t = common.timings(steady)
+    return {"hosts": hosts, "cold": common.timings([cold]), "steady": steady_t,
+            "steady_median_ms": steady_t["median_ms"],
+            "after_claim": common.timings(after), "alternates": len(first[0].alternates)}
+
+
+if __name__ == "__main__":
+    sys.exit(common.main(sys.modules[__name__]))

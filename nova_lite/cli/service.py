@@ -1,0 +1,92 @@
+"""``nova-lite service list|enable|disable``: the compute services and their heartbeats."""
+
+import logging
+import time
+
+from cliff import lister, show
+
+from nova_lite import reports
+from nova_lite.cli.context import BadArguments
+from nova_lite.cli.output import OptionalColumn, TextColumn
+from nova_lite.db import queries
+from nova_lite.db.store import COMPUTE_BINARY
+
+LOG = logging.getLogger(__name__)
+
+HEADERS = ("Binary", "Host", "Status", "State", "Updated At", "Disabled Reason")
+
+
+def _row(service, settings, now):
+    state, status = reports.service_state(service, settings.service_down_time, now)
+    updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(service.updated_at))
+    return (service.binary, TextColumn(service.host), status, state, updated,
+            OptionalColumn(service.disabled_reason))
+
+
+def list_services(store, host=None):
+    """Compute service rows (of ``host``, or all)."""
+    return store.db.read("list services", lambda conn: queries.list_services(
+        conn, COMPUTE_BINARY, host))
+
+
+class ListServices(lister.Lister):
+    """List the compute services: enabled or disabled, up or down (heartbeat within
+    service_down_time seconds), last heartbeat, and why disabled."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("--host", metavar="HOST", help="Only this host's service.")
+        return parser
+
+    def take_action(self, parsed_args):
+        ctx = self.app.context()
+        store = ctx.open_store(must_exist=True, readonly=True)
+        now = time.time()
+        return HEADERS, [_row(s, ctx.settings, now)
+                         for s in list_services(store, parsed_args.host)]
+
+
+class _SetService(show.ShowOne):
+    disabled = None
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("host", metavar="HOST", help="Host of the compute service.")
+        return parser
+
+    def take_action(self, parsed_args):
+        ctx = self.app.context()
+        store = ctx.open_store(must_exist=True)
+        reason = getattr(parsed_args, "reason", None)
+        if reason is not None and not reason.strip():
+            raise BadArguments("--reason must not be empty")
+        changed = store.db.write(
+            f"set service {parsed_args.host} disabled={self.disabled}",
+            lambda conn: queries.set_service_disabled(
+                conn, parsed_args.host, COMPUTE_BINARY, self.disabled, reason))
+        if not changed:
+            known = ", ".join(s.host for s in list_services(store)) or "none"
+            raise BadArguments(f"No compute service on host {parsed_args.host!r}; "
+                               f"known hosts: {known}. Nothing was changed")
+        LOG.info("Compute service on %s %s", parsed_args.host,
+                 "disabled" if self.disabled else "enabled")
+        service = list_services(store, parsed_args.host)[0]
+        return HEADERS, _row(service, ctx.settings, time.time())
+
+
+class EnableService(_SetService):
+    """Enable the compute service of HOST: the scheduler may choose its nodes again."""
+
+    disabled = False
+
+
+class DisableService(_SetService):
+    """Disable the compute service of HOST: the scheduler no longer chooses its nodes
+    (instances on them keep running and keep their resources)."""
+
+    disabled = True
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("--reason", metavar="TEXT", help="Why (shown by service list).")
+        return parser

@@ -1,0 +1,133 @@
+"""Building instances: schedule, claim on the chosen node, spawn.
+
+:func:`build` is the whole path a build request takes::
+
+    from nova_lite.compute import api
+    from nova_lite.scheduler import RequestSpec
+
+    result = api.build(store, RequestSpec(flavor, project_id="demo"), num_instances=2,
+                       trackers={"host1": rt1, "host2": rt2})
+    result.instances        # the placed Instance records (host, node set)
+
+Each chosen node is claimed through its own host's ResourceTracker; a
+claim that loses (another build took the room first:
+ComputeResourcesUnavailable) is retried on the Selection's alternates in
+order.  Instances scheduled to the same node are claimed together in one
+transaction, all or none (``ResourceTracker.instance_claims``).
+If a group finds no node at all, every claim this build made is given back
+and :class:`BuildFailed` lists every attempt.
+"""
+
+import collections
+import logging
+import uuid as uuidlib
+
+import attrs
+
+from nova_lite import objects
+from nova_lite.compute.claims import ComputeResourcesUnavailable
+from nova_lite.exception import NovaLiteError
+from nova_lite.scheduler import HostManager
+from nova_lite.scheduler.request import as_request_spec
+
+LOG = logging.getLogger(__name__)
+
+
+class BuildFailed(NovaLiteError):
+    """Every node tried for a build refused it; ``attempts`` lists
+    ``(host, nodename, reason)`` for each try."""
+
+    def __init__(self, attempts):
+        self.attempts = tuple(attempts)
+        tried = "; ".join(f"{h}/{n}: {r}" for h, n, r in self.attempts)
+        super().__init__(f"Build failed on every node tried: {tried}")
+
+
+@attrs.frozen
+class BuildResult:
+    """What a build did: the placed ``instances`` (in request order), and
+    ``attempts``: ``(host, nodename, reason)`` of each claim that lost first."""
+
+    instances: tuple
+    attempts: tuple = ()
+
+
+def _tracker_for(trackers, host):
+    tracker = trackers(host) if callable(trackers) else trackers.get(host)
+    if tracker is None:
+        raise NovaLiteError(f"No resource tracker for host {host!r} in this build")
+    return tracker
+
+
+def _claim_group(tracker, instances, nodename, limits):
+    """Claim ``instances`` on one node in one transaction: all or none."""
+    return list(tracker.instance_claims(instances, nodename, limits=limits))
+
+
+def build(store, request, num_instances=1, *, trackers, host_manager=None, settings=None,
+          spawn=True, display_name=""):
+    """Schedule, claim and (``spawn``) start ``num_instances`` instances of ``request``.
+
+    ``request``: a RequestSpec or a Flavor; ``trackers``: ``{host:
+    ResourceTracker}`` or a callable ``host -> ResourceTracker``;
+    ``host_manager``: a HostManager to reuse (its view spreads consecutive
+    builds), else one is made with ``settings``.  With ``spawn`` each
+    claimed instance is spawned through its tracker's driver and recorded
+    "active"; a failed spawn gives its claim back, records the instance
+    "error" (on no node, as Nova does) and raises.  Returns a
+    :class:`BuildResult`; raises NoValidHost (nothing claimed) or
+    :class:`BuildFailed` (every node tried lost; nothing kept).
+    """
+    spec = as_request_spec(request)
+    manager = host_manager or HostManager(store, settings)
+    selections = manager.select_destinations(spec, num_instances)
+    instances = [objects.Instance(
+        uuid=str(uuidlib.uuid4()), flavor=spec.flavor, project_id=spec.project_id or "",
+        numa_topology=spec.numa_topology, pci_requests=spec.pci_requests,
+        display_name=display_name if num_instances == 1 or not display_name
+        else f"{display_name}-{i + 1}") for i in range(num_instances)]
+    groups = collections.OrderedDict()
+    for inst, sel in zip(instances, selections):
+        groups.setdefault((sel.host, sel.nodename), (sel, []))[1].append(inst)
+    held, attempts = [], []
+    try:
+        for sel, members in groups.values():
+            held.extend(_claim_with_alternates(sel, members, trackers, attempts))
+    except BaseException:
+        for _, claim in held:
+            claim.abort()
+        raise
+    placed = {}
+    for tracker, claim in held:
+        inst = claim.instance
+        if spawn:
+            try:
+                tracker.driver.spawn(inst)
+            except Exception:
+                LOG.exception("Spawn of instance %s on %s/%s failed: claim given back, "
+                              "instance recorded %s", inst.uuid, inst.host, inst.node,
+                              objects.ERROR)
+                claim.abort()
+                tracker.update_usage(attrs.evolve(inst, host=None, node=None, pci_devices=(),
+                                                  vm_state=objects.ERROR))
+                raise
+            inst = attrs.evolve(inst, vm_state=objects.ACTIVE)
+            tracker.update_usage(inst)
+        placed[inst.uuid] = inst
+    return BuildResult(instances=tuple(placed[i.uuid] for i in instances),
+                       attempts=tuple(attempts))
+
+
+def _claim_with_alternates(selection, members, trackers, attempts):
+    """``[(tracker, claim)]`` for ``members`` on the selection or its alternates."""
+    for candidate in (selection, *selection.alternates):
+        tracker = _tracker_for(trackers, candidate.host)
+        try:
+            claims = _claim_group(tracker, members, candidate.nodename, candidate.limits)
+        except ComputeResourcesUnavailable as exc:
+            LOG.info("Claim of %d instance(s) on %s/%s lost (%s); trying the next alternate",
+                     len(members), candidate.host, candidate.nodename, exc)
+            attempts.append((candidate.host, candidate.nodename, str(exc)))
+            continue
+        return [(tracker, claim) for claim in claims]
+    raise BuildFailed(attempts)

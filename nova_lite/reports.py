@@ -1,0 +1,219 @@
+"""Operator reports from the records: hypervisors, their totals, and host usage.
+
+Pure functions: they take records (ComputeNode, service rows, Instance)
+and return attrs records, so the command line and any other front end
+show the same figures.  Free is never negative: ``node.free(rc)``, with
+what is held beyond capacity in ``over``.
+
+- :func:`hypervisor_rows`: one :class:`HypervisorRow` per node.
+- :func:`resource_lines`: per resource class of one node, detected,
+  configured and effective values (:class:`ResourceLine`).
+- :func:`hypervisor_stats`: totals across nodes (:class:`HypervisorStats`).
+- :func:`host_describe`: Nova's host-describe rows (:class:`HostUsageRow`):
+  ``(total)``, ``(used_now)``, ``(used_max)``, then one per project.
+"""
+
+import math
+import time
+
+import attrs
+
+from nova_lite.objects import STATES_WITHOUT_RESOURCES
+
+VCPU, MEMORY_MB, DISK_GB = "VCPU", "MEMORY_MB", "DISK_GB"
+#: resource class -> (reserved option, ratio kind) in Settings.
+_OPTIONS = {VCPU: ("reserved_host_cpus", "cpu"), MEMORY_MB: ("reserved_host_memory_mb", "ram"),
+            DISK_GB: ("reserved_host_disk_mb", "disk")}
+
+
+def service_state(service, service_down_time, now=None):
+    """``("up"|"down", "enabled"|"disabled")`` of a service row (None: never reported)."""
+    if service is None:
+        return "down", "disabled"
+    now = time.time() if now is None else now
+    state = "up" if now - service.updated_at <= service_down_time else "down"
+    return state, "disabled" if service.disabled else "enabled"
+
+
+@attrs.frozen
+class HypervisorRow:
+    """One compute node: identity, state, and per class capacity/used/free (counts,
+    MB, GB); ``running_vms``: live instances recorded on it."""
+
+    host: str
+    nodename: str
+    uuid: str
+    hypervisor_type: str
+    state: str
+    status: str
+    vcpus: int
+    vcpus_used: int
+    memory_mb: int
+    memory_mb_used: int
+    local_gb: int
+    local_gb_used: int
+    free_ram_mb: int
+    free_disk_gb: int
+    running_vms: int
+
+
+def _live(instances):
+    return [i for i in instances if i.vm_state not in STATES_WITHOUT_RESOURCES]
+
+
+def hypervisor_rows(nodes, services, instances, service_down_time, now=None):
+    """A HypervisorRow per node; ``services``: rows with host/updated_at/disabled."""
+    by_host = {s.host: s for s in services}
+    running = {}
+    for inst in _live(instances):
+        running[(inst.host, inst.node)] = running.get((inst.host, inst.node), 0) + 1
+    rows = []
+    for node in nodes:
+        state, status = service_state(by_host.get(node.host), service_down_time, now)
+        report = node.resources
+        rows.append(HypervisorRow(
+            host=node.host, nodename=node.nodename, uuid=node.uuid,
+            hypervisor_type=report.hypervisor_type if report is not None else None,
+            state=state, status=status,
+            vcpus=node.capacity(VCPU), vcpus_used=node.used(VCPU),
+            memory_mb=node.capacity(MEMORY_MB), memory_mb_used=node.used(MEMORY_MB),
+            local_gb=node.capacity(DISK_GB), local_gb_used=node.used(DISK_GB),
+            free_ram_mb=node.free(MEMORY_MB), free_disk_gb=node.free(DISK_GB),
+            running_vms=running.get((node.host, node.nodename), 0)))
+    return rows
+
+
+@attrs.frozen
+class ResourceLine:
+    """One resource class of one node.
+
+    ``detected``: the driver's reported total; ``configured_reserved`` and
+    ``configured_ratio``: from settings (None without them);
+    ``total``/``reserved``/``ratio``/``capacity``: the effective inventory;
+    ``used``, ``free`` (never negative) and ``over`` (held beyond capacity).
+    """
+
+    resource_class: str
+    detected: int
+    configured_reserved: int
+    configured_ratio: float
+    total: int
+    reserved: int
+    ratio: float
+    capacity: int
+    used: int
+    free: int
+    over: int
+
+
+def _configured(rc, settings):
+    if settings is None or rc not in _OPTIONS:
+        return None, None
+    option, kind = _OPTIONS[rc]
+    reserved = getattr(settings, option)
+    if rc == DISK_GB:
+        reserved = math.ceil(reserved / 1024)
+    return reserved, float(settings.allocation_ratio(kind))
+
+
+def resource_lines(node, settings=None):
+    """A ResourceLine per class the node offers, reports or uses, sorted."""
+    report = node.resources
+    detected = report.totals() if report is not None else {}
+    lines = []
+    for rc in sorted(set(node.inventories) | set(detected) | set(node.usage)):
+        inv = node.inventories.get(rc)
+        reserved, ratio = _configured(rc, settings)
+        lines.append(ResourceLine(
+            resource_class=rc, detected=detected.get(rc), configured_reserved=reserved,
+            configured_ratio=ratio, total=inv.total if inv else 0,
+            reserved=inv.reserved if inv else 0,
+            ratio=float(inv.allocation_ratio) if inv else None,
+            capacity=node.capacity(rc), used=node.used(rc), free=node.free(rc),
+            over=node.over(rc)))
+    return lines
+
+
+@attrs.frozen
+class HypervisorStats:
+    """Totals across nodes (Nova's ``hypervisor stats`` fields, plus ``*_over``)."""
+
+    count: int
+    vcpus: int
+    vcpus_used: int
+    memory_mb: int
+    memory_mb_used: int
+    free_ram_mb: int
+    local_gb: int
+    local_gb_used: int
+    free_disk_gb: int
+    running_vms: int
+    vcpus_over: int
+    memory_mb_over: int
+    local_gb_over: int
+
+
+def hypervisor_stats(nodes, instances):
+    """HypervisorStats summed over ``nodes``; running_vms counts live instances on them."""
+    placed = {(n.host, n.nodename) for n in nodes}
+    return HypervisorStats(
+        count=len(nodes),
+        vcpus=sum(n.capacity(VCPU) for n in nodes),
+        vcpus_used=sum(n.used(VCPU) for n in nodes),
+        memory_mb=sum(n.capacity(MEMORY_MB) for n in nodes),
+        memory_mb_used=sum(n.used(MEMORY_MB) for n in nodes),
+        free_ram_mb=sum(n.free(MEMORY_MB) for n in nodes),
+        local_gb=sum(n.capacity(DISK_GB) for n in nodes),
+        local_gb_used=sum(n.used(DISK_GB) for n in nodes),
+        free_disk_gb=sum(n.free(DISK_GB) for n in nodes),
+        running_vms=sum(1 for i in _live(instances) if (i.host, i.node) in placed),
+        vcpus_over=sum(n.over(VCPU) for n in nodes),
+        memory_mb_over=sum(n.over(MEMORY_MB) for n in nodes),
+        local_gb_over=sum(n.over(DISK_GB) for n in nodes))
+
+
+@attrs.frozen
+class HostUsageRow:
+    """One row of ``host describe``: ``project`` is ``(total)``, ``(used_now)``,
+    ``(used_max)`` or a project id; ``cpu`` (vCPUs), ``memory_mb`` (MB),
+    ``disk_gb`` (GB)."""
+
+    host: str
+    project: str
+    cpu: int
+    memory_mb: int
+    disk_gb: int
+
+
+def _flavor_amounts(flavor):
+    disk = flavor.root_gb + flavor.ephemeral_gb + math.ceil(flavor.swap / 1024)
+    return flavor.vcpus, flavor.memory_mb, disk
+
+
+def host_describe(host, nodes, instances):
+    """Nova's host-describe rows for ``host`` (its ``nodes`` and ``instances``).
+
+    ``(total)``: the inventories' totals; ``(used_now)``: reserved plus what
+    the allocations hold (flavors, overhead, in-progress migrations);
+    ``(used_max)``: the flavors of the live instances; then per project the
+    flavors of its live instances, sorted by project id.
+    """
+    nodes = [n for n in nodes if n.host == host]
+
+    def total(fn):
+        return tuple(sum(fn(n, rc) for n in nodes) for rc in (VCPU, MEMORY_MB, DISK_GB))
+
+    rows = [HostUsageRow(host, "(total)", *total(lambda n, rc: n.inventory(rc).total)),
+            HostUsageRow(host, "(used_now)", *total(
+                lambda n, rc: n.inventory(rc).reserved + n.used(rc)))]
+    live = [i for i in _live(instances) if i.host == host]
+    per_project = {}
+    for inst in live:
+        sums = per_project.setdefault(inst.project_id, [0, 0, 0])
+        for idx, amount in enumerate(_flavor_amounts(inst.flavor)):
+            sums[idx] += amount
+    used_max = [sum(p[i] for p in per_project.values()) for i in range(3)]
+    rows.append(HostUsageRow(host, "(used_max)", *used_max))
+    rows.extend(HostUsageRow(host, project, *sums)
+                for project, sums in sorted(per_project.items()))
+    return rows
