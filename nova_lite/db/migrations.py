@@ -25,11 +25,19 @@ def _node_reported(conn):
                              "NOT NULL DEFAULT TRUE"))
 
 
+def _service_disabled_reason(conn):
+    columns = {c["name"] for c in sa.inspect(conn).get_columns("services")}
+    if "disabled_reason" not in columns:
+        conn.execute(sa.text("ALTER TABLE services ADD COLUMN disabled_reason VARCHAR(255)"))
+
+
 #: (version, description, function(connection)) in order.
 STEPS = (
     (1, "initial schema: services, compute_nodes, inventories, instances, "
         "migrations, allocations", _initial_schema),
     (2, "compute_nodes.reported: whether the driver still lists the node", _node_reported),
+    (3, "services.disabled_reason: why an operator disabled the service",
+     _service_disabled_reason),
 )
 LATEST = STEPS[-1][0]
 
