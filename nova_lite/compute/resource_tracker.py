@@ -16,7 +16,7 @@ from nova_lite.compute import accounting, node_checks, node_usage, placement
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveClaim, NopClaim
 from nova_lite.compute.driver_calls import DriverCaller
 from nova_lite.compute.locks import NodeLocks
-from nova_lite.db.store import ClaimRequest, NodeAudit, Store
+from nova_lite.db.store import AuditedNode, ClaimRequest, Store
 from nova_lite.exception import DriverNotReady, InstanceNotFound, InvalidInput, NodeNotFound
 from nova_lite.objects import ComputeNode, Flavor, Instance, Migration, NodeResources
 
@@ -186,7 +186,7 @@ class ResourceTracker:
                  "disk=%dGB used=%dGB disk_available_least=%s", self.host, nodename,
                  report.vcpus, report.vcpus_used, report.memory_mb, report.memory_mb_used,
                  report.local_gb, report.local_gb_used, report.disk_available_least)
-        return NodeAudit(nodename=nodename, resources=report, inventories=inventories,
+        return AuditedNode(nodename=nodename, resources=report, inventories=inventories,
                          node_uuid=report.uuid)
 
     def _mark_failed(self, nodename, reason):

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.node_usage import with_allocation
 from nova_lite.db import audit_writes, claim_writes, migrations, models, rows
-from nova_lite.db.engine import DEFAULT_BUSY_TIMEOUT_S, Database, sqlite_file_path
+from nova_lite.db.engine import DEFAULT_BUSY_TIMEOUT_S, Database, cause, sqlite_file_path
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound, SchemaOutdated,
     StoreError)
@@ -55,7 +55,7 @@ class ServiceRecord:
 
 
 @attrs.frozen
-class NodeAudit:
+class AuditedNode:
     """One node's audit outcome for :meth:`Store.record_audit`."""
 
     nodename: str
@@ -133,13 +133,13 @@ class Store:
             raise
         except StoreError as exc:
             self.db.dispose()
-            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            reason = exc.__cause__ if exc.__cause__ is not None else exc
             raise StoreError(f"Cannot open database {self.db.redacted_url}: "
-                             f"{_first_line(cause)}") from exc
+                             f"{cause(reason)}") from exc
         except sa.exc.SQLAlchemyError as exc:
             self.db.dispose()
             raise StoreError(f"Cannot open database {self.db.redacted_url}: "
-                             f"{_first_line(exc)}") from exc
+                             f"{cause(exc)}") from exc
         self.schema_version = version
         if readonly and not self._schema_current:
             self.db.dispose()
@@ -242,7 +242,7 @@ class Store:
     def record_audit(self, host, audits, rebuilt=None, listed=None, only=None):
         """Write one audit pass of ``host`` in one transaction.
 
-        ``audits``: :class:`NodeAudit` per node that reported well.  Node
+        ``audits``: :class:`AuditedNode` per node that reported well.  Node
         rows and inventories are written only where they changed; a node
         listed by the driver is marked reported, and with ``listed`` (every
         node name the driver listed in a full pass) the host's other
@@ -436,11 +436,6 @@ class Store:
             return [rows.allocation_from_row(r) for r in conn.execute(
                 query.order_by(T_ALLOC.c.consumer_uuid))]
         return self._read("list allocations", op)
-
-
-def _first_line(exc):
-    from nova_lite.db.engine import cause
-    return cause(exc)
 
 
 def _sqlite_sidecars_empty(path):
