@@ -126,25 +126,31 @@ class CliContext:
         """The database URL with any password hidden."""
         return self.settings.redacted_database_url()
 
-    def open_store(self, must_exist=False, readonly=False):
+    def require_database_file(self):
+        """Fail clearly when the configured database is a SQLite file that does not exist."""
+        path = _sqlite_file(self.settings.database_url)
+        if path is not None and not os.path.exists(path):
+            raise CommandError(
+                f"No nova-lite database at {path} (state path {self.state.path}, "
+                f"{self.state.source}). Run 'nova-lite compute --once' or 'nova-lite db "
+                "sync' first, or pass --state-path, --database-url or --config-file.")
+
+    def open_store(self, must_exist=False, readonly=False, initialise=False):
         """Open the record store.
 
         With ``must_exist`` an SQLite file that does not exist is an error
         (nothing is created).  ``readonly``: the command only reads; the
         store is opened read-only, never takes the write lock and never
-        migrates the schema.
+        migrates the schema.  ``initialise``: create or upgrade the schema
+        now (``db sync``), an empty SQLite file included.
         """
         url = self.settings.database_url
-        path = _sqlite_file(url)
-        if must_exist and path is not None and not os.path.exists(path):
-            raise CommandError(
-                f"No nova-lite database at {path} (state path {self.state.path}, "
-                f"{self.state.source}). Run 'nova-lite compute --once' first, or pass "
-                "--state-path, --database-url or --config-file.")
+        if must_exist:
+            self.require_database_file()
         try:
             store = Store(url, claim_retries=self.settings.claim_retries,
                           busy_timeout=self.settings.database_busy_timeout,
-                          readonly=readonly)
+                          readonly=readonly, initialise=initialise)
         except Exception as exc:   # noqa: BLE001 - shown to the operator, redacted
             cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CommandError(f"Cannot open database {self.database}: "

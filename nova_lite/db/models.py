@@ -13,11 +13,6 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
-schema_version = sa.Table(
-    "schema_version", metadata,
-    sa.Column("version", sa.Integer, nullable=False),
-)
-
 services = sa.Table(
     "services", metadata,
     sa.Column("id", sa.Integer, primary_key=True),

@@ -118,19 +118,23 @@ class Store:
                            readonly=readonly, initialise=migrations.upgrade)
         self.url = self.db.url
         self.readonly = readonly
-        self._schema_current = False
         try:
-            version = self.db.read("read schema version", migrations.current_version)
-            if version > migrations.LATEST:
+            state = self.db.read("read schema revision", migrations.schema_state)
+            #: The schema as found when the store was opened (before any upgrade).
+            self.schema_before_open = migrations.empty_state() if self.db.created else state
+            if state.newer:
                 raise SchemaOutdated(
-                    f"Database {self.db.redacted_url} has schema version {version}, newer "
-                    f"than this nova-lite's {migrations.LATEST}: upgrade nova-lite")
-            if not readonly and (version == 0 or initialise):
-                version = migrations.upgrade(self.db.engine)
-            self._schema_current = version == migrations.LATEST
+                    f"Database {self.db.redacted_url} has schema revision {state.revision}, "
+                    f"newer than this nova-lite's {state.head}: upgrade nova-lite")
+            if not readonly and (state.empty or initialise):
+                migrations.upgrade(self.db.engine)
+                state = self.db.read("read schema revision", migrations.schema_state)
         except SchemaOutdated:
             self.db.dispose()
             raise
+        except migrations.UnknownSchema as exc:
+            self.db.dispose()
+            raise StoreError(f"Cannot open database {self.db.redacted_url}: {exc}") from exc
         except StoreError as exc:
             self.db.dispose()
             reason = exc.__cause__ if exc.__cause__ is not None else exc
@@ -140,27 +144,32 @@ class Store:
             self.db.dispose()
             raise StoreError(f"Cannot open database {self.db.redacted_url}: "
                              f"{cause(exc)}") from exc
-        self.schema_version = version
-        if readonly and not self._schema_current:
+        self.schema = state
+        if readonly and not state.current:
             self.db.dispose()
             raise SchemaOutdated(
-                f"Database {self.db.redacted_url} has schema version {version}, this nova-lite "
-                f"needs {migrations.LATEST}; a read-only command never migrates: run "
+                f"Database {self.db.redacted_url} has schema {state.describe()}, this "
+                f"nova-lite needs {state.head}; a read-only command never migrates: run "
                 "'nova-lite db sync'")
         self._report_texts = collections.defaultdict(dict)   # see audit_writes.report_text()
 
+    @property
+    def schema_revision(self):
+        """The alembic revision of the database's schema (e.g. ``"0001"``)."""
+        return self.schema.revision
+
     def _write(self, op, fn):
         """A writing transaction; the first one upgrades an older schema."""
-        if not self._schema_current:
-            self.schema_version = migrations.upgrade(self.db.engine)
-            self._schema_current = True
+        if not self.schema.current:
+            migrations.upgrade(self.db.engine)
+            self.schema = self.db.read("read schema revision", migrations.schema_state)
         return self.db.write(op, fn)
 
     def _read(self, op, fn):
-        if not self._schema_current:
+        if not self.schema.current:
             raise SchemaOutdated(
-                f"Database {self.db.redacted_url} has schema version {self.schema_version}, "
-                f"this nova-lite needs {migrations.LATEST}: run 'nova-lite db sync' (or any "
+                f"Database {self.db.redacted_url} has schema {self.schema.describe()}, "
+                f"this nova-lite needs {self.schema.head}: run 'nova-lite db sync' (or any "
                 "command that writes) first")
         return self.db.read(op, fn)
 

@@ -402,8 +402,7 @@ class _raises:
 
 def _wipe(conn):
     for table in reversed(models.metadata.sorted_tables):
-        if table.name != "schema_version":
-            conn.execute(sa.delete(table))
+        conn.execute(sa.delete(table))
 
 
 class _StatefulTests:

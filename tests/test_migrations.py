@@ -1,0 +1,187 @@
+"""Schema migrations with alembic: new databases, 0.1.0 databases, refusals.
+
+The 0.1.0 databases under tests/fixtures were written by nova-lite 0.1.0
+itself (the numbered-step schema, before alembic): three instances, one
+resize in progress and a disabled service on two fake nodes.
+"""
+
+import os
+import sqlite3
+import subprocess
+import sys
+
+import fixtures
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from nova_lite.db import Store, migrations, models
+from nova_lite.exception import SchemaOutdated, StoreError
+from nova_lite.testing import databases
+from tests import base
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+DATA_TABLES = ("services", "compute_nodes", "inventories", "instances", "migrations",
+               "allocations")
+
+
+def _snapshot(engine):
+    """Every row of every record table, in a stable order."""
+    with engine.connect() as conn:
+        return {table: sorted(tuple(r) for r in conn.execute(sa.text(f"SELECT * FROM {table}")))
+                for table in DATA_TABLES}
+
+
+def _tables(engine):
+    return set(sa.inspect(engine).get_table_names())
+
+
+class MigrationTests:
+    """Run against ``self.new_url()``, an empty database of the backend."""
+
+    def cli(self, url, *args):
+        """Run the real ``nova-lite`` command on ``url``; returns (exit code, output)."""
+        env = dict(os.environ, NOVA_LITE_STATE_PATH=self.useFixture(fixtures.TempDir()).path)
+        proc = subprocess.run(
+            [sys.executable, "-m", "nova_lite.cli.main", "--database-url", url, *args],
+            capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    def engine(self, url):
+        engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+        self.addCleanup(engine.dispose)
+        return engine
+
+    def test_models_match_the_migrated_schema(self):
+        store = Store(self.new_url())
+        self.addCleanup(store.close)
+        with store.db.engine.connect() as conn:
+            diffs = compare_metadata(MigrationContext.configure(conn), models.metadata)
+        self.assertEqual([], diffs)
+
+    def test_a_new_database_gets_the_head_revision(self):
+        url = self.new_url()
+        code, out = self.cli(url, "db", "sync", "-f", "value")
+        self.assertEqual(0, code, out)
+        self.assertIn("empty (no schema)", out)
+        code, out = self.cli(url, "db", "version", "-f", "json")
+        self.assertEqual(0, code, out)
+        self.assertIn('"Current": "yes"', out)
+        self.assertIn(f'"Revision": "{migrations.head()}"', out)
+
+    def test_a_release_0_1_0_database_upgrades_and_keeps_every_record(self):
+        url = self.new_url()
+        engine = self.engine(url)
+        self.load_release_0_1_0(engine)
+        before = _snapshot(engine)
+        self.assertEqual(3, len(before["instances"]))
+
+        code, out = self.cli(url, "db", "version", "-f", "json")
+        self.assertEqual(0, code, out)
+        self.assertIn("legacy step 3", out)
+        self.assertIn('"Current": "no"', out)
+
+        # A read-only command refuses, and changes nothing.
+        code, out = self.cli(url, "node", "list")
+        self.assertNotEqual(0, code)
+        self.assertIn("nova-lite db sync", out)
+        self.assertIn("schema_version", _tables(engine))
+
+        code, out = self.cli(url, "db", "sync", "-f", "json")
+        self.assertEqual(0, code, out)
+        self.assertIn("legacy step 3", out)
+        self.assertEqual(before, _snapshot(engine))
+        self.assertNotIn("schema_version", _tables(engine))
+        store = Store(url, readonly=True)
+        self.addCleanup(store.close)
+        self.assertTrue(store.schema.current)
+        node = store.get_compute_node("host1", "host1-node0")
+        self.assertEqual(3, len(store.list_instances(node="host1-node0")))
+        self.assertEqual({"VCPU": 5, "MEMORY_MB": 2560, "DISK_GB": 5}, dict(node.usage))
+        code, out = self.cli(url, "service", "list", "-f", "value")
+        self.assertEqual(0, code, out)
+        self.assertIn("disabled", out)
+        self.assertIn("kernel upgrade", out)
+
+        code, out = self.cli(url, "db", "sync", "-f", "value")
+        self.assertEqual(0, code, out)
+        self.assertIn("already current", out)
+
+    def test_a_step_1_database_is_adopted(self):
+        url = self.new_url()
+        engine = self.engine(url)
+        self.load_release_0_1_0(engine)
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM schema_version WHERE version > 1"))
+            if engine.dialect.name == "postgresql":
+                conn.execute(sa.text("ALTER TABLE compute_nodes DROP COLUMN reported"))
+                conn.execute(sa.text("ALTER TABLE services DROP COLUMN disabled_reason"))
+        store = Store(url, initialise=True)
+        self.addCleanup(store.close)
+        self.assertEqual(1, store.schema_before_open.legacy_version)
+        self.assertTrue(store.schema.current)
+        columns = {c["name"] for c in sa.inspect(engine).get_columns("compute_nodes")}
+        self.assertIn("reported", columns)
+        self.assertTrue(all(n.reported for n in store.get_compute_nodes()))
+
+    def test_a_newer_revision_is_refused_and_left_alone(self):
+        url = self.new_url()
+        Store(url).close()
+        engine = self.engine(url)
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+        error = self.assertRaises(SchemaOutdated, Store, url, initialise=True)
+        self.assertIn("newer", str(error))
+        code, out = self.cli(url, "db", "sync")
+        self.assertNotEqual(0, code)
+        self.assertIn("9999", out)
+        with engine.connect() as conn:
+            self.assertEqual("9999", conn.execute(
+                sa.text("SELECT version_num FROM alembic_version")).scalar())
+
+    def test_tables_without_a_revision_are_refused(self):
+        url = self.new_url()
+        Store(url).close()
+        engine = self.engine(url)
+        with engine.begin() as conn:
+            conn.execute(sa.text("DROP TABLE alembic_version"))
+        error = self.assertRaises(StoreError, Store, url)
+        self.assertIn("no recorded schema revision", str(error))
+        self.assertNotIn("alembic_version", _tables(engine))
+
+    def test_a_read_only_open_never_migrates(self):
+        url = self.new_url()
+        engine = self.engine(url)
+        self.load_release_0_1_0(engine)
+        error = self.assertRaises(SchemaOutdated, Store, url, readonly=True)
+        self.assertIn("db sync", str(error))
+        self.assertIn("schema_version", _tables(engine))
+        self.assertNotIn("alembic_version", _tables(engine))
+
+
+class TestSQLiteMigrations(MigrationTests, base.TestCase):
+    def new_url(self):
+        return self.useFixture(databases.SQLiteFile()).url
+
+    def load_release_0_1_0(self, engine):
+        path = engine.url.database
+        with open(os.path.join(FIXTURES, "release-0.1.0-sqlite.sql"), encoding="utf-8") as f:
+            script = f.read()
+        conn = sqlite3.connect(path)
+        try:
+            conn.executescript(script)
+        finally:
+            conn.close()
+
+
+class TestPostgreSQLMigrations(MigrationTests, base.TestCase):
+    def new_url(self):
+        databases.use_postgresql(self)
+        return self.useFixture(databases.PostgreSQLSchema()).url
+
+    def load_release_0_1_0(self, engine):
+        with open(os.path.join(FIXTURES, "release-0.1.0-postgresql.sql"),
+                  encoding="utf-8") as f:
+            script = f.read()
+        with engine.begin() as conn:
+            conn.exec_driver_sql(script)
