@@ -265,7 +265,7 @@ def _role(alloc, node, instances, migrations):
             return OUTGOING, (f"{mig.migration_type} {mig.uuid} to {mig.dest_compute}/"
                               f"{mig.dest_node} ({mig.status}): the source keeps "
                               f"{inst.flavor.name} until it is confirmed")
-    return INSTANCE, f"{inst.vm_state}, project {inst.project_id or '-'}"
+    return INSTANCE, f"project {inst.project_id or '-'}"
 
 
 def _consumer_lines(node, allocations, instances, migrations):
