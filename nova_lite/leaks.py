@@ -261,12 +261,16 @@ def heal(store, report, dry_run=False):
     """Apply (or with ``dry_run`` only describe) the heal plan of ``report``.
 
     Each step is its own transaction through :meth:`Store.heal`, guarded by
-    the generations ``report`` read; a step whose node moved on is skipped
-    and reported so.  A dry run reads nothing more and writes nothing.
+    the generations ``report`` read (moved on only by the steps before it
+    that were applied); a step whose node another writer moved on is
+    skipped and reported so.  A dry run reads nothing more and writes nothing.
     Returns a tuple of :class:`HealAction`, one per step, in order.
     """
     actions = []
+    ours = {}   # node uuid -> the generation our own applied steps moved it to
     for finding, change in plan_heal(report):
+        change = attrs.evolve(change, guards=tuple((node_uuid, ours.get(node_uuid, seen))
+                                                   for node_uuid, seen in change.guards))
         what = ("remove the allocation" if change.kind == REMOVE_ALLOCATION else
                 f"drop its allocations and mark it {change.migration_status}")
         base = dict(kind=change.kind, subject=change.subject,
@@ -278,6 +282,7 @@ def heal(store, report, dry_run=False):
             continue
         result = store.heal(change)
         if result.applied:
+            ours.update(result.generations)
             LOG.warning("Healed: %s %s on %s/%s (%s)", change.kind, change.subject,
                         finding.host, finding.nodename, _amounts(finding.resources))
             actions.append(HealAction(outcome=APPLIED, **base))
