@@ -216,6 +216,15 @@ def _err(exc):
     return f"{type(exc).__name__}: {exc}"
 
 
+def list_guests(driver, timeout):
+    """``(frozenset of guest uuids or None, note)`` the driver lists.
+
+    None (with a note saying why) when the driver does not list guests or
+    the call fails or outlasts ``timeout`` seconds.
+    """
+    return _list_guests(driver, DriverCaller(timeout))
+
+
 def _list_guests(driver, caller):
     if not driver.capabilities.supports_lifecycle:
         return None, (f"{type(driver).__name__} does not declare supports_lifecycle: "
@@ -399,7 +408,8 @@ def _unrecorded_guests(store, host, guests, live, migrations, nodename):
     return diffs
 
 
-__all__ = ["audit_host", "HostAudit", "NodeAudit", "ResourceView", "Difference", "KINDS",
+__all__ = ["audit_host", "list_guests", "HostAudit", "NodeAudit", "ResourceView",
+           "Difference", "KINDS",
            "GUEST_WITHOUT_RECORD", "RECORD_WITHOUT_GUEST", "ALLOCATION_WITHOUT_RECORD",
            "RECORD_WITHOUT_ALLOCATION", "ALLOCATION_MISMATCH", "NODE_NOT_RECORDED",
            "NODE_NOT_REPORTED", "NODE_REPORT_FAILED"]

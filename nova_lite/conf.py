@@ -64,7 +64,10 @@ MIN_DRIVER_TIMEOUT = 0.1
 #: Shortest values accepted from a configuration file (seconds): an operator
 #: asking for less is mistaken (a 1e-9 s driver timeout fails every call).
 MIN_FILE_SECONDS = {"driver_timeout": 0.1, "update_resources_interval": 1.0,
-                    "report_interval": 1.0, "service_down_time": 1.0}
+                    "report_interval": 1.0, "service_down_time": 1.0,
+                    "migration_stuck_age": 1.0}
+#: Default ``[compute] migration_stuck_age`` (seconds): one hour.
+DEFAULT_MIGRATION_STUCK_AGE = 3600
 
 
 def _ratio_option(optional):
@@ -198,6 +201,10 @@ class Settings:
     driver_timeout: float = attrs.field(default=DEFAULT_DRIVER_TIMEOUT,
                                         validator=_seconds_option(MIN_DRIVER_TIMEOUT))
     claim_retries: int = attrs.field(default=10, validator=_int_option(1, 1000))
+    #: Seconds an in-progress migration may go without a change before
+    #: ``nova-lite audit`` calls it stuck (and ``--heal`` reverts it).
+    migration_stuck_age: float = attrs.field(default=DEFAULT_MIGRATION_STUCK_AGE,
+                                             validator=_seconds_option())
     #: Seconds a transaction waits for another writer's lock before it fails
     #: with "database busy" and writes nothing.
     database_busy_timeout: float = attrs.field(default=10.0,
@@ -294,6 +301,7 @@ _INI_OPTIONS = {
     ("DEFAULT", "claim_retries"): "claim_retries",
     ("compute", "cpu_shared_set"): "cpu_shared_set",
     ("compute", "cpu_dedicated_set"): "cpu_dedicated_set",
+    ("compute", "migration_stuck_age"): "migration_stuck_age",
     ("database", "connection"): "database_url",
     ("database", "busy_timeout"): "database_busy_timeout",
     ("libvirt", "connection_uri"): "libvirt_connection_uri",

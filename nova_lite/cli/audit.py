@@ -1,8 +1,11 @@
-"""``nova-lite audit``: hypervisor view, tracked view and records, side by side."""
+"""``nova-lite audit [--heal] [--dry-run]``: hypervisor view, tracked view and records,
+side by side; the leaks they reveal, and their repair."""
 
 import logging
 
-from nova_lite import audit
+import attrs
+
+from nova_lite import audit, leaks
 from nova_lite.cli.output import render_table
 from nova_lite.cli.report_formats import ReportShowOne
 from nova_lite.compute.resource_tracker import ResourceTracker
@@ -31,14 +34,41 @@ def _node_uuids(data):
                 diff["uuid"] = node["node_uuid"]
 
 
+def _resources(resources):
+    return ", ".join(f"{rc}={n}" for rc, n in sorted(resources.items())) or "-"
+
+
+def _leaks_table(found):
+    return render_table(["Leak", "Subject", "Node", "Resources", "Detail"],
+                        [[f["kind"], f["subject"], f"{f['host'] or '-'}/{f['nodename'] or '-'}",
+                          _resources(f["resources"]), f["detail"]] for f in found])
+
+
+def _heal_table(actions):
+    return render_table(["Outcome", "Change", "Subject", "Node", "Frees", "Detail"],
+                        [[a["outcome"], a["kind"], a["subject"], f"{a['host']}/{a['nodename']}",
+                          _resources(a["resources"]),
+                          a["reason"] if a["outcome"] == leaks.SKIPPED else a["detail"]]
+                         for a in actions])
+
+
 class RunAudit(ReportShowOne):
-    """Compare, per node, the driver's report, the tracker and the records.
+    """Compare, per node, the driver's report, the tracker and the records; find leaks.
 
     Names every instance or guest that makes them differ: guests the
     hypervisor has but no record backs, records without a guest, and
-    allocations without a live record (or records without one).  Reads
-    only.  Exit status: 0 when consistent, 3 when something differs,
-    1 on error.
+    allocations without a live record (or records without one).  Then the
+    leaks: allocations of deleted or unknown instances (or finished
+    migrations), unknown guests, instances whose node is gone, migrations
+    in progress unchanged for longer than [compute] migration_stuck_age
+    seconds, and nodes over capacity.  Reads only, unless --heal: it
+    removes the stale allocations and finishes the stuck migrations
+    (their allocations are dropped and they are marked error), each in
+    its own transaction guarded by the node's generation: a step whose
+    node changed since the audit read it is skipped and reported so.
+    --dry-run shows what --heal would do and writes nothing.  Exit
+    status: 0 when consistent (after --heal: when nothing is left), 3
+    when something differs, 1 on error.
     """
 
     def get_parser(self, prog_name):
@@ -48,6 +78,11 @@ class RunAudit(ReportShowOne):
         parser.add_argument("--driver", metavar="NAME",
                             help="Virt driver entry point (default: compute_driver).")
         parser.add_argument("--node", metavar="NODE", help="Only this node.")
+        parser.add_argument("--heal", action="store_true",
+                            help="Remove stale allocations and finish stuck migrations; "
+                                 "prints every change made or skipped.")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="Show what --heal would change; write nothing.")
         return parser
 
     def report(self, parsed_args):
@@ -55,21 +90,43 @@ class RunAudit(ReportShowOne):
         host = parsed_args.host if parsed_args.host is not None else ctx.settings.host
         if not host.strip():
             self.parser.error("--host must not be empty")
+        if parsed_args.node is not None and not parsed_args.node.strip():
+            self.parser.error("--node must not be empty")
+        writes = parsed_args.heal and not parsed_args.dry_run
         name = parsed_args.driver or ctx.settings.compute_driver
         driver = ctx.load_driver(name, host)
-        store = ctx.open_store(must_exist=True, readonly=True)
+        store = ctx.open_store(must_exist=True, readonly=not writes)
         tracker = ResourceTracker(host, driver, store=store, settings=ctx.settings)
         result = audit.audit_host(tracker, nodename=parsed_args.node)
+        guests, _ = audit.list_guests(driver, ctx.settings.driver_timeout)
+        found = leaks.find_leaks(store, ctx.settings, host=host, nodename=parsed_args.node,
+                                 guests=guests)
         data = result.to_dict()
         data["driver"] = name   # the entry point, as ``compute`` names it
         _node_uuids(data)
         data["database"] = ctx.database
-        return data, 0 if result.consistent else EXIT_DIFFERENCES
+        data["consistent"] = result.consistent and found.clean
+        data["migration_stuck_age"] = ctx.settings.migration_stuck_age
+        data["leaks"] = found.to_dicts()
+        consistent = data["consistent"]
+        if parsed_args.heal or parsed_args.dry_run:
+            actions = leaks.heal(store, found, dry_run=not writes)
+            data["heal"] = [attrs.asdict(a) for a in actions]
+            data["dry_run"] = not writes
+        if writes:
+            after_tracker = ResourceTracker(host, driver, store=store, settings=ctx.settings)
+            after = audit.audit_host(after_tracker, nodename=parsed_args.node)
+            left = leaks.find_leaks(store, ctx.settings, host=host,
+                                    nodename=parsed_args.node, guests=guests)
+            consistent = after.consistent and left.clean
+            data["consistent_after_heal"] = consistent
+            data["leaks_after_heal"] = left.to_dicts()
+        return data, 0 if consistent else EXIT_DIFFERENCES
 
     def render(self, data):
         state = "consistent" if data["consistent"] else (
             f"{sum(len(n['differences']) for n in data['nodes']) + len(data['differences'])}"
-            " difference(s)")
+            f" difference(s), {len(data['leaks'])} leak(s)")
         lines = [f"Audit of host {data['host']} (driver {data['driver']}, database "
                  f"{data['database']}): {state}"]
         if data["note"]:
@@ -90,4 +147,23 @@ class RunAudit(ReportShowOne):
             lines.append("")
             lines.append("Host-level differences:")
             lines.append(_differences_table(data["differences"]))
+        lines.append("")
+        if data["leaks"]:
+            lines.append(f"Leaks (migration_stuck_age {data['migration_stuck_age']:g} s):")
+            lines.append(_leaks_table(data["leaks"]))
+        else:
+            lines.append("Leaks: none")
+        if "heal" in data:
+            lines.append("")
+            title = "Heal, dry run (nothing written)" if data["dry_run"] else "Heal"
+            if data["heal"]:
+                lines.append(f"{title}:")
+                lines.append(_heal_table(data["heal"]))
+            else:
+                lines.append(f"{title}: nothing to change")
+        if "consistent_after_heal" in data:
+            lines.append("After heal: " + ("consistent" if data["consistent_after_heal"]
+                                           else "differences remain"))
+            if data["leaks_after_heal"]:
+                lines.append(_leaks_table(data["leaks_after_heal"]))
         return "\n".join(lines)

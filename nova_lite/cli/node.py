@@ -1,13 +1,15 @@
-"""``nova-lite node list|show|delete``: the compute node records in the store."""
+"""``nova-lite node list|show|delete|explain``: the compute node records in the store."""
 
 import logging
 
 from cliff import command, lister, show
 
+from nova_lite import audit, explain
 from nova_lite.cli import views
 from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.output import (
-    DictColumn, LinesColumn, ListColumn, OptionalColumn, TextColumn, cell)
+    DictColumn, LinesColumn, ListColumn, OptionalColumn, TextColumn, cell, render_table)
+from nova_lite.cli.report_formats import ReportShowOne
 
 LOG = logging.getLogger(__name__)
 
@@ -140,3 +142,87 @@ class DeleteNode(command.Command):
         LOG.warning("Deleted %s", what)
         self.app.stdout.write(f"Deleted {what}\n")
         return 0
+
+
+def _consumers_table(consumers):
+    return render_table(
+        ["Consumer", "Type", "Role", "Flavor", "Flavor amount", "Overhead", "Amount", "State",
+         "Detail"],
+        [[c["consumer_uuid"], c["consumer_type"], c["role"], c["flavor"], c["flavor_amount"],
+          c["overhead"], c["amount"], c["state"] or "-", c["detail"]] for c in consumers])
+
+
+def render_explanation(data):
+    """The text of a node explanation (a :meth:`NodeExplanation.to_dict`) for people."""
+    lines = [f"Node {data['nodename']} (host {data['host']}, uuid {data['node_uuid']}, "
+             f"generation {data['generation']}"
+             f"{'' if data['reported'] else ', no longer reported by its driver'})"]
+    if data["note"]:
+        lines.append(f"Note: {data['note']}")
+    for r in data["resources"]:
+        lines.append("")
+        lines.append(f"{r['resource_class']}: total {r['total']} (driver reported "
+                     f"{'-' if r['detected'] is None else r['detected']})")
+        lines.append(f"  - reserved {r['reserved']}: {'; '.join(r['reserved_sources'])}")
+        lines.append(f"  x ratio {'-' if r['ratio'] is None else r['ratio']}: "
+                     f"{r['ratio_source']}")
+        lines.append(f"  = capacity {r['capacity']}: {r['capacity_formula']}")
+        if r["consumers"]:
+            lines.append(_consumers_table(r["consumers"]))
+        else:
+            lines.append("  no consumer holds any")
+        lines.append(f"  used {r['used']}, free {r['free']}, over {r['over']}")
+        lines.extend(f"  note: {note}" for note in r["notes"])
+    lines.append("")
+    if data["culprits"]:
+        lines.append(render_table(
+            ["Culprit", "Subject", "Resources", "Detail"],
+            [[c["kind"], c["subject"], ", ".join(f"{k}={v}" for k, v in
+                                                 sorted(c["resources"].items())) or "-",
+              c["detail"]] for c in data["culprits"]]))
+    lines.append(f"Verdict: {data['verdict']}")
+    return "\n".join(lines)
+
+
+class ExplainNode(ReportShowOne):
+    """Explain why a node's free amounts are what they are, line by line.
+
+    Per resource class: total, minus reserved (and the option or driver
+    report that set it), times the allocation ratio (and where it came
+    from) gives the capacity; then every consumer and what it holds
+    (instances with flavor and overhead, in-progress migrations, and
+    allocations of deleted or unknown consumers); then used, free (never
+    negative) and over.  Ends with the culprits (stale allocation, unknown
+    guest, shrunken host, over-commit by ratio, missing allocation) or
+    "consistent".  Reads the records only; with --driver, the guests that
+    driver lists on the node's host are compared too.  Exit status 0 (a
+    culprit is an answer, not an error; ``audit`` exits 3), 1 on error.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        _node_args(parser)
+        parser.add_argument("--driver", metavar="NAME",
+                            help="Also compare the guests this virt driver (entry point "
+                                 "name) lists on the node's host; without it the records "
+                                 "alone are read.")
+        return parser
+
+    def report(self, parsed_args):
+        ctx = self.app.context()
+        if not parsed_args.node.strip():
+            raise BadArguments("NODE must not be empty; nothing was changed")
+        store = ctx.open_store(must_exist=True, readonly=True)
+        node = find_node(store, parsed_args.node, parsed_args.host)
+        guests, note = None, None
+        if parsed_args.driver:
+            driver = ctx.load_driver(parsed_args.driver, node.host)
+            guests, note = audit.list_guests(driver, ctx.settings.driver_timeout)
+        result = explain.explain_node(store, node.uuid, ctx.settings, guests=guests)
+        data = result.to_dict()
+        if note:
+            data["note"] = note
+        return data, 0
+
+    def render(self, data):
+        return render_explanation(data)

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.node_usage import with_allocation
-from nova_lite.db import audit_writes, claim_writes, migrations, models, rows
+from nova_lite.db import audit_writes, claim_writes, heal_writes, migrations, models, rows
 from nova_lite.db.engine import DEFAULT_BUSY_TIMEOUT_S, Database, cause, sqlite_file_path
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound, SchemaOutdated,
@@ -383,6 +383,25 @@ class Store:
                             [r.consumer_uuid for r in held], instance=gone,
                             migration_status=[(m, "error") for m in moving])
         return self._write(f"record state of instance {instance.uuid}", op)
+
+    # -- heal -----------------------------------------------------------------
+    def heal(self, change):
+        """Apply one :class:`~nova_lite.db.heal_writes.HealChange` in its own transaction.
+
+        Applied only if every node it guards is still at the generation the
+        plan read (each is bumped); otherwise nothing is written.  Returns
+        a :class:`~nova_lite.db.heal_writes.HealResult`.
+        """
+        try:
+            return self._write(f"heal: {change.kind} {change.subject}",
+                               lambda conn: heal_writes.apply(conn, change))
+        except heal_writes.HealSkipped as exc:
+            return heal_writes.HealResult(applied=False, reason=str(exc))
+
+    def migration_times(self, in_progress_only=True):
+        """``{migration uuid: (created_at, updated_at)}`` in epoch seconds."""
+        return self._read("read migration times",
+                          lambda conn: heal_writes.migration_times(conn, in_progress_only))
 
     def node_generation(self, node_uuid):
         """The node's generation as recorded now (one small read)."""
