@@ -40,8 +40,6 @@ STATES_WITHOUT_RESOURCES = frozenset({DELETED, SHELVED_OFFLOADED})
 MIGRATION_IN_PROGRESS = frozenset({
     "accepted", "pre-migrating", "migrating", "post-migrating", "finished",
     "preparing", "running", "queued"})
-MIGRATION_DONE = frozenset({"confirmed", "reverted", "error", "failed", "done",
-                            "completed", "cancelled"})
 
 CPU_POLICIES = frozenset({"shared", "dedicated"})
 PCI_NUMA_POLICIES = frozenset({"legacy", "required", "preferred"})

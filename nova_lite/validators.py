@@ -4,7 +4,6 @@ Each validator raises :class:`~nova_lite.exception.InvalidInput` whose
 message names the record, the field and the value it got.
 """
 
-import math
 import types
 
 from nova_lite.exception import InvalidInput
@@ -73,15 +72,6 @@ def one_of(choices):
                 f"{_where(instance, attribute)} must be one of "
                 f"{sorted(choices)}, got {value!r}")
     return check
-
-
-def finite_number(value):
-    """True if ``value`` is an int or a finite float (bools excluded)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, float) and math.isfinite(value)
 
 
 def frozen_int_set(value):
