@@ -76,3 +76,24 @@ class TestCase(testtools.TestCase):
         self.assertEqual(expected, dict(rt.get_node(nodename).usage))
         stored = rt.store.get_compute_node(rt.host, nodename)
         self.assertEqual(expected, dict(stored.usage))
+
+
+class OnSQLiteFile:
+    """Mixin: ``make_store()`` opens a store on a new SQLite file."""
+
+    def make_store(self):
+        return self.sqlite_store()
+
+
+class OnPostgreSQL:
+    """Mixin: ``make_store()`` opens a store on a new PostgreSQL schema (one per test)."""
+
+    def setUp(self):
+        super().setUp()
+        databases.use_postgresql(self)
+        self.url = self.useFixture(databases.PostgreSQLSchema()).url
+
+    def make_store(self):
+        store = Store(self.url)
+        self.addCleanup(store.close)
+        return store

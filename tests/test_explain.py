@@ -15,7 +15,6 @@ from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store, models
 from nova_lite.exception import InvalidInput, NodeNotFound
 from nova_lite.objects import DELETED, Overhead
-from nova_lite.testing import databases
 from nova_lite.virt import loader
 from tests import base
 from tests.test_cli import CliTestCase
@@ -190,23 +189,12 @@ class ExplainTests:
         self.assertEqual("n1", explain.explain_node(rt.store, node.uuid, settings).nodename)
 
 
-class TestExplainSQLite(ExplainTests, base.TestCase):
-
-    def make_store(self):
-        return self.sqlite_store()
+class TestExplainSQLite(base.OnSQLiteFile, ExplainTests, base.TestCase):
+    pass
 
 
-class TestExplainPostgreSQL(ExplainTests, base.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        databases.use_postgresql(self)
-        self.url = self.useFixture(databases.PostgreSQLSchema()).url
-
-    def make_store(self):
-        store = Store(self.url)
-        self.addCleanup(store.close)
-        return store
+class TestExplainPostgreSQL(base.OnPostgreSQL, ExplainTests, base.TestCase):
+    pass
 
 
 class TestExplainCommand(CliTestCase):

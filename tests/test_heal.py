@@ -170,23 +170,12 @@ class HealTests:
         self.assertIn("ghost", str(err))
 
 
-class TestHealSQLite(HealTests, base.TestCase):
-
-    def make_store(self):
-        return self.sqlite_store()
+class TestHealSQLite(base.OnSQLiteFile, HealTests, base.TestCase):
+    pass
 
 
-class TestHealPostgreSQL(HealTests, base.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        databases.use_postgresql(self)
-        self.url = self.useFixture(databases.PostgreSQLSchema()).url
-
-    def make_store(self):
-        store = Store(self.url)
-        self.addCleanup(store.close)
-        return store
+class TestHealPostgreSQL(base.OnPostgreSQL, HealTests, base.TestCase):
+    pass
 
 
 class TestStuckAgeSetting(base.TestCase):
