@@ -31,10 +31,13 @@ mutants:
 	@tools/bootstrap.sh all
 	@.venv/bin/python tools/mutants.py
 
+# ruff on the whole tree, then mypy on nova_lite (configured in setup.cfg).
 lint:
 	@tools/bootstrap.sh core
 	@test -x .venv/bin/ruff || .venv/bin/pip install -q ruff
+	@test -x .venv/bin/mypy || .venv/bin/pip install -q mypy
 	@.venv/bin/ruff check nova_lite drivers tests bench tools
+	@.venv/bin/mypy
 
 clean:
 	rm -rf .venv .venv-* .stestr drivers/*/.stestr doc/build nova-lite-state

@@ -66,7 +66,7 @@ class Difference:
 
     kind: str = attrs.field(validator=attrs.validators.in_(KINDS))
     uuid: str
-    nodename: str = None
+    nodename: str | None = None
     detail: str = ""
 
 
@@ -79,22 +79,22 @@ class ResourceView:
     """
 
     resource_class: str
-    hypervisor: int = None
-    tracked: int = None
-    records: int = None
+    hypervisor: int | None = None
+    tracked: int | None = None
+    records: int | None = None
     #: The node's capacity, free and over amounts as tracked (None without a
     #: record): free is never negative, over is what is held beyond capacity.
-    capacity: int = None
-    free: int = None
-    over: int = None
+    capacity: int | None = None
+    free: int | None = None
+    over: int | None = None
 
     @property
-    def tracked_matches_records(self):
+    def tracked_matches_records(self) -> bool:
         """True when the tracker holds exactly what the records ask for."""
         return self.tracked == self.records
 
     @property
-    def status(self):
+    def status(self) -> str:
         """``"ok"``, ``"differs"`` (tracked vs records) or ``"hypervisor differs"``.
 
         The hypervisor's own figures may legitimately include host usage;
@@ -114,13 +114,15 @@ class NodeAudit:
 
     host: str
     nodename: str
-    node_uuid: str = None
-    resources: tuple = ()
-    differences: tuple = ()
-    guests: tuple = None   # guests of this node's records the hypervisor has; None: unknown
+    node_uuid: str | None = None
+    resources: tuple[ResourceView, ...] = ()
+    differences: tuple[Difference, ...] = ()
+    #: Instance uuids of this node's records the hypervisor has a guest
+    #: for; None: unknown.
+    guests: tuple[str, ...] | None = None
 
     @property
-    def consistent(self):
+    def consistent(self) -> bool:
         """True when nothing differs and the tracker matches the records."""
         return not self.differences and all(r.tracked_matches_records for r in self.resources)
 
@@ -136,13 +138,13 @@ class HostAudit:
 
     host: str
     driver: str
-    nodes: tuple = ()
-    differences: tuple = ()
+    nodes: tuple[NodeAudit, ...] = ()
+    differences: tuple[Difference, ...] = ()
     guests_listed: bool = True
-    note: str = None
+    note: str | None = None
 
     @property
-    def consistent(self):
+    def consistent(self) -> bool:
         """True when every node is consistent and no host-level difference exists."""
         return not self.differences and all(n.consistent for n in self.nodes)
 

@@ -24,6 +24,7 @@ is GiB, custom classes count units.
 
 import logging
 import math
+from collections.abc import Mapping
 
 import attrs
 
@@ -85,7 +86,7 @@ class ConsumerLine:
     amount: int
     flavor_amount: int
     overhead: int
-    state: str = None
+    state: str | None = None
     stale: bool = False
     detail: str = ""
 
@@ -104,19 +105,23 @@ class ResourceExplanation:
     """
 
     resource_class: str
-    detected: int
+    detected: int | None
     total: int
     reserved: int
-    reserved_sources: tuple
-    ratio: float
+    reserved_sources: tuple[str, ...]
+    ratio: float | None
     ratio_source: str
     capacity: int
     capacity_formula: str
-    consumers: tuple
+    consumers: tuple[ConsumerLine, ...]
     used: int
     free: int
     over: int
-    notes: tuple = ()
+    notes: tuple[str, ...] = ()
+
+
+def _culprit_resources(value: Mapping[str, int]) -> dict[str, int]:
+    return dict(value)
 
 
 @attrs.frozen
@@ -130,7 +135,7 @@ class Culprit:
 
     kind: str = attrs.field(validator=attrs.validators.in_(CULPRIT_KINDS))
     subject: str
-    resources: object = attrs.field(factory=dict, converter=dict)
+    resources: dict[str, int] = attrs.field(factory=dict, converter=_culprit_resources)
     detail: str = ""
 
 
@@ -148,14 +153,14 @@ class NodeExplanation:
     node_uuid: str
     generation: int
     reported: bool
-    resources: tuple
-    culprits: tuple
+    resources: tuple[ResourceExplanation, ...]
+    culprits: tuple[Culprit, ...]
     verdict: str
     guests_compared: bool = False
-    note: str = None
+    note: str | None = None
 
     @property
-    def consistent(self):
+    def consistent(self) -> bool:
         """True when no culprit was found."""
         return not self.culprits
 

@@ -63,7 +63,8 @@ def parse_cpu_spec(spec: str) -> set[int]:
     if not isinstance(spec, str):
         raise InvalidCPUSpec(
             f"Invalid CPU spec {spec!r}: expected a string, got {type(spec).__name__}")
-    included, excluded = set(), set()
+    included: set[int] = set()
+    excluded: set[int] = set()
     for raw in spec.split(","):
         item = raw.strip()
         if not item:

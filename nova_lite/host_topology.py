@@ -6,6 +6,8 @@ They are the parts of a :class:`~nova_lite.node_resources.NodeResources`
 report; :mod:`nova_lite.objects` re-exports them.
 """
 
+from collections.abc import Iterable
+
 import attrs
 
 from nova_lite import validators as v
@@ -39,6 +41,10 @@ class MaxPhysAddr:
     bits: int = attrs.field(validator=v.positive_int)
 
 
+def _features(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
 @attrs.frozen
 class CpuInfo:
     """What Nova's ``cpu_info`` JSON carried, typed.
@@ -51,8 +57,8 @@ class CpuInfo:
     vendor: str = attrs.field(default="", validator=v.string)
     topology: CpuTopology = attrs.field(factory=CpuTopology,
                                         validator=attrs.validators.instance_of(CpuTopology))
-    features: frozenset = attrs.field(factory=frozenset, converter=frozenset)
-    maxphysaddr: MaxPhysAddr = attrs.field(
+    features: frozenset[str] = attrs.field(factory=frozenset, converter=_features)
+    maxphysaddr: MaxPhysAddr | None = attrs.field(
         default=None, validator=attrs.validators.optional(
             attrs.validators.instance_of(MaxPhysAddr)))
 
@@ -75,6 +81,14 @@ class MemPage:
     used: int = attrs.field(default=0, validator=v.non_negative_int)
 
 
+def _sibling_sets(value: Iterable[Iterable[int]]) -> tuple[frozenset[int], ...]:
+    return tuple(v.frozen_int_set(x) for x in value)
+
+
+def _mempages(value: Iterable[MemPage] | None) -> tuple[MemPage, ...]:
+    return v.records(MemPage, value)
+
+
 @attrs.frozen
 class NUMACell:
     """One host NUMA cell.
@@ -85,31 +99,34 @@ class NUMACell:
     """
 
     id: int = attrs.field(validator=v.non_negative_int)
-    cpuset: frozenset = attrs.field(converter=v.frozen_int_set)
+    cpuset: frozenset[int] = attrs.field(converter=v.frozen_int_set)
     memory_mb: int = attrs.field(validator=v.non_negative_int)
-    pcpuset: frozenset = attrs.field(factory=frozenset, converter=v.frozen_int_set)
-    siblings: tuple = attrs.field(
-        factory=tuple, converter=lambda s: tuple(v.frozen_int_set(x) for x in s))
-    mempages: tuple = attrs.field(factory=tuple, converter=v.tuple_of(MemPage))
+    pcpuset: frozenset[int] = attrs.field(factory=frozenset, converter=v.frozen_int_set)
+    siblings: tuple[frozenset[int], ...] = attrs.field(factory=tuple, converter=_sibling_sets)
+    mempages: tuple[MemPage, ...] = attrs.field(factory=tuple, converter=_mempages)
 
     @property
-    def all_cpus(self):
+    def all_cpus(self) -> frozenset[int]:
         """Every CPU of the cell, shared and dedicated."""
         return self.cpuset | self.pcpuset
+
+
+def _numa_cells(value: Iterable[NUMACell] | None) -> tuple[NUMACell, ...]:
+    return v.records(NUMACell, value)
 
 
 @attrs.frozen
 class NUMATopology:
     """A host's NUMA cells."""
 
-    cells: tuple = attrs.field(converter=v.tuple_of(NUMACell))
+    cells: tuple[NUMACell, ...] = attrs.field(converter=_numa_cells)
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         ids = [c.id for c in self.cells]
         if len(set(ids)) != len(ids):
             raise InvalidInput(f"NUMATopology has duplicate cell ids: {ids}")
 
-    def cell(self, cell_id):
+    def cell(self, cell_id: int) -> NUMACell:
         """The cell with ``cell_id``; raises KeyError naming it."""
         for c in self.cells:
             if c.id == cell_id:
@@ -129,5 +146,6 @@ class PciDevice:
     vendor_id: str = attrs.field(validator=v.non_empty_str)
     product_id: str = attrs.field(validator=v.non_empty_str)
     dev_type: str = attrs.field(default="type-PCI", validator=v.one_of(PCI_DEV_TYPES))
-    numa_node: int = attrs.field(default=None, validator=v.optional(v.non_negative_int))
-    parent_addr: str = attrs.field(default=None, validator=v.optional(v.string))
+    numa_node: int | None = attrs.field(
+        default=None, validator=v.optional(v.non_negative_int))
+    parent_addr: str | None = attrs.field(default=None, validator=v.optional(v.string))

@@ -70,27 +70,28 @@ class Finding:
     kind: str = attrs.field(validator=attrs.validators.in_(FINDING_KINDS))
     subject: str
     detail: str
-    host: str = None
-    nodename: str = None
-    node_uuid: str = None
-    generation: int = None
-    instance_uuid: str = None
-    resources: object = attrs.field(factory=dict, converter=dict)
-    age: float = None
+    host: str | None = None
+    nodename: str | None = None
+    node_uuid: str | None = None
+    generation: int | None = None
+    instance_uuid: str | None = None
+    resources: dict[str, int] = attrs.field(factory=dict, converter=dict)
+    age: float | None = None
 
 
 @attrs.frozen
 class LeakReport:
     """The findings of one host (or every host: ``host`` None) or one node."""
 
-    host: str
-    nodename: str
-    findings: tuple
+    host: str | None
+    nodename: str | None
+    findings: tuple[Finding, ...]
     guests_compared: bool
     migration_stuck_age: float
     #: What :func:`plan_heal` needs of each stuck migration: ``{uuid:
     #: (updated_at, guards, allocations)}``.
-    stuck: object = attrs.field(factory=dict, repr=False, eq=False)
+    stuck: dict[str, tuple[float, tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]]] = (
+        attrs.field(factory=dict, repr=False, eq=False))
 
     @property
     def clean(self):
@@ -117,7 +118,7 @@ class HealAction:
     instance_uuid: str
     host: str
     nodename: str
-    resources: object = attrs.field(converter=dict)
+    resources: dict[str, int] = attrs.field(converter=dict)
     outcome: str = attrs.field(validator=attrs.validators.in_((APPLIED, SKIPPED, PLANNED)))
     detail: str = ""
     reason: str = ""

@@ -8,6 +8,9 @@ every missing or malformed key at once.
 import json
 import logging
 import math
+import types
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 
@@ -17,20 +20,17 @@ from nova_lite.host_topology import (
     CpuInfo, CpuTopology, MaxPhysAddr, MemPage, NUMACell, NUMATopology, PciDevice,
     SupportedInstance)
 from nova_lite.resources import (
-    ResourceClass, normalize_resource_class, validate_resource_class)
+    DISK_GB as _DISK_GB, MEMORY_MB as _MEMORY_MB, PCPU as _PCPU, VCPU as _VCPU,
+    normalize_resource_class, validate_resource_class)
 
 LOG = logging.getLogger(__name__)
 
 
-_VCPU, _PCPU = ResourceClass.VCPU.value, ResourceClass.PCPU.value
-_MEMORY_MB, _DISK_GB = ResourceClass.MEMORY_MB.value, ResourceClass.DISK_GB.value
-
-
-def _reserved_mapping(value):
+def _reserved_mapping(value: Mapping[str, int] | None) -> "types.MappingProxyType[str, int]":
     if not value:   # what almost every report carries
         return v.frozen_mapping(None)
     proxy = v.frozen_mapping(value)
-    out = {}
+    out: dict[str, int] = {}
     for rc, amount in proxy.items():
         rc = validate_resource_class(str(rc))
         if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
@@ -38,6 +38,15 @@ def _reserved_mapping(value):
                 f"NodeResources.reserved[{rc}] must be a non-negative integer, got {amount!r}")
         out[rc] = amount
     return v.frozen_mapping(out)
+
+
+def _pci_devices(value: Iterable[PciDevice] | None) -> tuple[PciDevice, ...]:
+    return v.records(PciDevice, value)
+
+
+def _supported_instances(
+        value: Iterable[SupportedInstance] | None) -> tuple[SupportedInstance, ...]:
+    return v.records(SupportedInstance, value)
 
 
 @attrs.frozen
@@ -59,25 +68,27 @@ class NodeResources:
     vcpus_used: int = attrs.field(default=0, validator=v.non_negative_int)
     memory_mb_used: int = attrs.field(default=0, validator=v.non_negative_int)
     local_gb_used: int = attrs.field(default=0, validator=v.non_negative_int)
-    disk_available_least: int = attrs.field(default=None, validator=v.optional(v.any_int))
+    disk_available_least: int | None = attrs.field(default=None, validator=v.optional(v.any_int))
     hypervisor_type: str = attrs.field(default="fake", validator=v.string)
     hypervisor_version: int = attrs.field(default=0, validator=v.non_negative_int)
     hypervisor_hostname: str = attrs.field(default="", validator=v.string)
-    cpu_info: CpuInfo = attrs.field(
+    cpu_info: CpuInfo | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(CpuInfo)))
-    numa_topology: NUMATopology = attrs.field(
+    numa_topology: NUMATopology | None = attrs.field(
         default=None,
         validator=attrs.validators.optional(attrs.validators.instance_of(NUMATopology)))
-    pci_devices: tuple = attrs.field(factory=tuple, converter=v.tuple_of(PciDevice))
-    stats: object = attrs.field(factory=dict, converter=v.str_mapping, hash=False)
-    supported_instances: tuple = attrs.field(
-        factory=tuple, converter=v.tuple_of(SupportedInstance))
-    resource_class: str = attrs.field(default=None, validator=v.optional(v.non_empty_str))
-    uuid: str = attrs.field(default=None, validator=v.optional(v.non_empty_str))
+    pci_devices: tuple[PciDevice, ...] = attrs.field(factory=tuple, converter=_pci_devices)
+    stats: Mapping[str, str] = attrs.field(factory=dict, converter=v.str_mapping, hash=False)
+    supported_instances: tuple[SupportedInstance, ...] = attrs.field(
+        factory=tuple, converter=_supported_instances)
+    resource_class: str | None = attrs.field(
+        default=None, validator=v.optional(v.non_empty_str))
+    uuid: str | None = attrs.field(default=None, validator=v.optional(v.non_empty_str))
     pcpus: int = attrs.field(default=0, validator=v.non_negative_int)
-    reserved: object = attrs.field(factory=dict, converter=_reserved_mapping, hash=False)
+    reserved: Mapping[str, int] = attrs.field(
+        factory=dict, converter=_reserved_mapping, hash=False)
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if not self.reserved:
             return
         totals = self.totals()
@@ -88,7 +99,7 @@ class NodeResources:
                     f"NodeResources.reserved[{rc}] = {amount} is greater than the "
                     f"total {total}")
 
-    def totals(self):
+    def totals(self) -> dict[str, int]:
         """Total amount per resource class this report offers (zeros left out)."""
         totals = {_VCPU: self.vcpus, _PCPU: self.pcpus, _MEMORY_MB: self.memory_mb,
                   _DISK_GB: self.local_gb}
@@ -97,7 +108,7 @@ class NodeResources:
         return {rc: n for rc, n in totals.items() if n}
 
     @classmethod
-    def from_dict(cls, data, nodename=None):
+    def from_dict(cls, data: Any, nodename: str | None = None) -> "NodeResources":
         """Build a record from a Nova-style resources dict.
 
         Reads what Nova's in-tree drivers return, key for key, with
@@ -115,7 +126,7 @@ class NodeResources:
         """
         return _LegacyParser(data, nodename).parse()
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict that :meth:`from_dict` reads back."""
         return {
             "vcpus": self.vcpus, "memory_mb": self.memory_mb, "local_gb": self.local_gb,

@@ -196,8 +196,8 @@ def _choose(candidates, pci, pci_requests):
 
 @attrs.frozen
 class _Attempt:
-    placed: InstanceNUMATopology = None
-    problem: str = None
+    placed: InstanceNUMATopology | None = None
+    problem: str | None = None
 
 
 def _no_cell_detail(inst_cell, problems):

@@ -5,6 +5,8 @@ All records are frozen attrs classes: build a changed copy with
 (``memory_mb`` is MiB, ``*_gb`` is GiB, ``swap`` is MiB as in Nova).
 """
 
+from collections.abc import Iterable, Mapping
+
 import attrs
 
 from nova_lite import validators as v
@@ -67,27 +69,34 @@ class InstanceNUMACell:
     """
 
     id: int = attrs.field(validator=v.non_negative_int)
-    cpuset: frozenset = attrs.field(converter=v.frozen_int_set)
+    cpuset: frozenset[int] = attrs.field(converter=v.frozen_int_set)
     memory_mb: int = attrs.field(validator=v.positive_int)
     cpu_policy: str = attrs.field(default="shared", validator=v.one_of(CPU_POLICIES))
-    pagesize_kb: int = attrs.field(default=None, validator=v.optional(v.positive_int))
-    host_cell: int = attrs.field(default=None, validator=v.optional(v.non_negative_int))
-    cpu_pinning: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
+    pagesize_kb: int | None = attrs.field(default=None, validator=v.optional(v.positive_int))
+    host_cell: int | None = attrs.field(
+        default=None, validator=v.optional(v.non_negative_int))
+    cpu_pinning: Mapping[int, int] = attrs.field(
+        factory=dict, converter=v.frozen_mapping, hash=False)
 
     @property
-    def pinned_host_cpus(self):
+    def pinned_host_cpus(self) -> frozenset[int]:
         """Host CPUs this cell holds pinned (empty unless dedicated and claimed)."""
         return frozenset(self.cpu_pinning.values())
+
+
+def _instance_numa_cells(
+        value: Iterable[InstanceNUMACell] | None) -> tuple[InstanceNUMACell, ...]:
+    return v.records(InstanceNUMACell, value)
 
 
 @attrs.frozen
 class InstanceNUMATopology:
     """An instance's NUMA cells."""
 
-    cells: tuple = attrs.field(converter=v.tuple_of(InstanceNUMACell))
+    cells: tuple[InstanceNUMACell, ...] = attrs.field(converter=_instance_numa_cells)
 
     @property
-    def is_placed(self):
+    def is_placed(self) -> bool:
         """True once every cell has a host cell."""
         return all(c.host_cell is not None for c in self.cells)
 
@@ -99,11 +108,19 @@ class PciRequest:
     count: int = attrs.field(validator=v.positive_int)
     vendor_id: str = attrs.field(validator=v.non_empty_str)
     product_id: str = attrs.field(validator=v.non_empty_str)
-    alias_name: str = attrs.field(default=None, validator=v.optional(v.string))
+    alias_name: str | None = attrs.field(default=None, validator=v.optional(v.string))
     numa_policy: str = attrs.field(default="legacy", validator=v.one_of(PCI_NUMA_POLICIES))
 
 
-def _flavor_extra_specs(value):
+def _pci_requests(value: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:
+    return v.records(PciRequest, value)
+
+
+def _addresses(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _flavor_extra_specs(value: Mapping[str, object] | None) -> Mapping[str, str]:
     return v.str_mapping(value)
 
 
@@ -122,8 +139,9 @@ class Flavor:
     root_gb: int = attrs.field(default=0, validator=v.non_negative_int)
     ephemeral_gb: int = attrs.field(default=0, validator=v.non_negative_int)
     swap: int = attrs.field(default=0, validator=v.non_negative_int)
-    extra_specs: object = attrs.field(factory=dict, converter=_flavor_extra_specs, hash=False)
-    flavorid: str = attrs.field(default=None, validator=v.optional(v.string))
+    extra_specs: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_flavor_extra_specs, hash=False)
+    flavorid: str | None = attrs.field(default=None, validator=v.optional(v.string))
 
 
 @attrs.frozen
@@ -138,24 +156,24 @@ class Instance:
     flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
     project_id: str = attrs.field(default="", validator=v.string)
     user_id: str = attrs.field(default="", validator=v.string)
-    host: str = attrs.field(default=None, validator=v.optional(v.string))
-    node: str = attrs.field(default=None, validator=v.optional(v.string))
+    host: str | None = attrs.field(default=None, validator=v.optional(v.string))
+    node: str | None = attrs.field(default=None, validator=v.optional(v.string))
     vm_state: str = attrs.field(default=BUILDING, validator=v.one_of(VM_STATES))
-    task_state: str = attrs.field(default=None, validator=v.optional(v.string))
-    numa_topology: InstanceNUMATopology = attrs.field(
+    task_state: str | None = attrs.field(default=None, validator=v.optional(v.string))
+    numa_topology: InstanceNUMATopology | None = attrs.field(
         default=None,
         validator=attrs.validators.optional(attrs.validators.instance_of(InstanceNUMATopology)))
-    pci_requests: tuple = attrs.field(factory=tuple, converter=v.tuple_of(PciRequest))
-    pci_devices: tuple = attrs.field(factory=tuple, converter=tuple)
+    pci_requests: tuple[PciRequest, ...] = attrs.field(factory=tuple, converter=_pci_requests)
+    pci_devices: tuple[str, ...] = attrs.field(factory=tuple, converter=_addresses)
     display_name: str = attrs.field(default="", validator=v.string)
 
     @property
-    def holds_resources(self):
+    def holds_resources(self) -> bool:
         """False for deleted and shelved-offloaded instances, except one being unshelved."""
         return self.state_holds_resources(self.vm_state, self.task_state)
 
     @staticmethod
-    def state_holds_resources(vm_state, task_state):
+    def state_holds_resources(vm_state: str, task_state: str | None) -> bool:
         """Whether an instance in ``vm_state``/``task_state`` holds resources on its node.
 
         A shelved-offloaded instance whose task is ``spawning`` is being
@@ -185,12 +203,12 @@ class Migration:
                                               "evacuation"}))
 
     @property
-    def in_progress(self):
+    def in_progress(self) -> bool:
         """True while the migration still holds resources."""
         return self.status in MIGRATION_IN_PROGRESS
 
     @property
-    def same_node(self):
+    def same_node(self) -> bool:
         """True for a resize that stays on one node (both flavors count)."""
         return (self.source_compute, self.source_node) == (self.dest_compute, self.dest_node)
 
@@ -208,10 +226,10 @@ class Allocation:
     consumer_type: str = attrs.field(validator=v.one_of({"instance", "migration"}))
     instance_uuid: str
     node_uuid: str
-    resources: object = attrs.field(converter=v.frozen_mapping, hash=False)
+    resources: Mapping[str, int] = attrs.field(converter=v.frozen_mapping, hash=False)
     flavor: Flavor
-    numa_topology: InstanceNUMATopology = None
-    pci_devices: tuple = attrs.field(factory=tuple, converter=tuple)
+    numa_topology: InstanceNUMATopology | None = None
+    pci_devices: tuple[str, ...] = attrs.field(factory=tuple, converter=_addresses)
 
 
 @attrs.frozen
@@ -219,10 +237,15 @@ class NUMACellUsage:
     """What claims hold on one host NUMA cell."""
 
     id: int
-    pinned_cpus: frozenset = frozenset()
+    pinned_cpus: frozenset[int] = frozenset()
     shared_vcpus: int = 0
     memory_mb: int = 0
-    pages_used: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
+    pages_used: Mapping[int, int] = attrs.field(
+        factory=dict, converter=v.frozen_mapping, hash=False)
+
+
+def _address_set(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
 
 
 @attrs.frozen
@@ -239,11 +262,13 @@ class ComputeNode:
     host: str
     nodename: str
     generation: int = 0
-    inventories: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
-    usage: object = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
-    resources: object = attrs.field(default=None, hash=False)
-    numa_placements: tuple = attrs.field(factory=tuple, hash=False)
-    pci_in_use: frozenset = attrs.field(factory=frozenset, converter=frozenset, hash=False)
+    inventories: Mapping[str, Inventory] = attrs.field(
+        factory=dict, converter=v.frozen_mapping, hash=False)
+    usage: Mapping[str, int] = attrs.field(factory=dict, converter=v.frozen_mapping, hash=False)
+    resources: NodeResources | None = attrs.field(default=None, hash=False)
+    numa_placements: tuple[InstanceNUMATopology, ...] = attrs.field(factory=tuple, hash=False)
+    pci_in_use: frozenset[str] = attrs.field(
+        factory=frozenset, converter=_address_set, hash=False)
     last_error: str | None = attrs.field(default=None, hash=False)
     #: False once the driver stops listing the node: its record is kept, but
     #: it admits no claim and the scheduler does not offer it.

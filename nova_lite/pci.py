@@ -11,7 +11,7 @@ SR-IOV rule (as in Nova): a physical function (PF) with any of its virtual
 functions (VFs) in use is not free, and a VF whose PF is in use is not free.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -66,8 +66,8 @@ def _address_key(address):
         return (1, (), address)
 
 
-def _sorted_devices(devices):
-    devices = tuple(sorted(v.tuple_of(PciDevice)(devices), key=lambda d: _address_key(d.address)))
+def _sorted_devices(devices: Iterable[PciDevice] | None) -> tuple[PciDevice, ...]:
+    devices = tuple(sorted(v.records(PciDevice, devices), key=lambda d: _address_key(d.address)))
     seen = set()
     for dev in devices:
         if dev.address in seen:
@@ -76,7 +76,7 @@ def _sorted_devices(devices):
     return devices
 
 
-def _address_set(value):
+def _address_set(value: Iterable[str]) -> frozenset[str]:
     if isinstance(value, str):
         raise InvalidInput(f"in_use must be a collection of addresses, got {value!r}")
     return frozenset(value)
@@ -88,8 +88,8 @@ def _numa_cells(numa_cells):
     return v.frozen_int_set(numa_cells)
 
 
-def _check_requests(requests):
-    return v.tuple_of(PciRequest)(requests)
+def _check_requests(requests: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:
+    return v.records(PciRequest, requests)
 
 
 def _numa_allowed(dev, request, numa_cells):
@@ -115,9 +115,9 @@ class PciStats:
     :param in_use: addresses already allocated (unknown ones are ignored).
     """
 
-    devices: tuple = attrs.field(converter=_sorted_devices)
-    in_use: frozenset = attrs.field(factory=frozenset, converter=_address_set)
-    _children: object = attrs.field(init=False, eq=False, repr=False)
+    devices: tuple[PciDevice, ...] = attrs.field(converter=_sorted_devices)
+    in_use: frozenset[str] = attrs.field(factory=frozenset, converter=_address_set)
+    _children: Mapping[str, frozenset[str]] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self):
         children = {}
@@ -137,7 +137,7 @@ class PciStats:
 
     def pools(self) -> tuple[PciPool, ...]:
         """One :class:`PciPool` per (vendor, product, NUMA node, type), sorted."""
-        counts = {}
+        counts: dict[tuple[str, str, int | None, str], tuple[int, int]] = {}
         for dev in self.devices:
             key = (dev.vendor_id, dev.product_id, dev.numa_node, dev.dev_type)
             total, free = counts.get(key, (0, 0))

@@ -9,6 +9,7 @@ import enum
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from typing import cast
 
 import attrs
 import os_resource_classes as orc
@@ -16,19 +17,40 @@ import os_resource_classes as orc
 from nova_lite.exception import CapacityExceeded, InvalidInput
 
 __all__ = [
-    "ResourceClass", "STANDARD_CLASSES", "normalize_resource_class",
-    "validate_resource_class", "Inventory", "to_ratio", "CapacityExceeded",
+    "ResourceClass", "STANDARD_CLASSES", "VCPU", "PCPU", "MEMORY_MB", "DISK_GB",
+    "normalize_resource_class", "validate_resource_class", "Inventory", "to_ratio",
+    "CapacityExceeded",
 ]
+
+
+class StandardResourceClass(str, enum.Enum):
+    """Base of :data:`ResourceClass`: a str Enum whose ``str()`` is its value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+def _standard_classes() -> type[StandardResourceClass]:
+    # Built from os-resource-classes' list at import time, so type checkers
+    # see the base class only: code that needs one class's name uses the
+    # string constants below.
+    return cast(type[StandardResourceClass], enum.Enum(
+        "ResourceClass", [(name, name) for name in orc.STANDARDS],
+        type=StandardResourceClass, module=__name__, qualname="ResourceClass"))
 
 
 # The standard classes are os-resource-classes' list, the one Nova and
 # Placement use; the Enum gives them Python names.
-ResourceClass = enum.Enum(
-    "ResourceClass", [(name, name) for name in orc.STANDARDS], type=str,
-    module=__name__, qualname="ResourceClass")
+ResourceClass = _standard_classes()
 ResourceClass.__doc__ = ("The standard resource classes (Placement's names, from "
                          "os-resource-classes).")
-ResourceClass.__str__ = lambda self: self.value
+
+#: The standard classes nova-lite's accounting names itself (CPUs for shared
+#: and dedicated vCPUs, MiB of memory, GiB of local disk).
+VCPU = "VCPU"
+PCPU = "PCPU"
+MEMORY_MB = "MEMORY_MB"
+DISK_GB = "DISK_GB"
 
 
 STANDARD_CLASSES = frozenset(orc.STANDARDS)
@@ -36,7 +58,7 @@ CUSTOM_PREFIX = orc.CUSTOM_NAMESPACE
 _CUSTOM_RE = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 
 
-def normalize_resource_class(name):
+def normalize_resource_class(name: object) -> str:
     """Turn a free-form name into a resource class string, as Nova does.
 
     A standard class name is returned as it is, and so is a valid
@@ -54,7 +76,7 @@ def normalize_resource_class(name):
     return orc.normalize_name(name)
 
 
-def validate_resource_class(name):
+def validate_resource_class(name: object) -> str:
     """Return ``name`` as a string if it is a standard or ``CUSTOM_*`` class.
 
     Raises :class:`InvalidInput` naming the bad class otherwise.
@@ -117,7 +139,7 @@ class Inventory:
     total: int = attrs.field(validator=_check_int("total", 0))
     reserved: int = attrs.field(default=0, validator=_check_int("reserved", 0))
     min_unit: int = attrs.field(default=1, validator=_check_int("min_unit", 1))
-    max_unit: int = attrs.field(default=None)
+    max_unit: int | None = attrs.field(default=None)
     step_size: int = attrs.field(default=1, validator=_check_int("step_size", 1))
     allocation_ratio: Fraction = attrs.field(default=Fraction(1), converter=_ratio_converter)
     used: int = attrs.field(default=0, validator=_check_int("used", 0))

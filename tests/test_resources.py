@@ -1,6 +1,7 @@
 """Resource classes, Inventory validation and exact capacity arithmetic."""
 
 import math
+import pickle
 from decimal import Decimal
 from fractions import Fraction
 
@@ -22,6 +23,17 @@ class TestResourceClasses(testtools.TestCase):
         # A str Enum: compares and formats as its name.
         self.assertEqual("VCPU", ResourceClass.VCPU)
         self.assertEqual("VCPU", str(ResourceClass.VCPU))
+        self.assertEqual("VCPU", f"{ResourceClass.VCPU}")
+        self.assertEqual("<ResourceClass.VCPU: 'VCPU'>", repr(ResourceClass.VCPU))
+        self.assertIsInstance(ResourceClass.VCPU, ResourceClass)
+        self.assertIs(ResourceClass.VCPU, pickle.loads(pickle.dumps(ResourceClass.VCPU)))
+
+    def test_string_constants_are_the_standard_classes(self):
+        for name in ("VCPU", "PCPU", "MEMORY_MB", "DISK_GB"):
+            constant = getattr(resources, name)
+            self.assertIs(type(constant), str)
+            self.assertEqual(name, constant)
+            self.assertEqual(ResourceClass[name], constant)
 
     def test_normalize_keeps_standard_names(self):
         self.assertEqual("VCPU", resources.normalize_resource_class("VCPU"))

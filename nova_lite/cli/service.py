@@ -2,6 +2,7 @@
 
 import logging
 import time
+from typing import ClassVar
 
 from cliff import lister, show
 
@@ -47,7 +48,8 @@ class ListServices(lister.Lister):
 
 
 class _SetService(show.ShowOne):
-    disabled = None
+    #: What the command sets the service's ``disabled`` flag to.
+    disabled: ClassVar[bool | None] = None
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)

@@ -11,12 +11,10 @@ from collections.abc import Mapping
 
 from nova_lite.exception import InvalidInput
 from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology
-from nova_lite.resources import Inventory, ResourceClass, validate_resource_class
+from nova_lite.resources import (
+    DISK_GB, MEMORY_MB, PCPU, VCPU, Inventory, validate_resource_class)
 
 LOG = logging.getLogger(__name__)
-
-VCPU, PCPU = ResourceClass.VCPU.value, ResourceClass.PCPU.value
-MEMORY_MB, DISK_GB = ResourceClass.MEMORY_MB.value, ResourceClass.DISK_GB.value
 
 #: Nova's scheduler limit keys -> resource class.
 LIMIT_KEYS = {"memory_mb": MEMORY_MB, "disk_gb": DISK_GB, "vcpu": VCPU}

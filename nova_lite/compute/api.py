@@ -48,8 +48,8 @@ class BuildResult:
     """What a build did: the placed ``instances`` (in request order), and
     ``attempts``: ``(host, nodename, reason)`` of each claim that lost first."""
 
-    instances: tuple
-    attempts: tuple = ()
+    instances: tuple[objects.Instance, ...]
+    attempts: tuple[tuple[str, str, str], ...] = ()
 
 
 def _tracker_for(trackers, host):

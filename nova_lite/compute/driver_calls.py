@@ -24,7 +24,7 @@ class Outcome:
 
     item: object
     value: object = None
-    error: BaseException = None
+    error: BaseException | None = None
 
 
 class _Run:

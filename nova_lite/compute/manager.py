@@ -26,11 +26,11 @@ LOG = logging.getLogger(__name__)
 class PassResult:
     """What one pass did: audit outcome and orphan node records."""
 
-    audited: tuple = ()
-    failed: object = attrs.field(factory=dict)
-    orphans_deleted: tuple = ()
-    orphans_kept: tuple = ()
-    skipped: object = None
+    audited: tuple[str, ...] = ()
+    failed: dict[str, str] = attrs.field(factory=dict)   # {nodename: reason}
+    orphans_deleted: tuple[str, ...] = ()
+    orphans_kept: tuple[str, ...] = ()
+    skipped: str | None = None
 
 
 class ComputeService:

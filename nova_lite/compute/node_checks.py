@@ -25,8 +25,8 @@ class NodeListing:
     """A driver's node list, checked: ``valid`` names in order, ``invalid``
     ``{printable name: reason}``."""
 
-    valid: tuple = ()
-    invalid: object = attrs.field(factory=dict)
+    valid: tuple[str, ...] = ()
+    invalid: dict[str, str] = attrs.field(factory=dict)
 
 
 def printable(value):

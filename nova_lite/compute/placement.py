@@ -6,12 +6,14 @@ commits against, so NUMA and PCI are claimed under the same lock as
 everything else.
 """
 
+from collections.abc import Mapping
+
 import attrs
 
 from nova_lite.compute import accounting
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.node_usage import with_allocation
-from nova_lite.objects import Allocation, Flavor, Instance, Migration
+from nova_lite.objects import Allocation, Flavor, Instance, InstanceNUMATopology, Migration
 from nova_lite.numa import NUMA_FIT_FAILED, fit_instance_to_host, numa_fit_problem, \
     numa_usage_for
 from nova_lite.pci import PciClaimError, PciStats
@@ -21,9 +23,9 @@ from nova_lite.pci import PciClaimError, PciStats
 class Decision:
     """Where a request landed, or why it cannot."""
 
-    reasons: tuple = ()
-    numa_topology: object = None     # placed InstanceNUMATopology
-    pci_devices: tuple = ()
+    reasons: tuple[str, ...] = ()
+    numa_topology: InstanceNUMATopology | None = None     # as placed
+    pci_devices: tuple[str, ...] = ()
 
 
 #: The largest amount of one class a node records (SQL's 64-bit sums, exact
@@ -42,8 +44,8 @@ class ClaimAsk:
 
     instance: Instance
     flavor: Flavor
-    requested: object
-    numa_request: object = None
+    requested: Mapping[str, int]
+    numa_request: InstanceNUMATopology | None = None
     migration: Migration | None = None
 
     @classmethod

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from nova_lite.db import models, rows, serialize as ser
 from nova_lite.objects import (
     MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, STATES_WITHOUT_RESOURCES, UNSHELVE_TASK_STATES,
-    ComputeNode)
+    ComputeNode, Instance, InstanceNUMATopology, Migration)
 
 LOG = logging.getLogger(__name__)
 
@@ -34,10 +34,10 @@ class MissingAllocation:
     its claim asked for (the instance's own).
     """
 
-    consumer: object
+    consumer: Instance | Migration
     node_uuid: str | None
     nodename: str
-    numa_request: object = None
+    numa_request: InstanceNUMATopology | None = None
 
 
 def serialise_host(conn, host):

@@ -44,11 +44,11 @@ class HealChange:
 
     kind: str = attrs.field(validator=attrs.validators.in_(CHANGE_KINDS))
     subject: str
-    guards: tuple = attrs.field(converter=tuple)
-    allocations: tuple = attrs.field(converter=tuple)
-    migration_uuid: str = None
-    migration_status: str = None
-    migration_updated_at: float = None
+    guards: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
+    allocations: tuple[tuple[str, str], ...] = attrs.field(converter=tuple)
+    migration_uuid: str | None = None
+    migration_status: str | None = None
+    migration_updated_at: float | None = None
 
 
 @attrs.frozen
@@ -58,7 +58,7 @@ class HealResult:
 
     applied: bool
     reason: str = ""
-    generations: object = attrs.field(factory=dict, converter=dict)
+    generations: dict[str, int] = attrs.field(factory=dict, converter=dict)
 
 
 class HealSkipped(Exception):

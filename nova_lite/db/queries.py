@@ -20,7 +20,7 @@ class NodeVersion:
     host: str
     nodename: str
     generation: int
-    id: int = None
+    id: int | None = None
 
     @property
     def bucket(self):
@@ -38,7 +38,7 @@ class ServiceRow:
     updated_at: float
     report_count: int
     disabled: bool
-    disabled_reason: str = None
+    disabled_reason: str | None = None
 
     def is_up(self, service_down_time, now):
         """True if the last heartbeat is within ``service_down_time`` seconds of ``now``."""

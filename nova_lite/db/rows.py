@@ -17,7 +17,8 @@ import sqlalchemy as sa
 
 from nova_lite.db import models, serialize as ser
 from nova_lite.exception import NodeNotFound
-from nova_lite.objects import Allocation, ComputeNode, Instance, Migration, NodeResources
+from nova_lite.objects import (
+    Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, NodeResources)
 from nova_lite.resources import Inventory
 
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
@@ -180,7 +181,9 @@ def _node(row, inventory_rows, usage):
         reported=bool(row.reported))
 
 
-NO_USAGE = ({}, (), ())
+#: The (amounts, numa_placements, pci_in_use) of a node without allocations.
+NO_USAGE: tuple[dict[str, int], tuple[InstanceNUMATopology, ...], tuple[str, ...]] = (
+    {}, (), ())
 
 
 def usage_by_node(conn, where):

@@ -14,6 +14,7 @@ import collections
 import logging
 import os
 import time
+from collections.abc import Mapping
 
 import attrs
 import sqlalchemy as sa
@@ -28,6 +29,7 @@ from nova_lite.exception import (
 from nova_lite.objects import (
     DELETED, MIGRATION_IN_PROGRESS, STATES_WITHOUT_RESOURCES, Allocation,
     Instance, Migration, NodeResources)
+from nova_lite.resources import Inventory
 
 LOG = logging.getLogger(__name__)
 
@@ -60,8 +62,8 @@ class AuditedNode:
 
     nodename: str
     resources: NodeResources
-    inventories: object   # {rc: Inventory}
-    node_uuid: str = None  # the driver's stable uuid, if it has one
+    inventories: Mapping[str, Inventory]
+    node_uuid: str | None = None  # the driver's stable uuid, if it has one
 
 
 @attrs.frozen

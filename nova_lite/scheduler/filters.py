@@ -10,6 +10,7 @@ filter subclasses :class:`BaseHostFilter` and overrides
 """
 
 import logging
+from typing import ClassVar
 
 from nova_lite.compute import accounting
 
@@ -20,7 +21,7 @@ class BaseHostFilter:
     """A host filter; ``settings`` is the scheduler's :class:`~nova_lite.conf.Settings`."""
 
     #: The name reports use (the entry point name by default).
-    name = None
+    name: str | None = None
 
     def __init__(self, settings):
         self.settings = settings
@@ -87,7 +88,12 @@ class _AmountFilter(BaseHostFilter):
     """Free amount of one resource class (capacity after reserved and the
     allocation ratio, minus usage) must cover the flavor's request."""
 
-    attr = rc = label = unit = None
+    #: The HostState attribute holding the free amount, the resource class,
+    #: its word and its unit in reasons (set by each subclass).
+    attr: ClassVar[str | None] = None
+    rc: ClassVar[str | None] = None
+    label: ClassVar[str | None] = None
+    unit: ClassVar[str | None] = None
 
     def kind(self, spec):
         """``(resource class, HostState attribute, label)`` this request is checked on."""

@@ -47,8 +47,8 @@ class Selection:
 
     host: str
     nodename: str
-    limits: object = attrs.field(factory=dict)
-    alternates: tuple = ()
+    limits: dict[str, float] = attrs.field(factory=dict)
+    alternates: tuple["Selection", ...] = ()
 
 
 def _load(group, names, option, settings):

@@ -19,7 +19,7 @@ class FilterReport:
     filter: str
     considered: int
     removed: int
-    reason: str = None
+    reason: str | None = None
     reason_count: int = 0
 
     def __str__(self):

@@ -1,5 +1,7 @@
 """``RequestSpec``: what a build asks the scheduler for."""
 
+from collections.abc import Iterable
+
 import attrs
 
 from nova_lite import validators as v
@@ -8,10 +10,14 @@ from nova_lite.exception import InvalidInput
 from nova_lite.objects import ZERO_OVERHEAD, Flavor, InstanceNUMATopology, PciRequest
 
 
-def _names(value):
+def _names(value: str | Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     return tuple(value)
+
+
+def _pci_requests(value: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:
+    return v.records(PciRequest, value)
 
 
 @attrs.frozen
@@ -26,13 +32,13 @@ class RequestSpec:
     """
 
     flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
-    project_id: str = attrs.field(default=None, validator=v.optional(v.string))
-    numa_topology: InstanceNUMATopology = attrs.field(
+    project_id: str | None = attrs.field(default=None, validator=v.optional(v.string))
+    numa_topology: InstanceNUMATopology | None = attrs.field(
         default=None,
         validator=attrs.validators.optional(attrs.validators.instance_of(InstanceNUMATopology)))
-    pci_requests: tuple = attrs.field(factory=tuple, converter=v.tuple_of(PciRequest))
-    ignore_hosts: tuple = attrs.field(factory=tuple, converter=_names)
-    force_hosts: tuple = attrs.field(factory=tuple, converter=_names)
+    pci_requests: tuple[PciRequest, ...] = attrs.field(factory=tuple, converter=_pci_requests)
+    ignore_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
+    force_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
 
     @property
     def numa_request(self):

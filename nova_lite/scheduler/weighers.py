@@ -9,13 +9,16 @@ hosts that passed the filters and multiplied by its multiplier option
 negative packs.
 """
 
+from typing import ClassVar
+
 
 class BaseHostWeigher:
     """A weigher; ``settings`` is the scheduler's :class:`~nova_lite.conf.Settings`."""
 
     #: The Settings field holding this weigher's multiplier (None: 1.0).
-    multiplier_option = None
-    name = None
+    multiplier_option: ClassVar[str | None] = None
+    #: The name reports use (the class name by default).
+    name: str | None = None
 
     def __init__(self, settings):
         self.settings = settings

@@ -77,7 +77,7 @@ def postgresql_problem(admin_url=None):
     return None
 
 
-_ANSWERED = set()
+_ANSWERED: set[str] = set()
 
 
 def use_postgresql(test, admin_url=None):
