@@ -21,7 +21,7 @@ import fixtures
 import testtools
 import testtools.content
 
-from nova_lite import scaffold
+from nova_lite import conf, scaffold
 from nova_lite.exception import InvalidInput
 from nova_lite.testing import DriverConformanceTests
 from tests.test_cli import CliTestCase
@@ -130,6 +130,20 @@ class TestScaffoldFiles(testtools.TestCase):
         suite.run(result)
         self.assertTrue(result.wasSuccessful(), result.errors + result.failures)
         self.assertGreaterEqual(result.testsRun, 10)
+
+    def test_readme_configuration_is_accepted(self):
+        scaffold.scaffold("acme", self.target)
+        readme = read(self.target, "README.md")
+        ini = readme.split("```ini\n", 1)[1].split("```", 1)[0]
+        path = os.path.join(self.root, "nova-lite.conf")
+        with open(path, "w") as handle:
+            handle.write(ini)
+        settings = conf.load_settings(path)
+        self.assertEqual("acme", settings.compute_driver)
+        module = import_driver_module(self.target, "nova_lite_acme")
+        drv = module.AcmeDriver(settings=settings)
+        self.assertEqual({"vcpus": 8, "memory_mb": 16384, "local_gb": 100,
+                          "memory_overhead_mb": 32}, drv.sizes)
 
     def test_empty_directory_is_used(self):
         os.makedirs(self.target)
