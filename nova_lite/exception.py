@@ -113,3 +113,26 @@ class InstanceStateConflict(InvalidInput):
         super().__init__(
             f"Instance {instance_uuid} is {recorded} in the records; refusing to record it "
             f"as {requested}: {reason}")
+
+
+class DriverLoadError(NovaLiteError):
+    """A virt driver could not be loaded.
+
+    Attributes: ``name`` (the name asked for), ``entry_point`` (text such as
+    ``"'x = pkg.mod:Cls' from dist 1.0"``, or None when no single entry
+    point is to blame), ``cause`` (text), ``installed`` (the driver names
+    found in the ``nova_lite.virt.drivers`` group, sorted), ``missing``
+    (the required methods the driver class leaves unimplemented; empty for
+    other causes).
+    """
+
+    def __init__(self, name, entry_point, cause, installed, missing=()):
+        self.name = name
+        self.entry_point = entry_point
+        self.cause = cause
+        self.installed = sorted(set(installed))
+        self.missing = tuple(missing)
+        where = f" (entry point {entry_point})" if entry_point else ""
+        super().__init__(
+            f"Cannot load virt driver {name!r}{where}: {cause}. Installed drivers: "
+            f"{', '.join(self.installed) or 'none'}")

@@ -2,7 +2,7 @@
 
 import testtools
 
-from nova_lite.objects import NodeResources
+from nova_lite.objects import NodeResources, Overhead
 from nova_lite.testing import DriverConformanceTests
 from nova_lite.virt import driver as driver_api
 
@@ -44,6 +44,37 @@ class UnstableDriver(MinimalDriver):
     def get_available_nodes(self, refresh=False):
         UnstableDriver.calls += 1
         return [f"node{UnstableDriver.calls}"]
+
+
+class BareMetalDriver(MinimalDriver):
+    """Two bare-metal nodes, each one unit of its own CUSTOM_ class."""
+
+    def get_available_nodes(self, refresh=False):
+        return ["bm-0", "bm-1"]
+
+    def get_available_resource(self, nodename):
+        return NodeResources(vcpus=0, memory_mb=0, local_gb=0, hypervisor_type="ironic",
+                             hypervisor_hostname=nodename, resource_class="CUSTOM_GOLD")
+
+
+class CrampedDriver(MinimalDriver):
+    """A node smaller than the reserved host memory: no claim can fit."""
+
+    def get_available_resource(self, nodename):
+        return NodeResources(vcpus=1, memory_mb=256, local_gb=1, hypervisor_type="mini",
+                             hypervisor_hostname=nodename)
+
+
+class DriftingOverheadDriver(MinimalDriver):
+    """Its overhead estimate grows on every call, so the audit and the claim disagree."""
+
+    def __init__(self, settings=None):
+        super().__init__(settings=settings)
+        self.calls = 0
+
+    def estimate_instance_overhead(self, instance_or_flavor):
+        self.calls += 1
+        return Overhead(memory_mb=self.calls)
 
 
 def run_conformance(driver_class, test_name):
@@ -97,3 +128,29 @@ class TestConformanceSuite(testtools.TestCase):
         Nameless("test_is_a_compute_driver").run(result)
         self.assertFalse(result.wasSuccessful())
         self.assertIn("driver_name", str((result.errors + result.failures)[0][1]))
+
+
+class TestTrackerRoundTrip(testtools.TestCase):
+    """The audit/claim/free/refuse round trip through a real ResourceTracker."""
+
+    TESTS = ("test_tracker_audit_claim_and_free",
+             "test_tracker_refuses_a_claim_that_does_not_fit")
+
+    def test_minimal_and_bare_metal_drivers_pass(self):
+        for driver_class in (MinimalDriver, LegacyDictDriver, BareMetalDriver):
+            for test in self.TESTS:
+                result = run_conformance(driver_class, test)
+                self.assertTrue(result.wasSuccessful(),
+                                (driver_class.__name__, test, result.errors + result.failures))
+
+    def test_no_room_anywhere_fails_naming_the_nodes(self):
+        for test in self.TESTS:
+            result = run_conformance(CrampedDriver, test)
+            self.assertFalse(result.wasSuccessful())
+            text = str((result.errors + result.failures)[0][1])
+            self.assertIn("no node has room for the conformance flavor", text)
+            self.assertIn("only:", text)
+
+    def test_drifting_overhead_fails_the_round_trip(self):
+        result = run_conformance(DriftingOverheadDriver, "test_tracker_audit_claim_and_free")
+        self.assertFalse(result.wasSuccessful())

@@ -1,11 +1,13 @@
-"""``nova-lite driver list`` and ``nova-lite driver show NAME``."""
+"""``nova-lite driver list``, ``driver show NAME`` and ``driver scaffold NAME``."""
 
 import logging
 
 from cliff import lister, show
 
-from nova_lite.cli.context import CommandError
-from nova_lite.cli.output import CapabilitiesColumn, OptionalColumn
+from nova_lite import scaffold
+from nova_lite.cli.context import BadArguments, CommandError
+from nova_lite.cli.output import CapabilitiesColumn, ListColumn, OptionalColumn
+from nova_lite.exception import InvalidInput
 from nova_lite.virt import loader
 
 LOG = logging.getLogger(__name__)
@@ -80,5 +82,49 @@ class ShowDriver(show.ShowOne):
             "capabilities": CapabilitiesColumn(infos[0].capabilities),
             "description": _summary(parsed_args.name) if infos[0].error is None else "",
             "load_error": OptionalColumn(infos[0].error),
+        }
+        return tuple(fields), tuple(fields.values())
+
+
+class ScaffoldDriver(show.ShowOne):
+    """Create a new virt driver distribution, ready to install and test.
+
+    Writes nova-lite-NAME (package nova_lite_NAME, entry point NAME):
+    pyproject.toml and setup.cfg, a working two-node example driver, tests
+    that subclass nova_lite.testing.DriverConformanceTests, tox.ini,
+    .stestr.conf and a README saying how to install the core and run the
+    tests.  NAME: a lower-case letter, then letters, digits and single '-'
+    or '_' (e.g. acme, acme-kvm), not the name of an installed driver.  The
+    target directory must be new or empty; nothing is written otherwise
+    (exit status 2).
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("name", metavar="NAME",
+                            help="Driver (entry point) name, e.g. 'acme'.")
+        parser.add_argument("--dir", metavar="PATH", dest="directory",
+                            help="Where to write it (new or empty). "
+                                 "Default: ./nova-lite-NAME")
+        return parser
+
+    def take_action(self, parsed_args):
+        try:
+            done = scaffold.scaffold(parsed_args.name, parsed_args.directory,
+                                     installed=loader.installed_driver_names())
+        except InvalidInput as exc:
+            raise BadArguments(f"Cannot scaffold driver {parsed_args.name!r}: {exc}") from None
+        names = done.names
+        core = done.core_source or "/path/to/nova-lite"
+        fields = {
+            "driver": names.driver,
+            "distribution": names.distribution,
+            "package": names.package,
+            "class": f"{names.package}.driver:{names.class_name}",
+            "directory": done.directory,
+            "files": ListColumn(list(done.files)),
+            "next_steps": (f"cd {done.directory} && python3 -m venv .venv && "
+                           f".venv/bin/pip install -e {core} && "
+                           f".venv/bin/pip install -e '.[test]' && .venv/bin/stestr run"),
         }
         return tuple(fields), tuple(fields.values())

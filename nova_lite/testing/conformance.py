@@ -9,13 +9,26 @@ Use it as a mixin beside ``testtools.TestCase``::
 or override :meth:`DriverConformanceTests.make_driver`.  A capability the
 driver does not declare is skipped, and the skip names it; a declared one
 that raises NotImplementedError fails.
+
+Every driver also makes a round trip through a real
+:class:`~nova_lite.compute.resource_tracker.ResourceTracker` recording in a
+SQLite file: an audit of every node, a claim that fits (flavor plus the
+driver's overhead, counted in the usage and kept by the next audit), its
+release, and a claim that does not fit, refused with the reason in Nova's
+words and changing nothing.
 """
 
+import os
 import uuid
 
+import attrs
 import fixtures
 
 from nova_lite import conf
+from nova_lite.compute import accounting
+from nova_lite.compute.claims import ComputeResourcesUnavailable
+from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.db import Store
 from nova_lite.objects import Flavor, Instance, NodeResources, Overhead
 from nova_lite.virt import driver as driver_api
 from nova_lite.virt import loader
@@ -81,6 +94,72 @@ class DriverConformanceTests:
     def _flavor():
         return Flavor(name="conformance.tiny", vcpus=1, memory_mb=64, root_gb=0)
 
+    # -- the tracker round trip: hooks -------------------------------------
+    def make_tracker(self):
+        """A ResourceTracker over the driver, recording in a fresh SQLite file.
+
+        The conformance host is registered as a live compute service first,
+        as ``nova-lite compute`` does, so drivers that share nodes between
+        services (bare metal) see it.
+        """
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, "conformance.db")
+        store = Store(f"sqlite:///{path}")
+        self.addCleanup(store.close)
+        store.heartbeat(self.conformance_host)
+        return ResourceTracker(self.conformance_host, self.driver, store=store,
+                               settings=self.driver.settings)
+
+    def conformance_flavor(self, node):
+        """The small Flavor the round trip claims on ``node`` (a ComputeNode).
+
+        A node offering a ``CUSTOM_*`` class (bare metal) gets one unit of it
+        and nothing else, as Nova's bare-metal flavors ask; any other node
+        gets 1 vCPU, 64 MB and no disk.  Override for a driver whose nodes
+        need another shape.
+        """
+        custom = sorted(rc for rc in node.inventories if str(rc).startswith("CUSTOM_"))
+        if custom:
+            return Flavor(name="conformance.baremetal", vcpus=1, memory_mb=1, extra_specs={
+                f"resources:{custom[0]}": "1", "resources:VCPU": "0",
+                "resources:MEMORY_MB": "0", "resources:DISK_GB": "0"})
+        return self._flavor()
+
+    # -- the tracker round trip: helpers -----------------------------------
+    def _audited_tracker(self):
+        rt = self.make_tracker()
+        nodes = sorted(self._nodes())
+        result = rt.update_available_resource()
+        self.assertIsNone(result.skipped, f"the audit was skipped: {result.skipped}")
+        self.assertEqual({}, dict(result.failed), "the audit failed nodes")
+        self.assertEqual(tuple(nodes), tuple(result.audited))
+        return rt, nodes
+
+    def _requested(self, instance):
+        overhead = self.driver.estimate_instance_overhead(instance)
+        return accounting.requested_resources(instance.flavor, overhead)
+
+    def _claimable_node(self, rt, nodes):
+        """``(nodename, flavor)``: the first node with room for its conformance flavor."""
+        seen = []
+        for nodename in nodes:
+            node = rt.get_node(nodename)
+            flavor = self.conformance_flavor(node)
+            requested = self._requested(self._instance(flavor))
+            free = {rc: node.free(rc) for rc in requested}
+            if all(free[rc] >= amount for rc, amount in requested.items()):
+                return nodename, flavor
+            seen.append(f"{nodename}: requested {requested}, free {free}")
+        self.fail("no node has room for the conformance flavor: " + "; ".join(seen))
+
+    @staticmethod
+    def _instance(flavor):
+        return Instance(uuid=str(uuid.uuid4()), flavor=flavor, project_id="conformance")
+
+    def _assert_usage(self, rt, nodename, expected, when):
+        node = rt.get_node(nodename)
+        for rc, amount in expected.items():
+            self.assertEqual(amount, node.used(rc), f"{nodename} {rc} used {when}")
+
     # -- the contract -----------------------------------------------------
     def test_is_a_compute_driver(self):
         self.assertIsInstance(self.driver, driver_api.ComputeDriver)
@@ -127,6 +206,63 @@ class DriverConformanceTests:
             for value in (first.memory_mb, first.disk_gb, first.vcpus):
                 self.assertGreaterEqual(value, 0)
             self.assertEqual(first, self.driver.estimate_instance_overhead(subject))
+
+    # -- a round trip through a real ResourceTracker ----------------------------
+    def test_tracker_audit_claim_and_free(self):
+        rt, nodes = self._audited_tracker()
+        nodename, flavor = self._claimable_node(rt, nodes)
+        before = rt.get_node(nodename)
+        baseline = {rc: before.used(rc) for rc in before.inventories}
+        inst = self._instance(flavor)
+        requested = self._requested(inst)
+        claim = rt.instance_claim(inst, nodename=nodename)
+        self.assertEqual(requested, claim.claimed,
+                         "the claim holds the flavor plus the driver's overhead")
+        self.assertEqual((self.conformance_host, nodename),
+                         (claim.instance.host, claim.instance.node))
+        held = {rc: baseline.get(rc, 0) + requested.get(rc, 0)
+                for rc in set(baseline) | set(requested)}
+        self._assert_usage(rt, nodename, held, "after the claim")
+        # The audit rebuilds usage from the records: the claim still counts,
+        # with the same overhead (the driver's estimate is deterministic).
+        rt.update_available_resource()
+        self._assert_usage(rt, nodename, held, "after the next audit")
+        rt.update_usage(attrs.evolve(claim.instance, vm_state="deleted"))
+        self._assert_usage(rt, nodename, baseline, "after the instance was deleted")
+        rt.update_available_resource()
+        self._assert_usage(rt, nodename, baseline, "after the audit that followed")
+
+    def test_tracker_refuses_a_claim_that_does_not_fit(self):
+        rt, nodes = self._audited_tracker()
+        nodename, flavor = self._claimable_node(rt, nodes)
+        node = rt.get_node(nodename)
+        spec = next((k for k in flavor.extra_specs if k.startswith("resources:CUSTOM_")), None)
+        if spec is not None:
+            rc = spec.split(":", 1)[1]
+            big = attrs.evolve(flavor, name="conformance.too-big", extra_specs=dict(
+                flavor.extra_specs, **{spec: str(node.free(rc) + 1)}))
+            words = f"Free {rc} {node.free(rc):.2f} {rc} < requested {node.free(rc) + 1} {rc}"
+        else:
+            big = attrs.evolve(flavor, name="conformance.too-big",
+                               memory_mb=node.free("MEMORY_MB") + 1)
+            inst = self._instance(big)
+            wanted = self._requested(inst)["MEMORY_MB"]
+            words = (f"Free memory {node.free('MEMORY_MB'):.2f} MB < requested "
+                     f"{wanted} MB")
+        inst = self._instance(big)
+        exc = self.assertRaises(ComputeResourcesUnavailable, rt.instance_claim, inst,
+                                nodename=nodename)
+        self.assertIn(words, exc.reasons)
+        self.assertTrue(str(exc).startswith("Insufficient compute resources: "), str(exc))
+        self.assertIn(words, str(exc))
+        after = rt.get_node(nodename)
+        self.assertEqual((node.generation, dict(node.usage)),
+                         (after.generation, dict(after.usage)),
+                         "a refused claim changed the node")
+        self.assertEqual([], rt.store.list_allocations(instance_uuid=inst.uuid))
+        # and what fits is still admitted
+        claim = rt.instance_claim(self._instance(flavor), nodename=nodename)
+        self.assertTrue(claim.claimed)
 
     # -- optional capabilities -----------------------------------------------
     def test_lifecycle(self):

@@ -3,7 +3,12 @@
 A driver describes the node(s) it manages; the core audits and accounts.
 Subclass :class:`ComputeDriver`, implement the three required methods and
 register the class under the ``nova_lite.virt.drivers`` entry point group.
+The required methods are abstract: a driver class that lacks one cannot be
+instantiated, and the loader refuses it with a
+:class:`~nova_lite.exception.DriverLoadError` naming what is missing.
 """
+
+import abc
 
 import attrs
 
@@ -44,7 +49,16 @@ class Capabilities:
         return tuple(f.name for f in attrs.fields(type(self)) if getattr(self, f.name))
 
 
-class ComputeDriver:
+#: The methods every driver must implement (abstract in :class:`ComputeDriver`).
+REQUIRED_METHODS = ("init_host", "get_available_nodes", "get_available_resource")
+
+
+def missing_methods(driver_class):
+    """Names of the abstract methods ``driver_class`` leaves unimplemented, sorted."""
+    return tuple(sorted(getattr(driver_class, "__abstractmethods__", ())))
+
+
+class ComputeDriver(abc.ABC):
     """Base class of virt drivers.
 
     Class attributes:
@@ -70,10 +84,12 @@ class ComputeDriver:
         self.api_version = CURRENT_API_VERSION
 
     # -- required -------------------------------------------------------
+    @abc.abstractmethod
     def init_host(self, host):
         """Prepare the driver for service ``host``; called once before the first audit."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def get_available_nodes(self, refresh=False):
         """Names of the nodes this service manages (list of str).
 
@@ -84,6 +100,7 @@ class ComputeDriver:
         """
         raise NotImplementedError
 
+    @abc.abstractmethod
     def get_available_resource(self, nodename):
         """A :class:`NodeResources` for ``nodename``.
 
@@ -113,6 +130,7 @@ class ComputeDriver:
         metal) reads the live services and this host's instances from it.
         Default: ignored.
         """
+        return None
 
     def is_node_deleted(self, nodename):
         """True only if the hypervisor says ``nodename`` is gone for good.

@@ -1,9 +1,17 @@
-"""Finding and loading virt drivers through stevedore entry points.
+"""Finding and loading virt drivers through stevedore.
 
-Drivers register in the ``nova_lite.virt.drivers`` group.  A plugin that
-fails to import, is not a :class:`ComputeDriver`, or speaks no API version
-this core supports breaks only itself: :func:`list_drivers` reports it and
-every other driver still loads.
+Drivers register in the ``nova_lite.virt.drivers`` entry point group.
+Every lookup goes through stevedore's managers (and so through stevedore's
+entry point cache): :class:`stevedore.NamedExtensionManager` imports only
+the plugins asked for, and its ``on_load_failure_callback`` collects the
+ones that fail to import.  A plugin that fails to import, is not a
+:class:`~nova_lite.virt.driver.ComputeDriver`, leaves a required method
+unimplemented, or speaks no API version this core supports breaks only
+itself: :func:`list_drivers` reports it and every other driver still loads.
+
+stevedore's entry points carry no distribution; the distribution named in
+errors and in :class:`DriverInfo` is looked up in the installed metadata by
+the entry point's name and target.
 """
 
 import importlib.metadata
@@ -12,30 +20,16 @@ import logging
 import attrs
 import stevedore
 
-from nova_lite.exception import NovaLiteError
+from nova_lite.exception import DriverLoadError
 from nova_lite.virt import driver as driver_api
 
 LOG = logging.getLogger(__name__)
 
+#: The entry point group drivers register in.
 GROUP = "nova_lite.virt.drivers"
 
-
-class DriverLoadError(NovaLiteError):
-    """A driver could not be loaded.
-
-    Attributes: ``name`` (asked for), ``entry_point`` (text, or None),
-    ``cause`` (text), ``installed`` (driver names found in the group).
-    """
-
-    def __init__(self, name, entry_point, cause, installed):
-        self.name = name
-        self.entry_point = entry_point
-        self.cause = cause
-        self.installed = sorted(set(installed))
-        where = f" (entry point {entry_point})" if entry_point else ""
-        super().__init__(
-            f"Cannot load virt driver {name!r}{where}: {cause}. Installed drivers: "
-            f"{', '.join(self.installed) or 'none'}")
+__all__ = ["GROUP", "DriverInfo", "DriverLoadError", "installed_driver_names",
+           "list_drivers", "load_driver", "load_driver_class"]
 
 
 @attrs.frozen
@@ -55,13 +49,50 @@ class DriverInfo:
     error: str = None
 
 
+def _manager(names, failures=None):
+    """A NamedExtensionManager over ``names``: imports those plugins, nothing else.
+
+    Import failures are appended to ``failures`` as ``(entry point,
+    exception)``; a name nobody registered is not an error here.
+    """
+    def on_failure(manager, entry_point, exc):
+        LOG.debug("Virt driver entry point %s = %s failed to import: %s",
+                  entry_point.name, entry_point.value, exc)
+        if failures is not None:
+            failures.append((entry_point, exc))
+
+    return stevedore.NamedExtensionManager(
+        GROUP, names=list(names), invoke_on_load=False,
+        on_load_failure_callback=on_failure,
+        on_missing_entrypoints_callback=None)
+
+
 def _entry_points():
-    return list(importlib.metadata.entry_points(group=GROUP))
+    """Every entry point of the group, as stevedore lists it (nothing imported)."""
+    return list(_manager(()).list_entry_points())
 
 
-def _describe(ep):
-    dist = getattr(ep, "dist", None)
-    origin = f" from {dist.name} {dist.version}" if dist is not None else ""
+def _distributions():
+    """``{(name, value): [Distribution, ...]}`` for the group, from installed metadata."""
+    found = {}
+    for ep in importlib.metadata.entry_points(group=GROUP):
+        dist = getattr(ep, "dist", None)
+        if dist is not None:
+            found.setdefault((ep.name, ep.value), []).append(dist)
+    return found
+
+
+def _origin(ep, dists):
+    """``(distribution name, version)`` that declares ``ep``, or ``("", "")``."""
+    candidates = {(d.name, d.version) for d in dists.get((ep.name, ep.value), ())}
+    if len(candidates) != 1:
+        return "", ""   # unknown, or two distributions declare the very same target
+    return candidates.pop()
+
+
+def _describe(ep, dists):
+    dist_name, version = _origin(ep, dists)
+    origin = f" from {dist_name} {version}" if dist_name else ""
     return f"'{ep.name} = {ep.value}'{origin}"
 
 
@@ -71,19 +102,12 @@ def installed_driver_names():
 
 
 def _load_classes(name):
-    """Import every entry point called ``name``: [(ep text, class or exception)]."""
+    """Import every entry point called ``name``: ``[(described ep, class or exception)]``."""
     failures = []
-    manager = stevedore.NamedExtensionManager(
-        GROUP, names=[name], invoke_on_load=False,
-        on_load_failure_callback=lambda mgr, ep, exc: failures.append((ep, exc)),
-        warn_on_missing_entrypoint=False)
-    loaded = [(ext.entry_point, ext.plugin) for ext in manager.extensions]
-    by_value = {(ep.name, ep.value): ep for ep in _entry_points()}
-    results = []
-    for ep, outcome in loaded + failures:
-        described = _describe(by_value.get((ep.name, ep.value), ep))
-        results.append((described, outcome))
-    return results
+    manager = _manager([name], failures)
+    dists = _distributions()
+    outcomes = [(ext.entry_point, ext.plugin) for ext in manager.extensions] + failures
+    return [(_describe(ep, dists), plugin) for ep, plugin in outcomes]
 
 
 def _check_class(name, described, plugin):
@@ -96,6 +120,13 @@ def _check_class(name, described, plugin):
         raise DriverLoadError(
             name, described,
             f"{plugin!r} is not a subclass of nova_lite.virt.driver.ComputeDriver", installed)
+    missing = driver_api.missing_methods(plugin)
+    if missing:
+        raise DriverLoadError(
+            name, described,
+            f"{plugin.__module__}.{plugin.__qualname__} does not implement the required "
+            f"method{'s' if len(missing) > 1 else ''} {', '.join(missing)} of "
+            f"nova_lite.virt.driver.ComputeDriver", installed, missing=missing)
     declared = getattr(plugin, "api_versions", None)
     try:
         version = driver_api.negotiate_api_version(declared)
@@ -120,7 +151,9 @@ def load_driver_class(name):
     """Import the driver class called ``name``; returns (class, api_version).
 
     Raises :class:`DriverLoadError` if no plugin or more than one has that
-    name, or if the one found cannot be used.
+    name, or if the one found cannot be used (import error, not a
+    ComputeDriver, a required method missing, no common API version,
+    capabilities not a record).
     """
     if not isinstance(name, str) or not name:
         raise DriverLoadError(str(name), None, "driver name must be a non-empty string",
@@ -164,19 +197,18 @@ def list_drivers():
 
     Duplicated names are listed once per plugin, each with an error.
     """
+    dists = _distributions()
     infos = []
     for ep in sorted(_entry_points(), key=lambda e: (e.name, e.value)):
-        dist = getattr(ep, "dist", None)
-        info = DriverInfo(
-            name=ep.name, entry_point=ep.value,
-            distribution=dist.name if dist is not None else "",
-            version=dist.version if dist is not None else "")
+        dist_name, version = _origin(ep, dists)
+        info = DriverInfo(name=ep.name, entry_point=ep.value, distribution=dist_name,
+                          version=version)
         try:
-            plugin, version = load_driver_class(ep.name)
+            plugin, api_version = load_driver_class(ep.name)
         except DriverLoadError as exc:
             info = attrs.evolve(info, error=exc.cause)
         else:
-            info = attrs.evolve(info, api_version=version,
+            info = attrs.evolve(info, api_version=api_version,
                                 capabilities=plugin.capabilities.declared())
         infos.append(info)
     return infos

@@ -9,16 +9,25 @@
 # stops what it started, by PID: the guests' QEMU processes and the daemon.
 #
 # Needs: apt-get install libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86
-# Usage: drivers/libvirt/tools/smoke-real-libvirtd.sh   (PYTHON=... to pick the interpreter)
+# and the project virtualenv (tools/bootstrap.sh all at the checkout root), whose
+# python runs the driver.
+# Usage: drivers/libvirt/tools/smoke-real-libvirtd.sh   (PYTHON=... to pick another
+# interpreter that has nova-lite, nova-lite-libvirt and libvirt-python)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-PYTHON=${PYTHON:-$here/../../.venv/bin/python}
-[ -x "$PYTHON" ] || PYTHON=python3
+root=$(cd "$here/../.." && pwd)
+PYTHON=${PYTHON:-$root/.venv/bin/python}
 LIBVIRTD=${LIBVIRTD:-$(command -v libvirtd || echo /usr/sbin/libvirtd)}
 
 die() { echo "smoke: $*" >&2; exit 2; }
+[ -x "$PYTHON" ] || die "no project virtualenv python at $PYTHON: run tools/bootstrap.sh all \
+in $root (or set PYTHON=/path/to/python)"
+"$PYTHON" -c 'import nova_lite, nova_lite_libvirt, libvirt' 2>/dev/null \
+    || die "$PYTHON cannot import nova_lite, nova_lite_libvirt and libvirt: run \
+tools/bootstrap.sh all in $root (or pip install . ./drivers/libvirt into that environment)"
 [ -x "$LIBVIRTD" ] || die "no libvirtd: apt-get install libvirt-daemon libvirt-daemon-driver-qemu"
 command -v qemu-system-x86_64 >/dev/null || die "no QEMU: apt-get install qemu-system-x86"
+echo "smoke: python $PYTHON"
 
 work=$(mktemp -d /tmp/nova-lite-smoke.XXXXXX)
 chmod 755 "$work"
@@ -33,6 +42,14 @@ fi
 export XDG_RUNTIME_DIR="$work/run" XDG_CONFIG_HOME="$work/config" \
        XDG_CACHE_HOME="$work/cache" XDG_DATA_HOME="$work/data" HOME="$work/home"
 daemon_pid=""
+# What is running when something fails: "daemon" (starting libvirtd) or "driver"
+# (the checks).  libvirtd logs warnings and errors that are harmless in a private
+# session daemon (no /dev/kvm, no cgroups, no network helpers, ...): its log is
+# shown as the likely cause only when the daemon itself failed to start.
+stage=daemon
+log_offset=0
+# Errors a private session daemon logs on any machine; never the cause of a failure.
+HARMLESS='/dev/kvm|dnsmasq|D-Bus|system bus|session bus|udev device for syspath|cgroup'
 
 cleanup() {
     local rc=$?
@@ -48,8 +65,19 @@ cleanup() {
         echo "smoke: stopped libvirtd pid $daemon_pid"
     fi
     if [ $rc -ne 0 ] && [ -f "$work/libvirtd.log" ]; then
-        echo "smoke: last libvirtd log lines:" >&2
-        tail -n 20 "$work/libvirtd.log" >&2
+        if [ "$stage" = daemon ]; then
+            echo "smoke: libvirtd did not start; its last log lines:" >&2
+            tail -n 20 "$work/libvirtd.log" >&2
+        else
+            # The failure is the driver's (its output above says what); libvirtd's
+            # errors logged meanwhile, for reference only.
+            errors=$(tail -c +"$((log_offset + 1))" "$work/libvirtd.log" | grep ': error : ' \
+                     | grep -v -E "$HARMLESS" | tail -n 10 || true)
+            if [ -n "$errors" ]; then
+                echo "smoke: for reference, other errors libvirtd logged while the driver ran:" >&2
+                echo "$errors" >&2
+            fi
+        fi
     fi
     echo "smoke: logs and state kept in $work"
     exit $rc
@@ -73,6 +101,8 @@ for _ in $(seq 100); do
 done
 [ -S "$sock" ] || die "libvirtd did not open its socket $sock"
 
+stage=driver
+log_offset=$(stat -c %s "$work/libvirtd.log")
 export SMOKE_URI="qemu:///session?socket=$sock"
 export SMOKE_STATE="$work/state" SMOKE_PIDS="$work/guest.pids"
 "$PYTHON" - <<'PY'
