@@ -64,8 +64,8 @@ class Scaffold:
 
     names: DriverNames
     directory: str
-    files: tuple
-    core_source: str = None
+    files: tuple[str, ...]
+    core_source: str | None = None
 
 
 def driver_names(name):

@@ -40,7 +40,7 @@ class DriverConformanceTests:
     #: Entry point name of the driver under test.
     driver_name = None
     #: Extra keyword arguments for ``load_driver``.
-    driver_kwargs = {}
+    driver_kwargs: dict[str, object] = {}
     #: Host name passed to ``init_host``.
     conformance_host = "conformance-host"
 

@@ -48,7 +48,7 @@ class Fault:
     before answering; ``report``: returned as is (e.g. a malformed dict).
     """
 
-    exception: BaseException = None
+    exception: BaseException | None = None
     hang_seconds: float = 0
     report: object = None
 

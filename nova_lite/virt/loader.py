@@ -44,9 +44,9 @@ class DriverInfo:
     entry_point: str
     distribution: str
     version: str
-    api_version: str = None
-    capabilities: tuple = ()
-    error: str = None
+    api_version: str | None = None
+    capabilities: tuple[str, ...] = ()
+    error: str | None = None
 
 
 def _manager(names, failures=None):
