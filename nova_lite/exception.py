@@ -136,3 +136,95 @@ class DriverLoadError(NovaLiteError):
         super().__init__(
             f"Cannot load virt driver {name!r}{where}: {cause}. Installed drivers: "
             f"{', '.join(self.installed) or 'none'}")
+
+
+class DriverCallTimeout(NovaLiteError):
+    """A driver call did not return within the timeout."""
+
+
+class ComputeResourcesUnavailable(NovaLiteError):
+    """A claim was rejected; ``reasons`` lists every failing dimension.
+
+    The message reads "Insufficient compute resources: <reasons joined by
+    '; '>." in Nova's words.
+    """
+
+    def __init__(self, reasons, generation=None):
+        self.reasons = list(reasons)
+        #: The node generation the refusal was decided at (None if not known).
+        self.generation = generation
+        super().__init__("Insufficient compute resources: " + "; ".join(self.reasons) + ".")
+
+
+class PciClaimError(NovaLiteError):
+    """PCI requests cannot be met; the message names vendor:product and count.
+
+    ``request`` is the :class:`~nova_lite.objects.PciRequest` that could not
+    be met and ``available`` how many matching devices were free for it;
+    ``numa_cells`` the host NUMA cells the devices had to come from (None:
+    any).
+    """
+
+    def __init__(self, request, available, numa_cells=None):
+        self.request = request
+        self.available = available
+        self.numa_cells = numa_cells
+        where = [f'alias "{request.alias_name}"'] if request.alias_name else []
+        where.append(f'numa_policy "{request.numa_policy}"')
+        where.append(f"NUMA cells {'any' if numa_cells is None else sorted(numa_cells)}")
+        super().__init__(
+            f"Claim pci failed: requested {request.count} x "
+            f"{request.vendor_id}:{request.product_id} ({', '.join(where)}) "
+            f"but only {available} free device(s) match")
+
+
+class NoValidHost(NovaLiteError):
+    """No host can take the request.
+
+    ``report``: a tuple of :class:`~nova_lite.scheduler.report.FilterReport`,
+    one per filter that ran, in order; the message lists those that removed
+    hosts.
+    """
+
+    def __init__(self, flavor_name, total_hosts, report, placed=0):
+        self.flavor_name = flavor_name
+        self.total_hosts = total_hosts
+        self.report = tuple(report)
+        self.placed = placed
+        removing = [str(r) for r in self.report if r.removed]
+        if total_hosts == 0:
+            why = "no compute nodes are recorded"
+        elif removing:
+            why = "; ".join(removing)
+        else:
+            why = "no host passed"
+        which = f" for instance {placed + 1}" if placed else ""
+        super().__init__(f"No valid host was found for flavor {flavor_name!r}{which} "
+                         f"among {total_hosts} hosts: {why}")
+
+
+class BuildFailed(NovaLiteError):
+    """Every node tried for a build refused it; ``attempts`` lists
+    ``(host, nodename, reason)`` for each try."""
+
+    def __init__(self, attempts):
+        self.attempts = tuple(attempts)
+        tried = "; ".join(f"{h}/{n}: {r}" for h, n, r in self.attempts)
+        super().__init__(f"Build failed on every node tried: {tried}")
+
+
+class UnknownSchema(StoreError):
+    """The database holds tables, but not a schema this nova-lite knows."""
+
+
+class HealSkipped(NovaLiteError):
+    """A heal step was rolled back because its node changed since the audit; names why."""
+
+
+class CommandError(NovaLiteError):
+    """A command cannot do what it was asked; the message says why."""
+
+
+class BadArguments(CommandError):
+    """The command's arguments are wrong (an unknown name, a bad size, no
+    confirmation); nothing was changed.  The command exits with status 2."""

@@ -16,33 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from nova_lite import validators as v
-from nova_lite.exception import InvalidInput, NovaLiteError
+from nova_lite.exception import InvalidInput, PciClaimError
 from nova_lite.objects import PciDevice, PciRequest
-
-
-class PciClaimError(NovaLiteError):
-    """PCI requests cannot be met; the message names vendor:product and count.
-
-    ``request`` is the :class:`PciRequest` that could not be met and
-    ``available`` how many matching devices were free for it.
-    """
-
-    def __init__(self, request, available, numa_cells=None):
-        self.request = request
-        self.available = available
-        self.numa_cells = numa_cells
-        super().__init__(
-            f"Claim pci failed: requested {request.count} x "
-            f"{request.vendor_id}:{request.product_id} ({_describe(request, numa_cells)}) "
-            f"but only {available} free device(s) match")
-
-
-def _describe(request, numa_cells):
-    parts = [f'alias "{request.alias_name}"'] if request.alias_name else []
-    parts.append(f'numa_policy "{request.numa_policy}"')
-    cells = "any" if numa_cells is None else sorted(numa_cells)
-    parts.append(f"NUMA cells {cells}")
-    return ", ".join(parts)
 
 
 @attrs.frozen

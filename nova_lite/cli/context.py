@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from nova_lite import conf
 from nova_lite.db import Store
 from nova_lite.virt import loader
+from nova_lite.exception import CommandError, BadArguments  # noqa: F401 - public name here too
 
 LOG = logging.getLogger(__name__)
 
@@ -32,15 +33,6 @@ STATE_PATH_ENV = "NOVA_LITE_STATE_PATH"
 SYSTEM_STATE_PATH = conf.DEFAULT_STATE_PATH
 #: The fallback state path, relative to the working directory.
 LOCAL_STATE_PATH = "nova-lite-state"
-
-
-class CommandError(Exception):
-    """A command cannot do what it was asked; the message says why."""
-
-
-class BadArguments(CommandError):
-    """The command's arguments are wrong (an unknown name, a bad size, no
-    confirmation); nothing was changed.  The command exits with status 2."""
 
 
 @attrs.frozen

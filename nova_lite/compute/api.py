@@ -26,21 +26,11 @@ import attrs
 
 from nova_lite import objects
 from nova_lite.compute.claims import ComputeResourcesUnavailable
-from nova_lite.exception import NovaLiteError
+from nova_lite.exception import BuildFailed, NovaLiteError
 from nova_lite.scheduler import HostManager
 from nova_lite.scheduler.request import as_request_spec
 
 LOG = logging.getLogger(__name__)
-
-
-class BuildFailed(NovaLiteError):
-    """Every node tried for a build refused it; ``attempts`` lists
-    ``(host, nodename, reason)`` for each try."""
-
-    def __init__(self, attempts):
-        self.attempts = tuple(attempts)
-        tried = "; ".join(f"{h}/{n}: {r}" for h, n, r in self.attempts)
-        super().__init__(f"Build failed on every node tried: {tried}")
 
 
 @attrs.frozen

@@ -7,23 +7,9 @@ and propagates.
 
 import logging
 
-from nova_lite.exception import NovaLiteError
+from nova_lite.exception import ComputeResourcesUnavailable  # noqa: F401 - public name here too
 
 LOG = logging.getLogger(__name__)
-
-
-class ComputeResourcesUnavailable(NovaLiteError):
-    """A claim was rejected; ``reasons`` lists every failing dimension.
-
-    The message reads "Insufficient compute resources: <reasons joined by
-    '; '>." in Nova's words.
-    """
-
-    def __init__(self, reasons, generation=None):
-        self.reasons = list(reasons)
-        #: The node generation the refusal was decided at (None if not known).
-        self.generation = generation
-        super().__init__("Insufficient compute resources: " + "; ".join(self.reasons) + ".")
 
 
 class NopClaim:

@@ -11,11 +11,7 @@ import time
 
 import attrs
 
-from nova_lite.exception import NovaLiteError
-
-
-class DriverCallTimeout(NovaLiteError):
-    """A driver call did not return within the timeout."""
+from nova_lite.exception import DriverCallTimeout
 
 
 @attrs.frozen

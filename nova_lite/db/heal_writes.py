@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from nova_lite.db import claim_writes, models
 from nova_lite.objects import MIGRATION_IN_PROGRESS
+from nova_lite.exception import HealSkipped
 
 LOG = logging.getLogger(__name__)
 
@@ -59,10 +60,6 @@ class HealResult:
     applied: bool
     reason: str = ""
     generations: dict[str, int] = attrs.field(factory=dict, converter=dict)
-
-
-class HealSkipped(Exception):
-    """Raised inside the transaction to roll a heal step back; names why."""
 
 
 def apply(conn, change):

@@ -25,6 +25,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from nova_lite.exception import UnknownSchema
 
 LOG = logging.getLogger(__name__)
 
@@ -41,10 +42,6 @@ _NOVA_LITE_TABLES = ("services", "compute_nodes", "inventories", "instances",
 
 # Any constant works; it only has to be the same in every nova-lite process.
 _PG_MIGRATION_LOCK = 0x6E6F7661
-
-
-class UnknownSchema(Exception):
-    """The database holds tables, but not a schema this nova-lite knows."""
 
 
 @attrs.frozen

@@ -4,7 +4,7 @@ import collections
 
 import attrs
 
-from nova_lite.exception import NovaLiteError
+from nova_lite.exception import NoValidHost  # noqa: F401 - public name here too
 
 
 @attrs.frozen
@@ -36,25 +36,3 @@ def summarise(name, considered, rejected):
                         reason=reason, reason_count=count)
 
 
-class NoValidHost(NovaLiteError):
-    """No host can take the request.
-
-    ``report``: a tuple of :class:`FilterReport`, one per filter that ran,
-    in order; the message lists those that removed hosts.
-    """
-
-    def __init__(self, flavor_name, total_hosts, report, placed=0):
-        self.flavor_name = flavor_name
-        self.total_hosts = total_hosts
-        self.report = tuple(report)
-        self.placed = placed
-        removing = [str(r) for r in self.report if r.removed]
-        if total_hosts == 0:
-            why = "no compute nodes are recorded"
-        elif removing:
-            why = "; ".join(removing)
-        else:
-            why = "no host passed"
-        which = f" for instance {placed + 1}" if placed else ""
-        super().__init__(f"No valid host was found for flavor {flavor_name!r}{which} "
-                         f"among {total_hosts} hosts: {why}")
