@@ -30,7 +30,7 @@ passed=0; failed=0
 # full suites (tools/run-tests.sh) are where components are required.
 unset NOVA_LITE_REQUIRE_ALL NOVA_LITE_REQUIRE
 # ... and no real Ironic is started (its tests skip at once).
-export NOVA_LITE_IRONIC_VENV=$work/no-ironic-venv
+export NOVA_LITE_IRONIC_VENV=$work/no-ironic-venv NOVA_LITE_IRONIC_INSTALL=0
 
 check() {   # description command...
     local what=$1; shift
