@@ -215,7 +215,7 @@ class Settings:
             Entry point name of the virt driver (fake, fake.small,
             fake.medium, fake.multinode, libvirt, ironic, or a third
             party's; nova-lite driver list shows the installed ones).""",
-            nova="Nova takes a class path here"))
+            nova="takes a class path here"))
     state_path: str = attrs.field(
         default=DEFAULT_STATE_PATH, validator=_str_option,
         metadata=option("DEFAULT", "state_path", """
@@ -319,7 +319,7 @@ class Settings:
         metadata=option("DEFAULT", "update_resources_interval", """
             Time between audits of the compute service.""",
             minimum=MIN_SECONDS, file_minimum=1.0, unit="seconds",
-            nova="Nova's default 0 means the periodic task default, 60"))
+            nova="default 0, meaning the periodic task default of 60"))
     service_down_time: float = attrs.field(
         default=60, validator=_seconds_option(),
         metadata=option("DEFAULT", "service_down_time", """

@@ -154,12 +154,13 @@ def reference_rst(docs=None):
             out += [f".. _config-{section}-{doc.name}:", ""]
             out += [f"``{doc.name}``"]
             out += ["   " + line for line in textwrap.wrap(doc.help, WIDTH - 3)]
-            out += ["", f"   :Type: {doc.kind}", f"   :Default: ``{doc.default}``"
-                    if doc.literal_default else f"   :Default: {doc.default}"]
+            default = f"``{doc.default}``" if doc.literal_default else doc.default
+            facts = [f"Type: {doc.kind}", f"Default: {default}"]
             if doc.bounds:
-                out.append(f"   :Bounds: {doc.bounds}")
+                facts.append(f"Bounds: {doc.bounds}")
             if doc.nova:
-                out.append(f"   :Nova: {doc.nova}")
+                facts.append(f"Nova: {doc.nova}")
+            out += ["", "   " + ".  ".join(facts) + "."]
             out.append("")
     return "\n".join(out)
 

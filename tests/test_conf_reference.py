@@ -134,8 +134,8 @@ class TestReference(testtools.TestCase):
     def test_bounds_shown(self):
         text = conf_reference.reference_rst()
         block = text.split("``claim_retries``", 1)[1].split("\n\n.. _", 1)[0]
-        self.assertIn(":Bounds: at least 1, at most 1000", block)
-        self.assertIn(":Default: ``10``", block)
+        self.assertIn("Bounds: at least 1, at most 1000.", block)
+        self.assertIn("Default: ``10``.", block)
 
     def test_main_writes_the_sample(self):
         path = _write(self, "")

@@ -74,7 +74,7 @@ assert nova_lite.__file__.startswith(\"$site\"), nova_lite.__file__'"
 
 QUICK_CORE="tests.test_conf tests.test_conf_reference tests.test_objects tests.test_accounting
 tests.test_resources tests.test_numa tests.test_node_resources
-tests.test_reports tests.test_loader"
+tests.test_reports tests.test_loader tests.test_doc_examples"
 
 run_tests() {   # dir [test ids...]
     local dir=$1; shift
