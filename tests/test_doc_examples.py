@@ -10,21 +10,28 @@ files is run here:
   real driver ``mydriver`` installed exactly as the guide's ``setup.cfg``
   example declares it (distribution, version, entry point), and must pass;
 - the ``setup.cfg`` example itself is read: its entry point group is the
-  one the loader uses.
+  one the loader uses;
+- every ``$ nova-lite ...`` command of the guide's console examples runs
+  (with a private state path and a configuration file of its own) and
+  exits 0.
 """
 
 import configparser
 import importlib.util
 import os
 import re
+import shlex
 import sys
 import textwrap
 import unittest
 
+import fixtures
 import testtools
 
 from nova_lite.virt import loader
 from tests.entry_points import ThrowawayDistributions
+from tests.test_cli import CliTestCase
+from tests.test_cli_docs import install_noop
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "doc", "source")
@@ -160,3 +167,33 @@ class TestExamplesRun(testtools.TestCase):
         self.patch(MyDriver, "get_available_nodes", lambda self, refresh=False: ["", ""])
         _, result = _run_tests_of(_load_example(self, "conformance_by_entry_point.py"))
         self.assertNotEqual([], result.failures + result.errors)
+
+
+def _console_commands():
+    """``(page, argv)`` of every ``$ nova-lite ...`` line of the guide."""
+    found = []
+    for name, text in _guide_pages():
+        for block in _code_blocks(text, "console"):
+            for line in block.splitlines():
+                if line.startswith("$ nova-lite "):
+                    found.append((name, shlex.split(line[len("$ nova-lite "):])))
+    return found
+
+
+class TestConsoleExamples(CliTestCase):
+
+    def test_every_command_of_the_guide_runs(self):
+        install_noop(self)
+        install_mydriver(self)
+        config = os.path.join(self.useFixture(fixtures.TempDir()).path, "my.conf")
+        with open(config, "w", encoding="utf-8") as handle:
+            handle.write("[DEFAULT]\nhost = docs-host\n")
+        commands = _console_commands()
+        self.assertGreater(len(commands), 4)
+        for page, argv in commands:
+            if "--state-path" in argv:        # the test's own state path instead
+                at = argv.index("--state-path")
+                del argv[at:at + 2]
+            argv = [config if arg == "my.conf" else arg for arg in argv]
+            code, out, err = self.cli(*argv)
+            self.assertEqual(0, code, f"{page}: nova-lite {' '.join(argv)}\n{out}\n{err}")
