@@ -21,9 +21,18 @@ bench:
 	@.venv/bin/python -m bench.run_all --output bench-results.json
 	@.venv/bin/python -m bench.summary bench-results.json
 
-docs:
-	@tools/bootstrap.sh all
-	@.venv/bin/sphinx-build -W -b html doc/source doc/build/html
+# The documentation, in a virtualenv of its own made from doc/requirements.txt
+# alone: no apt packages, no libvirt-python, no Ironic.
+DOCS_VENV ?= $(CURDIR)/.venv-docs
+PYTHON ?= python3
+
+$(DOCS_VENV)/.installed: doc/requirements.txt setup.cfg
+	@test -x "$(DOCS_VENV)/bin/python" || $(PYTHON) -m venv "$(DOCS_VENV)"
+	@"$(DOCS_VENV)/bin/pip" install -q --disable-pip-version-check -r doc/requirements.txt
+	@touch "$@"
+
+docs: $(DOCS_VENV)/.installed
+	@"$(DOCS_VENV)/bin/sphinx-build" -n -W -b html doc/source doc/build/html
 
 # Break each guard of the claim path on a copy of the tree and show that the
 # tests fail for every one (see doc/source/architecture.rst, "Mutants").

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-#: Targets by row key (see :func:`rows`), as the issue states them.
+#: Performance goals by row key (see :func:`rows`).
 TARGETS = {
     ("claims", 1000, "memory"): ">= 20,000/s",
     ("claims", 1000, "sqlite-file"): ">= 2,000/s",

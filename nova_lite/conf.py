@@ -35,6 +35,7 @@ import os
 import re
 import socket
 import types
+from collections.abc import Mapping
 
 import attrs
 
@@ -61,11 +62,6 @@ MAX_ALLOCATION_RATIO = 10000
 MIN_SECONDS = 1e-6
 #: Shortest ``driver_timeout`` accepted anywhere (seconds).
 MIN_DRIVER_TIMEOUT = 0.1
-#: Shortest values accepted from a configuration file (seconds): an operator
-#: asking for less is mistaken (a 1e-9 s driver timeout fails every call).
-MIN_FILE_SECONDS = {"driver_timeout": 0.1, "update_resources_interval": 1.0,
-                    "report_interval": 1.0, "service_down_time": 1.0,
-                    "migration_stuck_age": 1.0}
 #: Default ``[compute] migration_stuck_age`` (seconds): one hour.
 DEFAULT_MIGRATION_STUCK_AGE = 3600
 
@@ -149,9 +145,51 @@ def _multiplier_option(instance, attribute, value):
         raise InvalidConfig(attribute.name, value, "must be a finite number")
 
 
-def _sections(value):
+def _sections(value) -> Mapping[str, Mapping[str, str]]:
     return types.MappingProxyType(
         {name: types.MappingProxyType(dict(opts)) for name, opts in (value or {}).items()})
+
+
+#: Key of an option's :class:`Option` in its Settings field's ``metadata``.
+OPTION_KEY = "nova_lite.option"
+
+
+@attrs.frozen
+class Option:
+    """What the configuration file, the sample and the reference say of one option.
+
+    Declared once, on the :class:`Settings` field it fills (see
+    :func:`option`); the INI reader, ``etc/nova-lite.conf.sample`` and the
+    configuration reference are all built from it.
+
+    ``minimum``/``maximum`` are the inclusive bounds the field's validator
+    enforces (None: no bound); ``file_minimum`` a higher floor applied only
+    to values read from a configuration file (seconds).  ``default_text``
+    describes a default computed at run time (None: the field's default is
+    shown as it is).  ``kind`` names the value's type for people
+    ("string", "integer", "float", "list", "CPU set").
+    """
+
+    section: str
+    name: str
+    help: str
+    kind: str | None = None
+    minimum: object = None
+    maximum: object = None
+    exclusive_minimum: bool = False
+    file_minimum: float | None = None
+    default_text: str | None = None
+    unit: str | None = None
+    nova: str | None = None
+
+
+def option(section, name, help, **details):
+    """Metadata for a Settings field read from ``[section] name``.
+
+    Returns the ``metadata`` mapping to give ``attrs.field``; ``details`` are
+    the other :class:`Option` attributes.
+    """
+    return {OPTION_KEY: Option(section, name, " ".join(help.split()), **details)}
 
 
 @attrs.frozen
@@ -168,56 +206,211 @@ class Settings:
     :data:`MIN_FILE_SECONDS`).
     """
 
-    host: str = attrs.field(factory=socket.gethostname, validator=_str_option)
-    compute_driver: str = attrs.field(default="fake", validator=_str_option)
-    state_path: str = attrs.field(default=DEFAULT_STATE_PATH, validator=_str_option)
+    host: str = attrs.field(
+        factory=socket.gethostname, validator=_str_option,
+        metadata=option("DEFAULT", "host", """
+            Name of this compute service.  The single node of the fake and
+            libvirt drivers is named after it.""",
+            default_text="the machine's host name", nova="same name and default"))
+    compute_driver: str = attrs.field(
+        default="fake", validator=_str_option,
+        metadata=option("DEFAULT", "compute_driver", """
+            Entry point name of the virt driver (fake, fake.small,
+            fake.medium, fake.multinode, libvirt, ironic, or a third
+            party's; nova-lite driver list shows the installed ones).""",
+            nova="takes a class path here"))
+    state_path: str = attrs.field(
+        default=DEFAULT_STATE_PATH, validator=_str_option,
+        metadata=option("DEFAULT", "state_path", """
+            Directory for the SQLite database and instances.  The command
+            line chooses differently when it is not set in a file.""",
+            nova="same name"))
     instances_path: str = attrs.field(
         default=attrs.Factory(_default_instances_path, takes_self=True),
-        validator=_str_option)
+        validator=_str_option,
+        metadata=option("DEFAULT", "instances_path", """
+            Where drivers keep guest files.""",
+            default_text="$state_path/instances", nova="same name"))
     database_url: str = attrs.field(
         default=attrs.Factory(_default_database_url, takes_self=True), validator=_str_option,
-        repr=False)
-    reserved_host_memory_mb: int = attrs.field(default=512, validator=_int_option())
-    reserved_host_disk_mb: int = attrs.field(default=0, validator=_int_option())
-    reserved_host_cpus: int = attrs.field(default=0, validator=_int_option())
-    cpu_allocation_ratio: float = attrs.field(default=None, converter=_unset_ratio,
-                                         validator=_ratio_option(True))
-    ram_allocation_ratio: float = attrs.field(default=None, converter=_unset_ratio,
-                                         validator=_ratio_option(True))
-    disk_allocation_ratio: float = attrs.field(default=None, converter=_unset_ratio,
-                                         validator=_ratio_option(True))
-    initial_cpu_allocation_ratio: float = attrs.field(default=4.0,
-                                                      validator=_ratio_option(False))
-    initial_ram_allocation_ratio: float = attrs.field(default=1.0,
-                                                      validator=_ratio_option(False))
-    initial_disk_allocation_ratio: float = attrs.field(default=1.0,
-                                                       validator=_ratio_option(False))
-    vcpu_pin_set: str = attrs.field(default=None, validator=_cpu_set_option)
-    cpu_shared_set: str = attrs.field(default=None, validator=_cpu_set_option)
-    cpu_dedicated_set: str = attrs.field(default=None, validator=_cpu_set_option)
-    update_resources_interval: float = attrs.field(default=60, validator=_seconds_option())
-    service_down_time: float = attrs.field(default=60, validator=_seconds_option())
-    report_interval: float = attrs.field(default=10, validator=_seconds_option())
-    driver_timeout: float = attrs.field(default=DEFAULT_DRIVER_TIMEOUT,
-                                        validator=_seconds_option(MIN_DRIVER_TIMEOUT))
-    claim_retries: int = attrs.field(default=10, validator=_int_option(1, 1000))
-    #: Seconds an in-progress migration may go without a change before
-    #: ``nova-lite audit`` calls it stuck (and ``--heal`` reverts it).
-    migration_stuck_age: float = attrs.field(default=DEFAULT_MIGRATION_STUCK_AGE,
-                                             validator=_seconds_option())
+        repr=False,
+        metadata=option("database", "connection", """
+            Record store URL: an SQLite file (WAL mode) for one host, or
+            postgresql://user:password@host/db for many; sqlite:// is in
+            memory.  --database-url overrides it.  Every password in it is
+            hidden wherever nova-lite shows or logs it.""",
+            default_text="sqlite:///$state_path/nova-lite.db"))
+    reserved_host_memory_mb: int = attrs.field(
+        default=512, validator=_int_option(),
+        metadata=option("DEFAULT", "reserved_host_memory_mb", """
+            Memory held back for the host: the reserved amount of every
+            node's MEMORY_MB inventory.""",
+            minimum=0, maximum=2 ** 53, unit="MiB", nova="same default"))
+    reserved_host_disk_mb: int = attrs.field(
+        default=0, validator=_int_option(),
+        metadata=option("DEFAULT", "reserved_host_disk_mb", """
+            Disk held back for the host, rounded up to whole GB in the
+            DISK_GB inventory.""",
+            minimum=0, maximum=2 ** 53, unit="MB"))
+    reserved_host_cpus: int = attrs.field(
+        default=0, validator=_int_option(),
+        metadata=option("DEFAULT", "reserved_host_cpus", """
+            CPUs held back from the VCPU inventory.""",
+            minimum=0, maximum=2 ** 53, unit="CPUs"))
+    cpu_allocation_ratio: float | None = attrs.field(
+        default=None, converter=_unset_ratio, validator=_ratio_option(True),
+        metadata=option("DEFAULT", "cpu_allocation_ratio", """
+            VCPU over-commit.  Unset (or 0.0, as configurations written
+            before Nova's Stein release say it) means
+            initial_cpu_allocation_ratio.""",
+            minimum=0, exclusive_minimum=True, maximum=MAX_ALLOCATION_RATIO,
+            default_text="unset"))
+    ram_allocation_ratio: float | None = attrs.field(
+        default=None, converter=_unset_ratio, validator=_ratio_option(True),
+        metadata=option("DEFAULT", "ram_allocation_ratio", """
+            MEMORY_MB over-commit; unset or 0.0 means
+            initial_ram_allocation_ratio.""",
+            minimum=0, exclusive_minimum=True, maximum=MAX_ALLOCATION_RATIO,
+            default_text="unset"))
+    disk_allocation_ratio: float | None = attrs.field(
+        default=None, converter=_unset_ratio, validator=_ratio_option(True),
+        metadata=option("DEFAULT", "disk_allocation_ratio", """
+            DISK_GB over-commit; unset or 0.0 means
+            initial_disk_allocation_ratio.""",
+            minimum=0, exclusive_minimum=True, maximum=MAX_ALLOCATION_RATIO,
+            default_text="unset"))
+    initial_cpu_allocation_ratio: float = attrs.field(
+        default=4.0, validator=_ratio_option(False),
+        metadata=option("DEFAULT", "initial_cpu_allocation_ratio", """
+            VCPU ratio of a node when cpu_allocation_ratio is unset.""",
+            minimum=0, exclusive_minimum=True, maximum=MAX_ALLOCATION_RATIO,
+            nova="same default"))
+    initial_ram_allocation_ratio: float = attrs.field(
+        default=1.0, validator=_ratio_option(False),
+        metadata=option("DEFAULT", "initial_ram_allocation_ratio", """
+            MEMORY_MB ratio of a node when ram_allocation_ratio is unset.""",
+            minimum=0, exclusive_minimum=True, maximum=MAX_ALLOCATION_RATIO,
+            nova="same default"))
+    initial_disk_allocation_ratio: float = attrs.field(
+        default=1.0, validator=_ratio_option(False),
+        metadata=option("DEFAULT", "initial_disk_allocation_ratio", """
+            DISK_GB ratio of a node when disk_allocation_ratio is unset.""",
+            minimum=0, exclusive_minimum=True, maximum=MAX_ALLOCATION_RATIO,
+            nova="same default"))
+    vcpu_pin_set: str | None = attrs.field(
+        default=None, validator=_cpu_set_option,
+        metadata=option("DEFAULT", "vcpu_pin_set", """
+            Legacy CPU set for guests, e.g. 0-7,^3.  It cannot be combined
+            with cpu_dedicated_set; beside cpu_shared_set it is accepted and
+            decides the VCPU inventory (the libvirt driver logs a WARNING
+            saying so).""",
+            kind="CPU set", default_text="unset", nova="same rules"))
+    cpu_shared_set: str | None = attrs.field(
+        default=None, validator=_cpu_set_option,
+        metadata=option("compute", "cpu_shared_set", """
+            Host CPUs for shared (floating) vCPUs.  Drivers that map host
+            CPUs (libvirt) report them as the VCPU inventory.""",
+            kind="CPU set", default_text="unset"))
+    cpu_dedicated_set: str | None = attrs.field(
+        default=None, validator=_cpu_set_option,
+        metadata=option("compute", "cpu_dedicated_set", """
+            Host CPUs for pinned guests, reported as the PCPU inventory by
+            drivers that map host CPUs.  Must not overlap cpu_shared_set.""",
+            kind="CPU set", default_text="unset"))
+    update_resources_interval: float = attrs.field(
+        default=60, validator=_seconds_option(),
+        metadata=option("DEFAULT", "update_resources_interval", """
+            Time between audits of the compute service.""",
+            minimum=MIN_SECONDS, file_minimum=1.0, unit="seconds",
+            nova="default 0, meaning the periodic task default of 60"))
+    service_down_time: float = attrs.field(
+        default=60, validator=_seconds_option(),
+        metadata=option("DEFAULT", "service_down_time", """
+            Time after the last heartbeat before a service counts as
+            down.""",
+            minimum=MIN_SECONDS, file_minimum=1.0, unit="seconds", nova="same default"))
+    report_interval: float = attrs.field(
+        default=10, validator=_seconds_option(),
+        metadata=option("DEFAULT", "report_interval", """
+            Time between heartbeats of the running compute service.  It
+            beats in a thread of its own, so a long audit never makes it
+            look down.  Keep it below service_down_time (a WARNING at
+            start-up says so otherwise).""",
+            minimum=MIN_SECONDS, file_minimum=1.0, unit="seconds", nova="same default"))
+    driver_timeout: float = attrs.field(
+        default=DEFAULT_DRIVER_TIMEOUT, validator=_seconds_option(MIN_DRIVER_TIMEOUT),
+        metadata=option("DEFAULT", "driver_timeout", """
+            Time one driver call may take during an audit before that node
+            is skipped with an error.""",
+            minimum=MIN_DRIVER_TIMEOUT, file_minimum=MIN_DRIVER_TIMEOUT, unit="seconds",
+            nova="nova-lite only"))
+    claim_retries: int = attrs.field(
+        default=10, validator=_int_option(1, 1000),
+        metadata=option("DEFAULT", "claim_retries", """
+            Times a claim transaction that lost a race is retried before it
+            fails clearly.""",
+            minimum=1, maximum=1000, nova="nova-lite only"))
+    migration_stuck_age: float = attrs.field(
+        default=DEFAULT_MIGRATION_STUCK_AGE, validator=_seconds_option(),
+        metadata=option("compute", "migration_stuck_age", """
+            Time an in-progress migration may go without a change before
+            nova-lite audit calls it stuck (and audit --heal finishes it by
+            reverting: its allocations are dropped and it is marked
+            error).""",
+            minimum=MIN_SECONDS, file_minimum=1.0, unit="seconds", nova="nova-lite only"))
     #: Seconds a transaction waits for another writer's lock before it fails
     #: with "database busy" and writes nothing.
-    database_busy_timeout: float = attrs.field(default=10.0,
-                                               validator=_seconds_option(MIN_DRIVER_TIMEOUT))
-    libvirt_connection_uri: str = attrs.field(default="qemu:///system",
-                                              validator=_str_option)
-    enabled_filters: tuple = attrs.field(default=DEFAULT_FILTERS, converter=_name_list)
-    weight_classes: tuple = attrs.field(default=DEFAULT_WEIGHERS, converter=_name_list)
-    ram_weight_multiplier: float = attrs.field(default=1.0, validator=_multiplier_option)
-    cpu_weight_multiplier: float = attrs.field(default=1.0, validator=_multiplier_option)
-    disk_weight_multiplier: float = attrs.field(default=1.0, validator=_multiplier_option)
-    max_attempts: int = attrs.field(default=3, validator=_int_option(1, 100))
-    sections: object = attrs.field(factory=dict, converter=_sections, repr=False, eq=False)
+    database_busy_timeout: float = attrs.field(
+        default=10.0, validator=_seconds_option(MIN_DRIVER_TIMEOUT),
+        metadata=option("database", "busy_timeout", """
+            Time a transaction waits for another writer's lock.  Past it the
+            operation fails with "database busy" and writes nothing, so a
+            claim never hangs on a locked database.""",
+            minimum=MIN_DRIVER_TIMEOUT, unit="seconds", nova="nova-lite only"))
+    libvirt_connection_uri: str = attrs.field(
+        default="qemu:///system", validator=_str_option,
+        metadata=option("libvirt", "connection_uri", """
+            libvirt connection of the libvirt driver.""",
+            nova="same name and default"))
+    enabled_filters: tuple[str, ...] = attrs.field(
+        default=DEFAULT_FILTERS, converter=_name_list,
+        metadata=option("filter_scheduler", "enabled_filters", """
+            Scheduler filters, by entry point name, in the order they
+            run.""",
+            nova="same names"))
+    weight_classes: tuple[str, ...] = attrs.field(
+        default=DEFAULT_WEIGHERS, converter=_name_list,
+        metadata=option("filter_scheduler", "weight_classes", """
+            Scheduler weighers by entry point name; all_weighers takes every
+            installed one.""",
+            nova="same names"))
+    ram_weight_multiplier: float = attrs.field(
+        default=1.0, validator=_multiplier_option,
+        metadata=option("filter_scheduler", "ram_weight_multiplier", """
+            Multiplier of the RAM weigher: positive spreads, negative
+            packs.""",
+            nova="same default"))
+    cpu_weight_multiplier: float = attrs.field(
+        default=1.0, validator=_multiplier_option,
+        metadata=option("filter_scheduler", "cpu_weight_multiplier", """
+            Multiplier of the CPU weigher: positive spreads, negative
+            packs.""",
+            nova="same default"))
+    disk_weight_multiplier: float = attrs.field(
+        default=1.0, validator=_multiplier_option,
+        metadata=option("filter_scheduler", "disk_weight_multiplier", """
+            Multiplier of the disk weigher: positive spreads, negative
+            packs.""",
+            nova="same default"))
+    max_attempts: int = attrs.field(
+        default=3, validator=_int_option(1, 100),
+        metadata=option("scheduler", "max_attempts", """
+            Nodes a build tries per instance: the chosen one and
+            max_attempts - 1 alternates.""",
+            minimum=1, maximum=100, nova="same default"))
+    #: Raw options of every section, for plugins (not an option itself).
+    sections: Mapping[str, Mapping[str, str]] = attrs.field(
+        factory=dict, converter=_sections, repr=False, eq=False)
 
     def __attrs_post_init__(self):
         if self.vcpu_pin_set and self.cpu_dedicated_set:
@@ -278,40 +471,21 @@ def redact_url(url):
     return _KEYWORD_PASSWORD.sub(r"\g<pre>***", text)
 
 
+def options():
+    """Every option of :class:`Settings` as ``(field name, Option)`` pairs, in order.
+
+    A field without :func:`option` metadata (``sections``) is not an option.
+    """
+    return [(f.name, f.metadata[OPTION_KEY]) for f in attrs.fields(Settings)
+            if OPTION_KEY in f.metadata]
+
+
 # INI (section, option) -> Settings field.
-_INI_OPTIONS = {
-    ("DEFAULT", "host"): "host",
-    ("DEFAULT", "compute_driver"): "compute_driver",
-    ("DEFAULT", "state_path"): "state_path",
-    ("DEFAULT", "instances_path"): "instances_path",
-    ("DEFAULT", "reserved_host_memory_mb"): "reserved_host_memory_mb",
-    ("DEFAULT", "reserved_host_disk_mb"): "reserved_host_disk_mb",
-    ("DEFAULT", "reserved_host_cpus"): "reserved_host_cpus",
-    ("DEFAULT", "cpu_allocation_ratio"): "cpu_allocation_ratio",
-    ("DEFAULT", "ram_allocation_ratio"): "ram_allocation_ratio",
-    ("DEFAULT", "disk_allocation_ratio"): "disk_allocation_ratio",
-    ("DEFAULT", "initial_cpu_allocation_ratio"): "initial_cpu_allocation_ratio",
-    ("DEFAULT", "initial_ram_allocation_ratio"): "initial_ram_allocation_ratio",
-    ("DEFAULT", "initial_disk_allocation_ratio"): "initial_disk_allocation_ratio",
-    ("DEFAULT", "vcpu_pin_set"): "vcpu_pin_set",
-    ("DEFAULT", "update_resources_interval"): "update_resources_interval",
-    ("DEFAULT", "service_down_time"): "service_down_time",
-    ("DEFAULT", "report_interval"): "report_interval",
-    ("DEFAULT", "driver_timeout"): "driver_timeout",
-    ("DEFAULT", "claim_retries"): "claim_retries",
-    ("compute", "cpu_shared_set"): "cpu_shared_set",
-    ("compute", "cpu_dedicated_set"): "cpu_dedicated_set",
-    ("compute", "migration_stuck_age"): "migration_stuck_age",
-    ("database", "connection"): "database_url",
-    ("database", "busy_timeout"): "database_busy_timeout",
-    ("libvirt", "connection_uri"): "libvirt_connection_uri",
-    ("filter_scheduler", "enabled_filters"): "enabled_filters",
-    ("filter_scheduler", "weight_classes"): "weight_classes",
-    ("filter_scheduler", "ram_weight_multiplier"): "ram_weight_multiplier",
-    ("filter_scheduler", "cpu_weight_multiplier"): "cpu_weight_multiplier",
-    ("filter_scheduler", "disk_weight_multiplier"): "disk_weight_multiplier",
-    ("scheduler", "max_attempts"): "max_attempts",
-}
+_INI_OPTIONS = {(opt.section, opt.name): name for name, opt in options()}
+#: Shortest values accepted from a configuration file (seconds): an operator
+#: asking for less is mistaken (a 1e-9 s driver timeout fails every call).
+MIN_FILE_SECONDS = {name: opt.file_minimum for name, opt in options()
+                    if opt.file_minimum is not None}
 _FIELD_TYPES = {f.name: f.type for f in attrs.fields(Settings)}
 
 

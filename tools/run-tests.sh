@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run every test suite (core, then each driver) with stestr and print the
-# real counts.  Components (PostgreSQL, libvirt, Ironic) are required: a
+# Run every test suite (core, then each driver) with stestr, then the mutants,
+# the distributions check (tools/check-dists.sh) and the documentation build,
+# and print the real counts.  Components (PostgreSQL, libvirt, Ironic) are required: a
 # missing one fails its tests instead of skipping them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,35 @@ if [ -z "$mutants_line" ] || { [ "$mutants_rc" -ne 0 ] && [ "${mutants_failed:-0
 fi
 echo "mutants: $mutants_passed killed, $mutants_failed survived"
 
+# Distributions: tools/check-dists.sh builds the three, twine-checks them and
+# runs each sdist's tests from its unpacked tree; each of its checks counts.
+echo "=== distributions (tools/check-dists.sh) ==="
+dists_out=$(NOVA_LITE_VENV=$VENV "$ROOT/tools/check-dists.sh" 2>&1); dists_rc=$?
+dists_line=$(echo "$dists_out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+dists_passed=$(echo "$dists_line" | awk '{print $1}')
+dists_failed=$(echo "$dists_line" | awk '{print $3}')
+if [ -z "$dists_line" ] || { [ "$dists_rc" -ne 0 ] && [ "${dists_failed:-0}" -eq 0 ]; }; then
+    echo "$dists_out" | tail -n 20
+    echo "distributions: the script failed before it could report (exit $dists_rc)"
+    dists_passed=0; dists_failed=1
+elif [ "$dists_failed" -ne 0 ]; then
+    echo "$dists_out" | tail -n 80
+else
+    echo "$dists_out" | grep -E '^ok '
+fi
+echo "distributions: $dists_passed passed, $dists_failed failed"
+
+# Documentation: `make docs` (a virtualenv from doc/requirements.txt alone,
+# sphinx-build -n -W) counts as one test.
+echo "=== docs (make docs) ==="
+docs_passed=0; docs_failed=0
+if docs_out=$(make -s -C "$ROOT" docs 2>&1); then
+    docs_passed=1; echo "docs: built with no warning"
+else
+    docs_failed=1; echo "$docs_out" | grep -v "is ignored: it is neither" | tail -n 30
+    echo "docs: the build failed"
+fi
+
 echo "=== summary ==="
 report=$(python "$ROOT/tools/subunit_summary.py" "${summary_args[@]}")
 echo "$report" | sed '$d'
@@ -60,7 +90,7 @@ line=$(echo "$report" | tail -n 1)
 passed=$(echo "$line" | awk '{print $1}')
 failed=$(echo "$line" | awk '{print $3}')
 skipped=$(echo "$line" | awk '{print $5}')
-passed=$((passed + mutants_passed))
-failed=$((failed + runner_errors + mutants_failed))
+passed=$((passed + mutants_passed + dists_passed + docs_passed))
+failed=$((failed + runner_errors + mutants_failed + dists_failed + docs_failed))
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,185 @@
+"""The sample configuration file and the configuration reference, generated.
+
+Both come from the :class:`~nova_lite.conf.Option` metadata declared on
+each :class:`~nova_lite.conf.Settings` field, so a new option appears in
+``etc/nova-lite.conf.sample`` (``tools/gen-sample-config``) and in the
+documentation (the ``nova-lite-config`` Sphinx directive of
+``doc/source/_ext/nova_lite_config.py``) as soon as its field declares it.
+
+Run ``python -m nova_lite.conf_reference`` to print the sample, or
+``python -m nova_lite.conf_reference --rst`` for the reference text.
+"""
+
+import argparse
+import sys
+import textwrap
+
+import attrs
+
+from nova_lite import conf
+
+WIDTH = 79
+
+SAMPLE_HEADER = """\
+# nova-lite sample configuration file.
+#
+# Generated from the options declared in nova_lite.conf by
+# tools/gen-sample-config: do not edit by hand.  Every option is shown
+# commented out with its default; copy the file to
+# /etc/nova-lite/nova-lite.conf and uncomment what you change.  Sections a
+# driver owns ([libvirt] beyond connection_uri, [ironic]) are described in
+# each driver's README.
+"""
+
+
+@attrs.frozen
+class OptionDoc:
+    """One option as the sample and the reference show it (all text)."""
+
+    field: str
+    section: str
+    name: str
+    help: str
+    kind: str
+    default: str
+    literal_default: bool
+    bounds: str
+    nova: str
+
+
+def _kind(field, opt):
+    if opt.kind:
+        return opt.kind
+    names = {str: "string", int: "integer", float: "float", tuple: "list"}
+    return names.get(field.type, getattr(field.type, "__name__", str(field.type)))
+
+
+def _number(value):
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return f"{value:.1f}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _default(field, opt):
+    """(text, literal): literal text can be written into a file as it is."""
+    if opt.default_text is not None:
+        return opt.default_text, False
+    default = field.default
+    if isinstance(default, attrs.Factory):   # pragma: no cover - declared by default_text
+        raise ValueError(f"option {opt.name}: computed default needs default_text")
+    if default is None:
+        return "unset", False
+    if isinstance(default, tuple):
+        return ", ".join(default), True
+    return _number(default), True
+
+
+def _bounds(field, opt):
+    parts = []
+    if opt.file_minimum is not None:
+        # What a configuration file may say (code may go lower, down to minimum).
+        parts.append(f"at least {_number(opt.file_minimum)}")
+    elif opt.minimum is not None:
+        word = "above" if opt.exclusive_minimum else "at least"
+        parts.append(f"{word} {_number(opt.minimum)}")
+    if opt.maximum is not None and not (isinstance(opt.maximum, int)
+                                        and opt.maximum >= 2 ** 53):
+        parts.append(f"at most {_number(opt.maximum)}")
+    if field.type is float and opt.minimum is None and opt.kind is None:
+        parts.append("finite")
+    return ", ".join(parts)
+
+
+def option_docs():
+    """Every option of :class:`~nova_lite.conf.Settings` as :class:`OptionDoc`, in order."""
+    fields = {f.name: f for f in attrs.fields(conf.Settings)}
+    docs = []
+    for name, opt in conf.options():
+        field = fields[name]
+        default, literal = _default(field, opt)
+        kind = _kind(field, opt)
+        if opt.unit:
+            kind = f"{kind} ({opt.unit})"
+        docs.append(OptionDoc(
+            field=name, section=opt.section, name=opt.name, help=opt.help, kind=kind,
+            default=default, literal_default=literal, bounds=_bounds(field, opt),
+            nova=opt.nova or ""))
+    return docs
+
+
+def _sections(docs):
+    """Options grouped by section, DEFAULT first, then in declaration order."""
+    order = []
+    for doc in docs:
+        if doc.section not in order:
+            order.append(doc.section)
+    order.sort(key=lambda s: s != "DEFAULT")
+    return [(section, [d for d in docs if d.section == section]) for section in order]
+
+
+def _comment(text, indent="# "):
+    return textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=indent,
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def sample_config(docs=None):
+    """The text of ``etc/nova-lite.conf.sample``."""
+    docs = option_docs() if docs is None else docs
+    out = [SAMPLE_HEADER]
+    for section, items in _sections(docs):
+        out.append(f"[{section}]\n")
+        for doc in items:
+            out.append(_comment(doc.help))
+            facts = f"Type: {doc.kind}.  Default: {doc.default}."
+            if doc.bounds:
+                facts += f"  Bounds: {doc.bounds}."
+            out.append(_comment(facts))
+            if doc.literal_default:
+                value = f" {doc.default}"
+            elif doc.default == "unset":
+                value = ""
+            else:
+                value = f" <{doc.default}>"
+            out.append(f"#{doc.name} ={value}\n")
+    return "\n".join(out)
+
+
+def reference_rst(docs=None):
+    """The configuration reference as reStructuredText (one definition list per section)."""
+    docs = option_docs() if docs is None else docs
+    out = []
+    for section, items in _sections(docs):
+        out += [f".. rubric:: [{section}]", ""]
+        for doc in items:
+            out += [f".. _config-{section}-{doc.name}:", ""]
+            out += [f"``{doc.name}``"]
+            out += ["   " + line for line in textwrap.wrap(doc.help, WIDTH - 3)]
+            default = f"``{doc.default}``" if doc.literal_default else doc.default
+            facts = [f"Type: {doc.kind}", f"Default: {default}"]
+            if doc.bounds:
+                facts.append(f"Bounds: {doc.bounds}")
+            if doc.nova:
+                facts.append(f"Nova: {doc.nova}")
+            out += ["", "   " + ".  ".join(facts) + "."]
+            out.append("")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    """Print the sample (default) or the reference (``--rst``); ``--output`` writes it."""
+    parser = argparse.ArgumentParser(prog="python -m nova_lite.conf_reference",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--rst", action="store_true", help="print the reference text")
+    parser.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
+    args = parser.parse_args(argv)
+    text = reference_rst() if args.rst else sample_config()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
