@@ -35,6 +35,7 @@ import os
 import re
 import socket
 import types
+import typing
 from collections.abc import Mapping
 
 import attrs
@@ -486,7 +487,16 @@ _INI_OPTIONS = {(opt.section, opt.name): name for name, opt in options()}
 #: asking for less is mistaken (a 1e-9 s driver timeout fails every call).
 MIN_FILE_SECONDS = {name: opt.file_minimum for name, opt in options()
                     if opt.file_minimum is not None}
-_FIELD_TYPES = {f.name: f.type for f in attrs.fields(Settings)}
+def value_type(field_name: str) -> type:
+    """The Python type of option ``field_name``'s value when it is set:
+    ``float`` for a ``float | None`` field, ``tuple`` for ``tuple[str, ...]``."""
+    annotation: typing.Any = attrs.fields_dict(Settings)[field_name].type
+    if isinstance(annotation, types.UnionType):
+        (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return typing.get_origin(annotation) or annotation
+
+
+_FIELD_TYPES = {f.name: value_type(f.name) for f in attrs.fields(Settings)}
 
 
 def _convert(section, option, field, raw):

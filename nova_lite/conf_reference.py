@@ -51,7 +51,8 @@ def _kind(field, opt):
     if opt.kind:
         return opt.kind
     names = {str: "string", int: "integer", float: "float", tuple: "list"}
-    return names.get(field.type, getattr(field.type, "__name__", str(field.type)))
+    kind = conf.value_type(field.name)
+    return names.get(kind, getattr(kind, "__name__", str(kind)))
 
 
 def _number(value):
@@ -85,7 +86,7 @@ def _bounds(field, opt):
     if opt.maximum is not None and not (isinstance(opt.maximum, int)
                                         and opt.maximum >= 2 ** 53):
         parts.append(f"at most {_number(opt.maximum)}")
-    if field.type is float and opt.minimum is None and opt.kind is None:
+    if conf.value_type(field.name) is float and opt.minimum is None and opt.kind is None:
         parts.append("finite")
     return ", ".join(parts)
 

@@ -50,10 +50,9 @@ class TestMetadata(testtools.TestCase):
             self.assertGreater(len(opt.help), 20, field)
 
     def test_stated_bounds_are_enforced(self):
-        fields = {f.name: f for f in attrs.fields(conf.Settings)}
         checked = 0
         for name, opt in conf.options():
-            kind = fields[name].type
+            kind = conf.value_type(name)
             if opt.minimum is not None:
                 low = opt.minimum
                 if opt.exclusive_minimum:

@@ -188,9 +188,16 @@ class TestConsoleExamples(CliTestCase):
         config = os.path.join(self.useFixture(fixtures.TempDir()).path, "my.conf")
         with open(config, "w", encoding="utf-8") as handle:
             handle.write("[DEFAULT]\nhost = docs-host\n")
+        # As a user's shell would: ~ is their home; relative paths land in
+        # the working directory (both temporary here).
+        home = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.EnvironmentVariable("HOME", home))
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(home)
         commands = _console_commands()
         self.assertGreater(len(commands), 4)
         for page, argv in commands:
+            argv = [os.path.expanduser(arg) for arg in argv]
             if "--state-path" in argv:        # the test's own state path instead
                 at = argv.index("--state-path")
                 del argv[at:at + 2]
