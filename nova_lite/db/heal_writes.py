@@ -2,8 +2,8 @@
 
 A heal step (:class:`HealChange`) was planned from records read earlier,
 at the generations it names.  :func:`apply` bumps each of those nodes'
-generation first (:func:`~nova_lite.db.claim_writes.bump_and_lock`, which
-takes the node row's lock): if a node moved on meanwhile (a claim, a
+generation first (``claim_writes.bump_and_lock``, which takes the node
+row's lock): if a node moved on meanwhile (a claim, a
 release, an audit), the step raises :class:`HealSkipped` and the
 transaction rolls back, so nothing is written and the bump is undone.
 Otherwise it drops the allocations and, for a stuck migration, marks it
@@ -25,8 +25,9 @@ LOG = logging.getLogger(__name__)
 
 T_NODES, T_ALLOC, T_MIG = models.compute_nodes, models.allocations, models.migrations
 
-#: Kinds of change.
+#: Kind of change: drop the allocations of a consumer that no live record backs.
 REMOVE_ALLOCATION = "remove_allocation"
+#: Kind of change: finish a migration stuck in progress.
 FINISH_MIGRATION = "finish_migration"
 CHANGE_KINDS = (REMOVE_ALLOCATION, FINISH_MIGRATION)
 

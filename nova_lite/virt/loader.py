@@ -2,7 +2,7 @@
 
 Drivers register in the ``nova_lite.virt.drivers`` entry point group.
 Every lookup goes through stevedore's managers (and so through stevedore's
-entry point cache): :class:`stevedore.NamedExtensionManager` imports only
+entry point cache): :class:`stevedore.named.NamedExtensionManager` imports only
 the plugins asked for, and its ``on_load_failure_callback`` collects the
 ones that fail to import.  A plugin that fails to import, is not a
 :class:`~nova_lite.virt.driver.ComputeDriver`, leaves a required method
