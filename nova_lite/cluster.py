@@ -1,0 +1,139 @@
+"""Cluster-wide figures for the metrics and the web API, read in bulk.
+
+- :class:`NodeCache` keeps the :class:`~nova_lite.objects.ComputeNode`
+  records of a store and re-reads them only when the nodes' fingerprint
+  (:func:`nova_lite.db.queries.nodes_fingerprint`: one small aggregate
+  query) moves: every change to a node's inventories or allocations bumps
+  its generation, and a node added or removed changes its bucket, as the
+  scheduler's host cache relies on.
+- :func:`class_totals` sums, per resource class, total, reserved,
+  capacity, used, free and over over some nodes.  Capacity, free and over
+  come from :meth:`ComputeNode.capacity`, :meth:`~ComputeNode.free` and
+  :meth:`~ComputeNode.over` (``floor((total - reserved) x ratio)``, exact),
+  never from a second formula, so they agree with ``hypervisor stats``.
+
+Amounts are in each class's unit: VCPU and PCPU count CPUs, MEMORY_MB is
+MiB, DISK_GB is GiB, custom classes count units.
+"""
+
+import logging
+import threading
+from collections.abc import Iterable
+
+import attrs
+
+from nova_lite.db import queries
+from nova_lite.objects import ComputeNode
+
+LOG = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class ClassTotals:
+    """One resource class summed over nodes (in the class's unit).
+
+    ``capacity`` is the sum of each node's ``floor((total - reserved) x
+    ratio)``; ``free`` the sum of each node's ``max(0, capacity - used)``
+    (never negative) and ``over`` the sum of what nodes hold beyond their
+    capacity, so ``capacity - used`` equals ``free - over``.
+    """
+
+    resource_class: str
+    total: int
+    reserved: int
+    capacity: int
+    used: int
+    free: int
+    over: int
+
+
+@attrs.frozen
+class ClusterTotals:
+    """Totals of every resource class over ``nodes`` nodes on ``hosts`` hosts."""
+
+    nodes: int
+    hosts: int
+    resources: tuple[ClassTotals, ...]
+
+    def resource(self, rc: str) -> ClassTotals:
+        """The totals of ``rc`` (zeros if no node offers or uses it)."""
+        for line in self.resources:
+            if line.resource_class == rc:
+                return line
+        return ClassTotals(rc, 0, 0, 0, 0, 0, 0)
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict."""
+        return attrs.asdict(self)
+
+
+def node_classes(node: ComputeNode) -> list[str]:
+    """The classes a node offers or uses, sorted."""
+    return sorted(set(node.inventories) | set(node.usage))
+
+
+def class_totals(nodes: Iterable[ComputeNode]) -> tuple[ClassTotals, ...]:
+    """Per resource class sums over ``nodes``, sorted by class name."""
+    sums: dict[str, list[int]] = {}
+    for node in nodes:
+        for rc in node_classes(node):
+            inv = node.inventory(rc)
+            line = sums.setdefault(rc, [0, 0, 0, 0, 0, 0])
+            capacity, used = node.capacity(rc), node.used(rc)
+            line[0] += inv.total
+            line[1] += inv.reserved
+            line[2] += capacity
+            line[3] += used
+            line[4] += max(0, capacity - used)
+            line[5] += max(0, used - capacity)
+    return tuple(ClassTotals(rc, *sums[rc]) for rc in sorted(sums))
+
+
+def cluster_totals(nodes: list[ComputeNode]) -> ClusterTotals:
+    """:class:`ClusterTotals` of ``nodes``."""
+    return ClusterTotals(nodes=len(nodes), hosts=len({n.host for n in nodes}),
+                         resources=class_totals(nodes))
+
+
+class NodeCache:
+    """The compute node records of ``store``, re-read only when they changed.
+
+    Each call of :meth:`nodes` costs one aggregate query (the fingerprint)
+    while nothing changed, and a full bulk read (a few queries, see
+    :meth:`Store.get_compute_nodes`) when something did.  Thread-safe.
+    """
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._fingerprint: object = None
+        self._nodes: list[ComputeNode] = []
+        self._totals: ClusterTotals | None = None
+
+    def _refresh(self) -> None:
+        fingerprint = self.store.db.read("nodes fingerprint", queries.nodes_fingerprint)
+        if fingerprint == self._fingerprint:
+            return
+        # Read the nodes after the fingerprint: a change in between makes
+        # the next call read them again, never keeps a stale list.
+        nodes = self.store.get_compute_nodes()
+        LOG.debug("Re-read %d compute node records", len(nodes))
+        self._nodes, self._fingerprint, self._totals = nodes, fingerprint, None
+
+    def nodes(self) -> list[ComputeNode]:
+        """Every live compute node record, sorted by host and name."""
+        with self._lock:
+            self._refresh()
+            return list(self._nodes)
+
+    def totals(self) -> ClusterTotals:
+        """:class:`ClusterTotals` of every node (computed once per change)."""
+        with self._lock:
+            self._refresh()
+            if self._totals is None:
+                self._totals = cluster_totals(self._nodes)
+            return self._totals
+
+
+__all__ = ["ClassTotals", "ClusterTotals", "NodeCache", "class_totals", "cluster_totals",
+           "node_classes"]
