@@ -44,6 +44,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noq
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from nova_lite import cluster, reports
+from nova_lite.web_server import DEFAULT_BIND, BackgroundServer
 
 LOG = logging.getLogger(__name__)
 
@@ -236,31 +237,17 @@ def wsgi_app(reg: CollectorRegistry):
     return prometheus_client.make_wsgi_app(reg)
 
 
-class MetricsServer:
-    """A waitress server of ``reg`` on ``bind``:``port`` (0: a free port), in a thread.
+class MetricsServer(BackgroundServer):
+    """A waitress server of ``reg`` at /metrics on ``bind``:``port`` (0: a free port),
+    in a daemon thread: :attr:`port`, :meth:`start`, :meth:`stop`."""
 
-    :attr:`port` is the port it listens on once constructed; :meth:`stop`
-    closes it.
-    """
-
-    def __init__(self, reg: CollectorRegistry, port: int = 0, bind: str = "127.0.0.1"):
-        from nova_lite.web_server import make_server
-        self.server = make_server(wsgi_app(reg), bind, port)
-        self.bind = bind
-        self.port = self.server.effective_port
-        self._thread = threading.Thread(target=self.server.run, daemon=True,
-                                        name=f"nova-lite metrics {bind}:{self.port}")
+    def __init__(self, reg: CollectorRegistry, port: int = 0, bind: str = DEFAULT_BIND):
+        super().__init__(wsgi_app(reg), bind, port, what="metrics")
 
     def start(self) -> "MetricsServer":
-        """Serve in a daemon thread; returns self."""
-        self._thread.start()
+        super().start()
         LOG.info("Serving metrics on http://%s:%d/metrics", self.bind, self.port)
         return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self.server.close()
-        self._thread.join(timeout=10)
 
 
 __all__ = ["StoreCollector", "ProcessCollector", "MetricsServer", "registry", "render",

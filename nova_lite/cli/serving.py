@@ -5,7 +5,7 @@ import signal
 import threading
 
 from nova_lite.exception import BadArguments
-from nova_lite.web_server import DEFAULT_BIND
+from nova_lite.web_server import DEFAULT_BIND, serve
 
 LOG = logging.getLogger(__name__)
 
@@ -33,17 +33,20 @@ def serve_until_signal(server, stdout, what):
     stdout.flush()
     previous = {}
 
+    stopping = threading.Event()
+
     def stop(signum, frame):
         LOG.info("Received signal %d: stopping the %s server", signum, what)
-        threading.Thread(target=server.close, daemon=True).start()
+        stopping.set()
 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, stop)
     try:
-        server.run()
+        serve(server, stopping)
+    except KeyboardInterrupt:
+        LOG.info("Interrupted: the %s server stopped", what)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        server.close()
     return 0
