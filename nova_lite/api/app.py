@@ -55,7 +55,7 @@ ROUTES = (
 )
 
 #: Query parameters each endpoint accepts (any other is a 400).
-QUERY = {"hypervisor": ("host",), "explain": ("host",), "findings": ("host", "node")}
+QUERY = {"page": ("interval",), "hypervisor": ("host",), "explain": ("host",), "findings": ("host", "node")}
 
 
 class BadQuery(http.BadRequest):

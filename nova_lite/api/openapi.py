@@ -142,7 +142,8 @@ def document():
         "/": {"get": {"summary": "The overview page",
                       "description": "HTML page that polls this API: cluster totals, a usage "
                                      "bar per host, the audit's findings.",
-                      "parameters": [],
+                      "parameters": [_param("interval", "query",
+                                            "Seconds between polls (default 5).")],
                       "responses": {"200": {"description": "HTML",
                                             "content": {"text/html": {}}},
                                     "405": _ERROR}}},
