@@ -55,7 +55,8 @@ ROUTES = (
 )
 
 #: Query parameters each endpoint accepts (any other is a 400).
-QUERY = {"page": ("interval",), "hypervisor": ("host",), "explain": ("host",), "findings": ("host", "node")}
+QUERY = {"page": ("interval",), "hypervisor": ("host",), "explain": ("host",),
+         "findings": ("host", "node")}
 
 
 class BadQuery(http.BadRequest):
