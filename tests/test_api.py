@@ -220,3 +220,31 @@ class TestOpenApiDocument(base.TestCase):
         self.assertEqual(["integer", "null"],
                          doc["components"]["schemas"]["ResourceLine"]["properties"][
                              "detected"]["type"])
+
+
+class TestNodeCache(base.TestCase):
+    """The cache re-reads only what changed, and never serves a stale record."""
+
+    def test_follows_claims_new_and_deleted_nodes(self):
+        from nova_lite import cluster
+        store = self.sqlite_store()
+        _, rt = self.make_tracker(store=store, driver_name="fake.multinode",
+                                  nodes=[f"n{i}" for i in range(5)])
+        cache = cluster.NodeCache(store)
+
+        def fresh():
+            return cluster.cluster_totals(store.get_compute_nodes())
+        self.assertEqual(fresh(), cache.totals())
+        rt.instance_claim(base.instance(base.flavor(vcpus=2, memory_mb=1024)), "n3")
+        self.assertEqual(fresh(), cache.totals())
+        self.assertEqual(2, cache.totals().resource("VCPU").used)
+        _, rt2 = self.make_tracker(store=store, host="other", driver_name="fake.multinode",
+                                   nodes=["m0", "m1"])
+        self.assertEqual(fresh(), cache.totals())
+        self.assertEqual(7, cache.totals().nodes)
+        store.delete_compute_node("other", "m1")
+        self.assertEqual(fresh(), cache.totals())
+        self.assertEqual([n.uuid for n in store.get_compute_nodes()],
+                         [n.uuid for n in cache.nodes()])
+        self.assertEqual(cluster.ClassTotals("GPU", 0, 0, 0, 0, 0, 0),
+                         cache.totals().resource("GPU"))

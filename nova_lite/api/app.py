@@ -151,13 +151,14 @@ class ApiApp:
         return _json(dict(totals.to_dict(), generated_at=time.time()))
 
     def get_hypervisors(self, request):
-        rows = reports.hypervisor_rows(self.cache.nodes(), self._services(),
+        rows = reports.hypervisor_rows(self.store.get_compute_nodes(), self._services(),
                                        self.store.list_instances(),
                                        self.settings.service_down_time)
         return _json({"hypervisors": [attrs.asdict(r) for r in rows]})
 
     def get_hypervisor_stats(self, request):
-        stats = reports.hypervisor_stats(self.cache.nodes(), self.store.list_instances())
+        stats = reports.hypervisor_stats(self.store.get_compute_nodes(),
+                                         self.store.list_instances())
         return _json({"hypervisor_statistics": attrs.asdict(stats)})
 
     def get_hypervisor(self, request, node):
@@ -190,7 +191,7 @@ class ApiApp:
         return _json({"hosts": hosts})
 
     def get_host(self, request, host):
-        nodes = self.cache.nodes()
+        nodes = self.store.get_compute_nodes()
         if not any(n.host == host for n in nodes):
             known = ", ".join(sorted({n.host for n in nodes})) or "none"
             raise http.NotFound(f"No compute nodes on host {host!r}; known hosts: {known}")
