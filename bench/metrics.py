@@ -1,13 +1,14 @@
 """Metrics: a Prometheus scrape of a fleet, over real HTTP.
 
 The fleet of :mod:`bench.api` (N ``fake.multinode`` nodes on N/100 hosts,
-an instance on every tenth node) in a SQLite file; the metrics registry
-(:func:`nova_lite.metrics.registry`, the one ``nova-lite metrics serve``
-serves) runs in waitress on 127.0.0.1 and ``GET /metrics`` is timed
+an instance on every tenth node) in a SQLite file; the metrics
+(:class:`nova_lite.metrics.Exporter`, what ``nova-lite metrics serve``
+serves) run in waitress on 127.0.0.1 and ``GET /metrics`` is timed
 ``repeat`` times: seven gauges per (node, resource class), the services'
 state and the process metrics, parsed back with prometheus_client to
-count the samples.  The first scrape reads every node (cold cache); the
-following ones read the services and one fingerprint, then render.
+count the samples.  The first scrape reads and formats every node (cold);
+the steady ones read the services and one fingerprint and join the cached
+lines; the last one follows a claim (one node read and formatted again).
 """
 
 import sys
@@ -45,13 +46,16 @@ def run_case(case):
     with common.store_url(case["store"]) as url:
         trackers, settings, setup_s = api.make_fleet(url, case["nodes"])
         reader = Store(url, readonly=True)
-        server = metrics.MetricsServer(metrics.registry(reader, settings)).start()
+        server = metrics.MetricsServer(metrics.Exporter(reader, settings)).start()
         try:
             cold, _ = scrape(f"{server.url}/metrics")
             samples = []
             for _ in range(case["repeat"]):
                 sample, text = scrape(f"{server.url}/metrics")
                 samples.append(sample)
+            rt = trackers[0]
+            rt.instance_claim(common.make_instances(1)[0], sorted(rt._nodes)[1])
+            changed, _ = scrape(f"{server.url}/metrics")
         finally:
             server.stop()
             reader.close()
@@ -61,6 +65,7 @@ def run_case(case):
     return {"nodes": len({s.labels["node"] for s in capacity}),
             "capacity_samples": len(capacity), "bytes": len(text),
             "setup_s": round(setup_s, 3), "cold_ms": api.ms(cold[0]),
+            "after_change_ms": api.ms(changed[0]),
             "scrape": common.timings(samples)}
 
 

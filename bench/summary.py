@@ -80,8 +80,12 @@ def rows(report):
     for r in scenarios.get("metrics", {}).get("results", ()):
         if "scrape" in r:
             out[("metrics scrape", r["nodes"], r["store"])] = (
-                "Metrics scrape", f"{r['nodes']:,} nodes", r["store"],
+                "Metrics scrape, steady", f"{r['nodes']:,} nodes", r["store"],
                 r["scrape"]["median_ms"], "ms", r.get("peak_rss_mib"))
+            if "after_change_ms" in r:
+                out[("metrics scrape changed", r["nodes"], r["store"])] = (
+                    "Metrics scrape, after a change", f"{r['nodes']:,} nodes", r["store"],
+                    r["after_change_ms"], "ms", r.get("peak_rss_mib"))
     return out
 
 

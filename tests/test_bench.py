@@ -120,6 +120,7 @@ class TestScenarios(testtools.TestCase):
         self.assertEqual(3, figures["nodes"])
         self.assertEqual(9, figures["capacity_samples"])
         self.assertEqual(2, figures["scrape"]["runs"])
+        self.assertGreater(figures["after_change_ms"], 0)
 
     def test_summary_rows_of_the_web_scenarios(self):
         report = {"scenarios": {
@@ -130,7 +131,7 @@ class TestScenarios(testtools.TestCase):
         header, lines = summary.table(report)
         self.assertIn(["API /v1/cluster, steady", "10,000 nodes", "sqlite-file", "3.0 ms",
                        "<= 50 ms (median)", ""], lines)
-        self.assertIn(["Metrics scrape", "10,000 nodes", "sqlite-file", "500 ms",
+        self.assertIn(["Metrics scrape, steady", "10,000 nodes", "sqlite-file", "500 ms",
                        "<= 1,000 ms (median)", ""], lines)
 
     def test_concurrency_on_a_sqlite_file(self):

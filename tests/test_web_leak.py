@@ -65,7 +65,7 @@ class TestLeakThroughTheWeb(CliTestCase, base.TestCase):
         settings = conf.Settings(state_path=self.state)
         reader = Store(url, readonly=True)
         self.addCleanup(reader.close)
-        served = metrics.MetricsServer(metrics.registry(reader, settings)).start()
+        served = metrics.MetricsServer(metrics.Exporter(reader, settings)).start()
         self.addCleanup(served.stop)
         api = BackgroundServer(make_app(reader, settings)).start()
         self.addCleanup(api.stop)

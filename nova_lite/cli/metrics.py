@@ -36,7 +36,7 @@ class ServeMetrics(command.Command):
         self.app.service_logging()
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
-        reg = metrics.registry(store, ctx.settings)
+        reg = metrics.Exporter(store, ctx.settings)
         try:
             server = make_server(metrics.wsgi_app(reg), parsed_args.bind, parsed_args.port)
         except OSError as exc:
@@ -66,6 +66,6 @@ class WriteMetricsTextfile(command.Command):
             raise BadArguments(f"Cannot write {parsed_args.path}: no directory {directory}")
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
-        metrics.write_textfile(parsed_args.path, metrics.registry(store, ctx.settings))
+        metrics.write_textfile(parsed_args.path, metrics.Exporter(store, ctx.settings))
         LOG.info("Wrote metrics to %s", parsed_args.path)
         return 0

@@ -136,7 +136,7 @@ class ComputeService:
         :mod:`nova_lite.metrics`); returns the started server, or None."""
         if not self.settings.metrics_port:
             return None
-        reg = metrics.registry(self.store, self.settings)
+        reg = metrics.Exporter(self.store, self.settings)
         return metrics.MetricsServer(reg, self.settings.metrics_port,
                                      self.settings.metrics_bind).start()
 
