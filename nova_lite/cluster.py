@@ -3,14 +3,14 @@
 - :class:`NodeCache` keeps the :class:`~nova_lite.objects.ComputeNode`
   records of a store and re-reads only those whose generation moved, found
   through the nodes' fingerprint
-  (:func:`nova_lite.db.queries.nodes_fingerprint`: one small aggregate
+  (``nova_lite.db.queries.nodes_fingerprint``: one small aggregate
   query): every change to a node's inventories or allocations bumps its
   generation, and a node added or removed changes its bucket, as the
   scheduler's host view relies on.
 - :func:`class_totals` sums, per resource class, total, reserved,
   capacity, used, free and over over some nodes.  Capacity, free and over
-  come from :meth:`ComputeNode.capacity`, :meth:`~ComputeNode.free` and
-  :meth:`~ComputeNode.over` (``floor((total - reserved) x ratio)``, exact),
+  come from :meth:`~nova_lite.objects.ComputeNode.capacity`, ``free()`` and
+  ``over()`` (``floor((total - reserved) x ratio)``, exact),
   never from a second formula, so they agree with ``hypervisor stats``.
 
 Amounts are in each class's unit: VCPU and PCPU count CPUs, MEMORY_MB is

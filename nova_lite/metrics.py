@@ -6,7 +6,7 @@ that re-reads only the nodes whose generation moved) and give, per (host, node,
 resource class), the gauges ``nova_lite_resource_total``, ``_reserved``,
 ``_allocation_ratio``, ``_capacity``, ``_used``, ``_free`` and ``_over``
 (in the class's unit: CPUs, MiB, GiB or units), where capacity is
-``floor((total - reserved) x ratio)`` as :meth:`ComputeNode.capacity`
+``floor((total - reserved) x ratio)`` as :meth:`~nova_lite.objects.ComputeNode.capacity`
 computes it and free is never negative; then ``nova_lite_service_up`` and
 ``nova_lite_service_enabled`` per compute service (up: a heartbeat within
 ``service_down_time`` seconds).
@@ -26,7 +26,7 @@ The process-local metrics are fed by the code paths themselves, cheaply:
 - ``nova_lite_audit_differences{host, kind}``: differences of each kind
   the last views comparison of ``host`` found, and
   ``nova_lite_leak_findings{kind}``: findings of each kind of the last
-  leak search (:func:`nova_lite.leaks.find_leaks`) in this process.
+  leak search (``nova_lite.leaks.find_leaks``) in this process.
 
 :class:`Exporter` renders them all (the nodes' lines cached per node
 generation by :class:`NodeText`, byte for byte what prometheus_client
@@ -159,7 +159,7 @@ def _node_help(suffix: str, text: str) -> str:
 def node_values(node) -> Iterator[tuple[str, tuple[float, ...]]]:
     """``(resource class, (total, reserved, ratio, capacity, used, free, over))`` of
     each class ``node`` offers or uses, sorted; capacity, free and over as
-    :meth:`ComputeNode.capacity` computes them (free never negative)."""
+    :meth:`~nova_lite.objects.ComputeNode.capacity` computes them (free never negative)."""
     for rc in cluster.node_classes(node):
         inv = node.inventory(rc)
         capacity, used = node.capacity(rc), node.used(rc)
@@ -357,7 +357,7 @@ def wsgi_app(source):
 class MetricsServer(BackgroundServer):
     """A waitress server of ``reg`` (an :class:`Exporter` or a registry) at
     /metrics on ``bind``:``port`` (0: a free port), in a daemon thread:
-    :attr:`port`, :meth:`start`, :meth:`stop`."""
+    ``port``, ``start()``, ``stop()``."""
 
     def __init__(self, reg, port: int = 0, bind: str = DEFAULT_BIND):
         super().__init__(wsgi_app(reg), bind, port, what="metrics")

@@ -35,7 +35,7 @@ def serve(server, stop):
     """Serve with ``server`` until the Event ``stop`` is set, then close it.
 
     Requests are answered as soon as they arrive; ``stop`` is looked at
-    every :data:`STOP_POLL_S` seconds.
+    every ``STOP_POLL_S`` seconds.
     """
     socket_map = server._map   # noqa: SLF001 - waitress' own loop, as server.run() runs it
     try:
@@ -51,8 +51,8 @@ def serve(server, stop):
 class BackgroundServer:
     """A waitress server of ``app`` on ``bind``:``port`` (0: a free port), in a thread.
 
-    :attr:`port` is the port it listens on once constructed, :attr:`url`
-    its base URL; :meth:`start` serves in a daemon thread and :meth:`stop`
+    ``port`` is the port it listens on once constructed, ``url``
+    its base URL; ``start()`` serves in a daemon thread and ``stop()``
     closes it.  For tests, benchmarks and the compute service's metrics.
     """
 
@@ -71,9 +71,9 @@ class BackgroundServer:
         return self
 
     def stop(self):
-        """Stop serving and close the socket (within about :data:`STOP_POLL_S` s)."""
+        """Stop serving and close the socket (within about ``STOP_POLL_S`` s)."""
         self._stop.set()
         self._thread.join(timeout=10)
 
 
-__all__ = ["make_server", "serve", "BackgroundServer", "DEFAULT_BIND"]
+__all__ = ["make_server", "serve", "BackgroundServer", "DEFAULT_BIND", "STOP_POLL_S"]
