@@ -231,6 +231,7 @@ class NodeText:
     def __init__(self, cache: cluster.NodeCache) -> None:
         self.cache = cache
         self._lines: dict[str, tuple[tuple, tuple[str, ...]]] = {}
+        self._lock = threading.Lock()
         self._heads = [f"# HELP {PREFIX}_resource_{suffix} {_node_help(suffix, text)}\n"
                        f"# TYPE {PREFIX}_resource_{suffix} gauge\n"
                        for suffix, text in _NODE_GAUGES]
@@ -252,13 +253,14 @@ class NodeText:
         return lines
 
     def render(self) -> str:
-        """The seven families' text, HELP and TYPE lines included."""
+        """The seven families' text, HELP and TYPE lines included (thread-safe)."""
         nodes = self.cache.nodes()
-        per_node = [self._node_lines(n) for n in nodes]
-        if len(self._lines) > len(nodes):   # forget nodes that are gone
-            live = {n.uuid for n in nodes}
-            for uuid in [u for u in self._lines if u not in live]:
-                del self._lines[uuid]
+        with self._lock:
+            per_node = [self._node_lines(n) for n in nodes]
+            if len(self._lines) > len(nodes):   # forget nodes that are gone
+                live = {n.uuid for n in nodes}
+                for uuid in [u for u in self._lines if u not in live]:
+                    del self._lines[uuid]
         return "".join(head + "".join(lines[i] for lines in per_node)
                        for i, head in enumerate(self._heads))
 
