@@ -21,7 +21,7 @@ if __package__ in (None, ""):   # run as a file: python bench/run_all.py
 from bench import common  # noqa: E402
 
 #: Scenario modules, in the order they run.
-SCENARIOS = ("claims", "audit", "fleet", "concurrency", "references")
+SCENARIOS = ("claims", "audit", "fleet", "concurrency", "references", "api", "metrics")
 
 
 def run_scenario(name, extra_args=(), timeout=None):

@@ -23,6 +23,8 @@ TARGETS = {
     ("fleet steady", 5000, "fake.multinode"): "<= 500 ms",
     ("fleet steady", 50000, "fake.multinode"): "linear (<= 5,000 ms)",
     ("fleet peak RSS", 50000, "fake.multinode"): "<= 1,024 MiB",
+    ("api cluster", 10000, "sqlite-file"): "<= 50 ms (median)",
+    ("metrics scrape", 10000, "sqlite-file"): "<= 1,000 ms (median)",
 }
 
 
@@ -67,6 +69,23 @@ def rows(report):
             out[("concurrency", r["layout"], r["store"])] = (
                 f"Claims, {r['processes']} processes", r["layout"], r["store"],
                 r["claims_per_s"], "/s", r.get("worker_peak_rss_mib"))
+    for r in scenarios.get("api", {}).get("results", ()):
+        if "steady" in r:
+            out[("api cluster", r["nodes"], r["store"])] = (
+                "API /v1/cluster, steady", f"{r['nodes']:,} nodes", r["store"],
+                r["steady"]["median_ms"], "ms", r.get("peak_rss_mib"))
+            out[("api cluster cold", r["nodes"], r["store"])] = (
+                "API /v1/cluster, after a change", f"{r['nodes']:,} nodes", r["store"],
+                r["after_change_ms"], "ms", r.get("peak_rss_mib"))
+    for r in scenarios.get("metrics", {}).get("results", ()):
+        if "scrape" in r:
+            out[("metrics scrape", r["nodes"], r["store"])] = (
+                "Metrics scrape, steady", f"{r['nodes']:,} nodes", r["store"],
+                r["scrape"]["median_ms"], "ms", r.get("peak_rss_mib"))
+            if "after_change_ms" in r:
+                out[("metrics scrape changed", r["nodes"], r["store"])] = (
+                    "Metrics scrape, after a change", f"{r['nodes']:,} nodes", r["store"],
+                    r["after_change_ms"], "ms", r.get("peak_rss_mib"))
     return out
 
 

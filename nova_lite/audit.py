@@ -18,9 +18,11 @@ repairs allocations).
 """
 
 import logging
+import time
 
 import attrs
 
+from nova_lite import metrics
 from nova_lite.compute import accounting
 from nova_lite.compute.driver_calls import DriverCaller
 from nova_lite.exception import InstanceNotFound, NodeNotFound
@@ -172,6 +174,7 @@ def audit_host(tracker, nodename=None):
     ``tracker`` is a ResourceTracker (it gives the host, driver, store and
     the tracked view).  Reads only; returns a :class:`HostAudit`.
     """
+    started = time.monotonic()
     host, driver, store = tracker.host, tracker.driver, tracker.store
     caller = DriverCaller(tracker.settings.driver_timeout)
     host_diffs = []
@@ -211,6 +214,8 @@ def audit_host(tracker, nodename=None):
             accounting.log_over_capacity(
                 tracker.get_node(node.nodename),
                 store.list_allocations(node_uuid=node.node_uuid))
+    metrics.record_audit_duration(metrics.VIEWS_AUDIT, time.monotonic() - started)
+    metrics.record_differences(host, KINDS, (d.kind for d in audit.all_differences()))
     return audit
 
 

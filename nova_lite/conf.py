@@ -409,6 +409,21 @@ class Settings:
             Nodes a build tries per instance: the chosen one and
             max_attempts - 1 alternates.""",
             minimum=1, maximum=100, nova="same default"))
+    metrics_port: int = attrs.field(
+        default=0, validator=_int_option(0, 65535),
+        metadata=option("metrics", "port", """
+            TCP port on which the compute service also serves its Prometheus
+            metrics (claims, audits, capacity) at /metrics; 0 (the default)
+            serves none. The same page is served by 'nova-lite metrics
+            serve'.""",
+            minimum=0, maximum=65535, nova="nova-lite only"))
+    metrics_bind: str = attrs.field(
+        default="127.0.0.1", validator=_str_option,
+        metadata=option("metrics", "bind", """
+            Address the compute service's metrics server listens on (only
+            used when [metrics] port is set); the default keeps it on the
+            loopback interface.""",
+            nova="nova-lite only"))
     #: Raw options of every section, for plugins (not an option itself).
     sections: Mapping[str, Mapping[str, str]] = attrs.field(
         factory=dict, converter=_sections, repr=False, eq=False)

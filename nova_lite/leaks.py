@@ -31,7 +31,7 @@ import time
 
 import attrs
 
-from nova_lite import explain
+from nova_lite import explain, metrics
 from nova_lite.db.heal_writes import FINISH_MIGRATION, REMOVE_ALLOCATION, HealChange
 from nova_lite.exception import InvalidInput, NodeNotFound
 
@@ -216,6 +216,7 @@ def find_leaks(store, settings, host=None, nodename=None, guests=None, now=None)
     report = LeakReport(host=host, nodename=nodename, findings=tuple(findings),
                         guests_compared=guests is not None,
                         migration_stuck_age=settings.migration_stuck_age, stuck=stuck)
+    metrics.record_findings(FINDING_KINDS, (f.kind for f in report.findings))
     for finding in report.findings:
         LOG.info("Leak audit: %s %s on %s/%s: %s", finding.kind, finding.subject,
                  finding.host, finding.nodename, finding.detail)

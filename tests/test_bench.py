@@ -14,11 +14,12 @@ import sys
 import fixtures
 import testtools
 
-from bench import audit, claims, common, concurrency, fleet, references, run_all, summary
+from bench import api, audit, claims, common, concurrency, fleet, references, run_all, summary
+from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCENARIOS = (claims, audit, fleet, concurrency, references)
+SCENARIOS = (claims, audit, fleet, concurrency, references, api, metrics_bench)
 
 
 def _command(*args):
@@ -108,6 +109,31 @@ class TestScenarios(testtools.TestCase):
         self.assertEqual(3, figures["audited"])
         self.assertEqual(0, figures["failed"])
 
+    def test_api_cluster_totals_over_http(self):
+        figures = self.run_case(api, store="sqlite-file", nodes=3, repeat=2)
+        self.assertEqual((3, 1), (figures["nodes"], figures["hosts"]))
+        self.assertEqual(2, figures["steady"]["runs"])
+        self.assertEqual(figures["vcpus_used"] + 1, figures["vcpus_used_after_change"])
+
+    def test_metrics_scrape_over_http(self):
+        figures = self.run_case(metrics_bench, store="sqlite-file", nodes=3, repeat=2)
+        self.assertEqual(3, figures["nodes"])
+        self.assertEqual(9, figures["capacity_samples"])
+        self.assertEqual(2, figures["scrape"]["runs"])
+        self.assertGreater(figures["after_change_ms"], 0)
+
+    def test_summary_rows_of_the_web_scenarios(self):
+        report = {"scenarios": {
+            "api": {"results": [{"store": "sqlite-file", "nodes": 10000, "after_change_ms": 9,
+                                 "steady": {"median_ms": 3.0}}]},
+            "metrics": {"results": [{"store": "sqlite-file", "nodes": 10000,
+                                     "scrape": {"median_ms": 500.0}}]}}}
+        header, lines = summary.table(report)
+        self.assertIn(["API /v1/cluster, steady", "10,000 nodes", "sqlite-file", "3.0 ms",
+                       "<= 50 ms (median)", ""], lines)
+        self.assertIn(["Metrics scrape, steady", "10,000 nodes", "sqlite-file", "500 ms",
+                       "<= 1,000 ms (median)", ""], lines)
+
     def test_concurrency_on_a_sqlite_file(self):
         for layout in concurrency.LAYOUTS:
             figures = self.run_case(concurrency, store="sqlite-file", layout=layout,
@@ -159,8 +185,8 @@ class TestCommands(testtools.TestCase):
         status, _, err = _command("bench.run_all", "--only", "nope")
         self.assertEqual(2, status)
         self.assertIn("nope", err)
-        self.assertEqual(("claims", "audit", "fleet", "concurrency", "references"),
-                         run_all.SCENARIOS)
+        self.assertEqual(("claims", "audit", "fleet", "concurrency", "references", "api",
+                          "metrics"), run_all.SCENARIOS)
 
     def test_summary_of_a_run(self):
         out = self.useFixture(fixtures.TempDir()).join("run.json")

@@ -12,9 +12,10 @@ VENV=${NOVA_LITE_VENV:-.venv}
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 if [ "$what" = all ]; then
-    # libvirt-python builds from source against libvirt-dev.
+    # libvirt-python builds from source against libvirt-dev; the overview
+    # page's browser test drives Debian's headless Chromium through chromedriver.
     need=()
-    for pkg in libvirt-dev pkg-config gcc python3-dev; do
+    for pkg in libvirt-dev pkg-config gcc python3-dev chromium chromium-driver; do
         dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
     done
     if [ ${#need[@]} -gt 0 ]; then

@@ -9,6 +9,8 @@ ROOT=$PWD
 VENV=${NOVA_LITE_VENV:-$ROOT/.venv}
 export PATH="$VENV/bin:$PATH"
 export NOVA_LITE_REQUIRE_ALL=${NOVA_LITE_REQUIRE_ALL:-1}
+# Screenshots of the overview page's browser tests are kept here.
+export NOVA_LITE_TEST_ARTIFACTS=${NOVA_LITE_TEST_ARTIFACTS:-$ROOT/test-artifacts}
 out=$(mktemp -d)
 summary_args=()
 runner_errors=0

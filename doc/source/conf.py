@@ -88,6 +88,7 @@ nitpick_ignore = [
     ("py:class", "cliff.command.Command"),
     ("py:class", "cliff.columns.FormattableColumn"),
     ("py:class", "fixtures.fixture.Fixture"),
+    ("py:class", "prometheus_client.registry.Collector"),
     ("py:class", "nova_lite.scheduler.filters._AmountFilter"),
 ]
 # The drivers' internal modules are not rendered (reference/drivers.rst shows

@@ -5,7 +5,8 @@ handle orphan node records.  :meth:`ComputeService.run` repeats it every
 ``update_resources_interval`` seconds until :meth:`stop` or SIGTERM, and
 beats the heartbeat every ``report_interval`` seconds in between, so the
 service stays "up" (within ``service_down_time``) however long a pass or
-the wait for the next one takes.
+the wait for the next one takes.  With ``[metrics] port`` set, :meth:`run`
+also serves the Prometheus metrics (:mod:`nova_lite.metrics`) meanwhile.
 """
 
 import logging
@@ -15,7 +16,7 @@ import time
 
 import attrs
 
-from nova_lite import conf
+from nova_lite import conf, metrics
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db.store import COMPUTE_BINARY, Store
 
@@ -107,6 +108,7 @@ class ComputeService:
                         "host %s will look down between heartbeats",
                         self.settings.report_interval, self.settings.service_down_time,
                         self.host)
+        served = self.start_metrics()
         previous = {}
         if handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -124,8 +126,19 @@ class ComputeService:
             # test runner or an embedding program).
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if served is not None:
+                served.stop()
         LOG.info("Compute service of host %s stopped after %d pass(es)", self.host, passes)
         return passes
+
+    def start_metrics(self):
+        """Serve Prometheus metrics when ``[metrics] port`` is set (see
+        :mod:`nova_lite.metrics`); returns the started server, or None."""
+        if not self.settings.metrics_port:
+            return None
+        reg = metrics.Exporter(self.store, self.settings)
+        return metrics.MetricsServer(reg, self.settings.metrics_port,
+                                     self.settings.metrics_bind).start()
 
     def _loop(self, max_passes):
         passes = 0

@@ -7,11 +7,12 @@ an audit run outside every lock.
 """
 
 import logging
+import time
 import uuid as uuidlib
 
 import attrs
 
-from nova_lite import conf
+from nova_lite import conf, metrics
 from nova_lite.compute import accounting, node_checks, node_usage, placement
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveClaim, NopClaim
 from nova_lite.compute.driver_calls import DriverCaller
@@ -120,7 +121,15 @@ class ResourceTracker:
         Returns an :class:`AuditResult`.  If the driver raises
         DriverNotReady, or gives something that is not a list of node
         names, nothing is recorded and the result's ``skipped`` says why.
+        Its duration feeds ``nova_lite_audit_duration_seconds``.
         """
+        started = time.monotonic()
+        try:
+            return self._update_available_resource(nodename)
+        finally:
+            metrics.record_audit_duration(metrics.RESOURCE_AUDIT, time.monotonic() - started)
+
+    def _update_available_resource(self, nodename):
         failed, listed = {}, None
         if nodename is not None:
             names = [nodename]
@@ -334,8 +343,10 @@ class ResourceTracker:
                 LOG.info("Claim of instance %s on node %s of host %s rejected: %s",
                          ", ".join(f"{a.instance.uuid} ({a.flavor.name})" for a in asks),
                          nodename, self.host, "; ".join(exc.reasons))
+                metrics.record_claims(reasons=exc.reasons, rejected=len(asks))
                 raise
             self._nodes[nodename] = node
+        metrics.record_claims(admitted=len(asks))
         if LOG.isEnabledFor(logging.INFO):
             for ask in asks:
                 LOG.info("Claim of instance %s (%s) on node %s successful: %s",

@@ -1,0 +1,223 @@
+"""The OpenAPI 3.1 document of the read-only API (served at ``/v1/openapi.json``).
+
+The schemas of the records are built from their attrs classes (the same
+classes the command line prints), so the document cannot drift from what
+the API returns; tests check every route is described and every response
+matches its schema.
+"""
+
+import types
+import typing
+
+import attrs
+
+from nova_lite import cluster, explain, leaks, reports
+
+VERSION = "1.0.0"
+
+_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
+#: Fields whose value may be null although their annotation does not say so.
+_NULLABLE = {"HypervisorRow": {"hypervisor_type"},
+             "ResourceLine": {"detected", "configured_reserved", "configured_ratio", "ratio"},
+             "Finding": {"host", "nodename"}}
+
+
+def _field_schema(tp, nullable=False):
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _field_schema(args[0], nullable=True) if len(args) == 1 else {}
+    if tp in _TYPES:
+        return {"type": [_TYPES[tp], "null"] if nullable else _TYPES[tp]}
+    if origin is dict:
+        return {"type": ["object", "null"] if nullable else "object",
+                "additionalProperties": _field_schema(typing.get_args(tp)[1])}
+    if origin is tuple:
+        item = typing.get_args(tp)[0]
+        return {"type": "array", "items": _ref(item) if attrs.has(item) else
+                _field_schema(item)}
+    return {}
+
+
+def _ref(cls):
+    return {"$ref": f"#/components/schemas/{cls.__name__}"}
+
+
+def record_schema(cls, extra=None):
+    """A JSON schema of the attrs record ``cls`` (every field required)."""
+    hints = typing.get_type_hints(cls)
+    nullable = _NULLABLE.get(cls.__name__, set())
+    props = {f.name: _field_schema(hints[f.name], f.name in nullable)
+             for f in attrs.fields(cls)}
+    props.update(extra or {})
+    return {"type": "object", "required": sorted(props), "properties": props}
+
+
+def _list_of(key, cls):
+    return {"type": "object", "required": [key],
+            "properties": {key: {"type": "array", "items": _ref(cls)}}}
+
+
+def _ok(schema, text):
+    return {"200": {"description": text,
+                    "content": {"application/json": {"schema": schema}}}}
+
+
+_ERROR = {"$ref": "#/components/responses/Error"}
+
+
+def _get(summary, description, responses, parameters=(), errors=("400", "503")):
+    answers = dict(responses)
+    for code in errors:
+        answers[code] = _ERROR
+    answers["405"] = _ERROR
+    return {"get": {"summary": summary, "description": description,
+                    "parameters": list(parameters), "responses": answers}}
+
+
+def _param(name, where, text, required=False):
+    return {"name": name, "in": where, "required": required or where == "path",
+            "description": text, "schema": {"type": "string", "minLength": 1}}
+
+
+_NODE = _param("node", "path", "Node name or uuid.")
+_HOST_Q = _param("host", "query", "Host of the node, if its name is on several hosts.")
+
+
+def document():
+    """The OpenAPI document, as a dict."""
+    schemas = {
+        "ClassTotals": record_schema(cluster.ClassTotals),
+        "ClusterTotals": record_schema(cluster.ClusterTotals,
+                                       {"generated_at": {"type": "number"}}),
+        "HypervisorRow": record_schema(reports.HypervisorRow),
+        "HypervisorStats": record_schema(reports.HypervisorStats),
+        "ResourceLine": record_schema(reports.ResourceLine),
+        "HostUsageRow": record_schema(reports.HostUsageRow),
+        "Finding": record_schema(leaks.Finding),
+        "Service": {"type": "object",
+                    "required": ["host", "binary", "state", "status", "updated_at",
+                                 "disabled_reason"],
+                    "properties": {"host": {"type": "string"}, "binary": {"type": "string"},
+                                   "state": {"enum": ["up", "down"]},
+                                   "status": {"enum": ["enabled", "disabled"]},
+                                   "updated_at": {"type": "number"},
+                                   "disabled_reason": {"type": ["string", "null"]}}},
+        "Host": {"type": "object", "required": ["host", "state", "status", "nodes",
+                                                "resources"],
+                 "properties": {"host": {"type": "string"},
+                                "state": {"enum": ["up", "down"]},
+                                "status": {"enum": ["enabled", "disabled"]},
+                                "nodes": {"type": "integer"},
+                                "resources": {"type": "array",
+                                              "items": _ref(cluster.ClassTotals)}}},
+        "Hypervisor": {"type": "object",
+                       "required": ["uuid", "host", "nodename", "generation", "state",
+                                    "status", "last_error", "resources"],
+                       "properties": {"uuid": {"type": "string"},
+                                      "host": {"type": "string"},
+                                      "nodename": {"type": "string"},
+                                      "generation": {"type": "integer"},
+                                      "state": {"enum": ["up", "down"]},
+                                      "status": {"enum": ["enabled", "disabled"]},
+                                      "last_error": {"type": ["string", "null"]},
+                                      "resources": {"type": "array",
+                                                    "items": _ref(reports.ResourceLine)}}},
+        "NodeExplanation": {"type": "object",
+                            "required": [f.name for f in attrs.fields(explain.NodeExplanation)]
+                            + ["consistent"],
+                            "properties": {"host": {"type": "string"},
+                                           "nodename": {"type": "string"},
+                                           "verdict": {"type": "string"},
+                                           "consistent": {"type": "boolean"},
+                                           "resources": {"type": "array"},
+                                           "culprits": {"type": "array"}}},
+        "Error": {"type": "object", "required": ["error"],
+                  "properties": {"error": {
+                      "type": "object", "required": ["code", "title", "message"],
+                      "properties": {"code": {"type": "integer"}, "title": {"type": "string"},
+                                     "message": {"type": "string"}}}}},
+    }
+    paths = {
+        "/": {"get": {"summary": "The overview page",
+                      "description": "HTML page that polls this API: cluster totals, a usage "
+                                     "bar per host, the audit's findings.",
+                      "parameters": [_param("interval", "query",
+                                            "Seconds between polls (default 5).")],
+                      "responses": {"200": {"description": "HTML",
+                                            "content": {"text/html": {}}},
+                                    "405": _ERROR}}},
+        "/v1/openapi.json": _get("This document", "The OpenAPI 3.1 document of the API.",
+                                 _ok({"type": "object", "required": ["openapi", "paths"]},
+                                     "The document"), errors=()),
+        "/v1/cluster": _get(
+            "Cluster totals", "Per resource class, summed over every node: total, "
+            "reserved, capacity (floor((total - reserved) x ratio) per node), used, free "
+            "(never negative) and over, in the class's unit (CPUs, MiB, GiB).",
+            _ok(_ref(cluster.ClusterTotals), "Totals")),
+        "/v1/hypervisors": _get(
+            "Compute nodes", "One row per compute node, as 'hypervisor list'.",
+            _ok(_list_of("hypervisors", reports.HypervisorRow), "Nodes")),
+        "/v1/hypervisors/statistics": _get(
+            "Totals", "Totals across nodes, as 'hypervisor stats'.",
+            _ok({"type": "object", "required": ["hypervisor_statistics"],
+                 "properties": {"hypervisor_statistics": _ref(reports.HypervisorStats)}},
+                "Totals")),
+        "/v1/hypervisors/{node}": _get(
+            "One compute node", "Per resource class detected, configured and effective "
+            "values, as 'hypervisor show'.",
+            _ok({"type": "object", "required": ["hypervisor"],
+                 "properties": {"hypervisor": {"$ref": "#/components/schemas/Hypervisor"}}},
+                "The node"), [_NODE, _HOST_Q], ("400", "404", "503")),
+        "/v1/hosts": _get(
+            "Hosts", "Per host: service state and its nodes' totals per resource class.",
+            _ok({"type": "object", "required": ["hosts"],
+                 "properties": {"hosts": {"type": "array",
+                                          "items": {"$ref": "#/components/schemas/Host"}}}},
+                "Hosts")),
+        "/v1/hosts/{host}": _get(
+            "Describe a host", "Nova's host-describe rows, as 'host describe'.",
+            _ok(_list_of("host", reports.HostUsageRow), "Rows"),
+            [_param("host", "path", "Compute host.")], ("400", "404", "503")),
+        "/v1/services": _get(
+            "Compute services", "Up (heartbeat within service_down_time) or down, enabled "
+            "or disabled.",
+            _ok({"type": "object", "required": ["services"],
+                 "properties": {"services": {"type": "array", "items": {
+                     "$ref": "#/components/schemas/Service"}}}}, "Services")),
+        "/v1/nodes/{node}/explain": _get(
+            "Explain a node", "Why the node's free is what it is, as 'node explain' "
+            "(from the records alone).",
+            _ok({"type": "object", "required": ["explanation"],
+                 "properties": {"explanation": {
+                     "$ref": "#/components/schemas/NodeExplanation"}}}, "The explanation"),
+            [_NODE, _HOST_Q], ("400", "404", "503")),
+        "/v1/findings": _get(
+            "Leak findings", "The audit's findings from the records (stale allocations, "
+            "stuck migrations, instances whose node is gone, nodes over capacity), as "
+            "'audit' lists them; guests are not compared.",
+            _ok({"type": "object", "required": ["findings", "clean", "guests_compared",
+                                                "migration_stuck_age"],
+                 "properties": {"findings": {"type": "array", "items": _ref(leaks.Finding)},
+                                "clean": {"type": "boolean"},
+                                "guests_compared": {"type": "boolean"},
+                                "migration_stuck_age": {"type": "number"}}}, "Findings"),
+            [_param("host", "query", "Only this host's nodes."),
+             _param("node", "query", "Only this node (name or uuid).")],
+            ("400", "404", "503")),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "nova-lite read-only API", "version": VERSION,
+                 "description": "Read-only views of the records: GET only."},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "responses": {"Error": {"description": "An error, as JSON",
+                                    "content": {"application/json": {
+                                        "schema": {"$ref": "#/components/schemas/Error"}}}}},
+        },
+    }
+
+
+__all__ = ["document", "record_schema", "VERSION"]

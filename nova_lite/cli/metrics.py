@@ -1,0 +1,71 @@
+"""``nova-lite metrics serve|textfile``: Prometheus metrics of the records."""
+
+import logging
+import os
+
+from cliff import command
+
+from nova_lite import metrics
+from nova_lite.cli.context import BadArguments
+from nova_lite.cli.serving import add_server_arguments, check_port, serve_until_signal
+from nova_lite.web_server import make_server
+
+LOG = logging.getLogger(__name__)
+
+#: Default port of ``metrics serve`` (Nova's exporters have none; this one is free).
+DEFAULT_PORT = 9178
+
+
+class ServeMetrics(command.Command):
+    """Serve Prometheus metrics over HTTP at /metrics until SIGTERM or Ctrl-C.
+
+    Per node and resource class: total, reserved, allocation ratio,
+    capacity (floor((total - reserved) x ratio)), used, free (never
+    negative) and over; per compute service: up (heartbeat within
+    service_down_time) and enabled; and the claims and audits of this
+    process.  Read-only: the database is opened read-only.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        add_server_arguments(parser, DEFAULT_PORT)
+        return parser
+
+    def take_action(self, parsed_args):
+        check_port(parsed_args.port)
+        self.app.service_logging()
+        ctx = self.app.context()
+        store = ctx.open_store(must_exist=True, readonly=True)
+        reg = metrics.Exporter(store, ctx.settings)
+        try:
+            server = make_server(metrics.wsgi_app(reg), parsed_args.bind, parsed_args.port)
+        except OSError as exc:
+            raise BadArguments(f"Cannot listen on {parsed_args.bind}:{parsed_args.port}: "
+                               f"{exc.strerror or exc}") from exc
+        return serve_until_signal(server, self.app.stdout, "metrics")
+
+
+class WriteMetricsTextfile(command.Command):
+    """Write the metrics once to PATH for node_exporter's textfile collector.
+
+    The file is written atomically (a temporary file in the same directory,
+    then renamed), so node_exporter never reads half of it; give it a
+    ``.prom`` name in the collector's directory and run this from cron or a
+    systemd timer.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument("path", metavar="PATH",
+                            help="File to write (e.g. /var/lib/node_exporter/nova_lite.prom).")
+        return parser
+
+    def take_action(self, parsed_args):
+        directory = os.path.dirname(os.path.abspath(parsed_args.path))
+        if not os.path.isdir(directory):
+            raise BadArguments(f"Cannot write {parsed_args.path}: no directory {directory}")
+        ctx = self.app.context()
+        store = ctx.open_store(must_exist=True, readonly=True)
+        metrics.write_textfile(parsed_args.path, metrics.Exporter(store, ctx.settings))
+        LOG.info("Wrote metrics to %s", parsed_args.path)
+        return 0

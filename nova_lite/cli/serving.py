@@ -1,0 +1,52 @@
+"""Shared by ``nova-lite metrics serve`` and ``nova-lite api serve``: serve until a signal."""
+
+import logging
+import signal
+import threading
+
+from nova_lite.exception import BadArguments
+from nova_lite.web_server import DEFAULT_BIND, serve
+
+LOG = logging.getLogger(__name__)
+
+
+def add_server_arguments(parser, default_port):
+    """``--port`` and ``--bind``."""
+    parser.add_argument("--port", metavar="PORT", type=int, default=default_port,
+                        help=f"TCP port to listen on (0: any free port, printed at "
+                             f"start). Default: {default_port}.")
+    parser.add_argument("--bind", metavar="ADDRESS", default=DEFAULT_BIND,
+                        help=f"Address to listen on. Default: {DEFAULT_BIND} (this host "
+                             "only).")
+
+
+def check_port(port):
+    """Raise BadArguments (exit status 2) unless ``port`` is 0..65535."""
+    if not 0 <= port <= 65535:
+        raise BadArguments(f"--port must be between 0 and 65535, got {port}")
+
+
+def serve_until_signal(server, stdout, what):
+    """Print where ``server`` listens, serve until SIGTERM or SIGINT, close it."""
+    host, port = server.effective_host, server.effective_port
+    stdout.write(f"nova-lite {what} on http://{host}:{port}/ (SIGTERM or Ctrl-C to stop)\n")
+    stdout.flush()
+    previous = {}
+
+    stopping = threading.Event()
+
+    def stop(signum, frame):
+        LOG.info("Received signal %d: stopping the %s server", signum, what)
+        stopping.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, stop)
+    try:
+        serve(server, stopping)
+    except KeyboardInterrupt:
+        LOG.info("Interrupted: the %s server stopped", what)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

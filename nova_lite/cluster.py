@@ -1,0 +1,178 @@
+"""Cluster-wide figures for the metrics and the web API, read in bulk.
+
+- :class:`NodeCache` keeps the :class:`~nova_lite.objects.ComputeNode`
+  records of a store and re-reads only those whose generation moved, found
+  through the nodes' fingerprint
+  (``nova_lite.db.queries.nodes_fingerprint``: one small aggregate
+  query): every change to a node's inventories or allocations bumps its
+  generation, and a node added or removed changes its bucket, as the
+  scheduler's host view relies on.
+- :func:`class_totals` sums, per resource class, total, reserved,
+  capacity, used, free and over over some nodes.  Capacity, free and over
+  come from :meth:`~nova_lite.objects.ComputeNode.capacity`, ``free()`` and
+  ``over()`` (``floor((total - reserved) x ratio)``, exact),
+  never from a second formula, so they agree with ``hypervisor stats``.
+
+Amounts are in each class's unit: VCPU and PCPU count CPUs, MEMORY_MB is
+MiB, DISK_GB is GiB, custom classes count units.
+"""
+
+import logging
+import threading
+from collections.abc import Iterable
+
+import attrs
+
+from nova_lite.db import queries
+from nova_lite.exception import NodeNotFound
+from nova_lite.objects import ComputeNode
+
+LOG = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class ClassTotals:
+    """One resource class summed over nodes (in the class's unit).
+
+    ``capacity`` is the sum of each node's ``floor((total - reserved) x
+    ratio)``; ``free`` the sum of each node's ``max(0, capacity - used)``
+    (never negative) and ``over`` the sum of what nodes hold beyond their
+    capacity, so ``capacity - used`` equals ``free - over``.
+    """
+
+    resource_class: str
+    total: int
+    reserved: int
+    capacity: int
+    used: int
+    free: int
+    over: int
+
+
+@attrs.frozen
+class ClusterTotals:
+    """Totals of every resource class over ``nodes`` nodes on ``hosts`` hosts."""
+
+    nodes: int
+    hosts: int
+    resources: tuple[ClassTotals, ...]
+
+    def resource(self, rc: str) -> ClassTotals:
+        """The totals of ``rc`` (zeros if no node offers or uses it)."""
+        for line in self.resources:
+            if line.resource_class == rc:
+                return line
+        return ClassTotals(rc, 0, 0, 0, 0, 0, 0)
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict."""
+        return attrs.asdict(self)
+
+
+def node_classes(node: ComputeNode) -> list[str]:
+    """The classes a node offers or uses, sorted."""
+    return sorted(set(node.inventories) | set(node.usage))
+
+
+def class_totals(nodes: Iterable[ComputeNode]) -> tuple[ClassTotals, ...]:
+    """Per resource class sums over ``nodes``, sorted by class name."""
+    sums: dict[str, list[int]] = {}
+    for node in nodes:
+        for rc in node_classes(node):
+            inv = node.inventory(rc)
+            line = sums.setdefault(rc, [0, 0, 0, 0, 0, 0])
+            capacity, used = node.capacity(rc), node.used(rc)
+            line[0] += inv.total
+            line[1] += inv.reserved
+            line[2] += capacity
+            line[3] += used
+            line[4] += max(0, capacity - used)
+            line[5] += max(0, used - capacity)
+    return tuple(ClassTotals(rc, *sums[rc]) for rc in sorted(sums))
+
+
+def cluster_totals(nodes: list[ComputeNode]) -> ClusterTotals:
+    """:class:`ClusterTotals` of ``nodes``."""
+    return ClusterTotals(nodes=len(nodes), hosts=len({n.host for n in nodes}),
+                         resources=class_totals(nodes))
+
+
+#: More changed nodes than this are re-read in one bulk read, not one by one.
+BULK_RELOAD = 200
+
+
+class NodeCache:
+    """The compute node records of ``store``, re-read only where they changed.
+
+    Each call of :meth:`nodes` or :meth:`totals` costs one aggregate query
+    (the fingerprint, in 64 buckets) while nothing changed; when a bucket
+    moved, the generations of its nodes are read and only the nodes whose
+    generation changed (or that are new) are read again, as the
+    scheduler's host view does; many changes at once are one bulk read.
+    Thread-safe.
+    """
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._fingerprint: dict | None = None
+        self._nodes: dict[str, ComputeNode] = {}
+        self._buckets: dict[str, int] = {}
+        self._ordered: list[ComputeNode] = []
+        self._totals: ClusterTotals | None = None
+
+    def _refresh(self) -> None:
+        fingerprint = self.store.db.read("nodes fingerprint", queries.nodes_fingerprint)
+        if fingerprint == self._fingerprint:
+            return
+        old = self._fingerprint or {}
+        buckets = None if self._fingerprint is None else {
+            b for b in set(fingerprint) | set(old) if fingerprint.get(b) != old.get(b)}
+        versions = self.store.db.read(
+            "node generations", lambda conn: queries.node_versions(conn, buckets))
+        changed = [v for u, v in versions.items()
+                   if u not in self._nodes or self._nodes[u].generation != v.generation
+                   or self._nodes[u].host != v.host]
+        gone = {u for u, b in self._buckets.items()
+                if (buckets is None or b in buckets) and u not in versions}
+        if len(changed) > BULK_RELOAD:
+            fresh = self.store.get_compute_nodes()
+        else:
+            fresh = []
+            for version in changed:
+                try:
+                    fresh.append(self.store.get_compute_node(version.host, version.nodename))
+                except NodeNotFound:
+                    gone.add(version.uuid)
+        for node in fresh:
+            self._nodes[node.uuid] = node
+        for uuid, version in versions.items():
+            self._buckets[uuid] = version.bucket
+        for uuid in gone:
+            self._nodes.pop(uuid, None)
+            self._buckets.pop(uuid, None)
+        # The fingerprint was read first: a change after it makes the next
+        # call look again, never keeps a stale record.
+        self._fingerprint = fingerprint
+        self._ordered = sorted(self._nodes.values(), key=lambda n: (n.host, n.nodename))
+        self._totals = None
+        LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes), len(fresh),
+                  len(gone))
+
+    def nodes(self) -> list[ComputeNode]:
+        """Every live compute node record, sorted by host and name."""
+        with self._lock:
+            self._refresh()
+            return list(self._ordered)
+
+    def totals(self) -> ClusterTotals:
+        """:class:`ClusterTotals` of every node (computed once per change)."""
+        with self._lock:
+            self._refresh()
+            if self._totals is None:
+                self._totals = cluster_totals(self._ordered)
+            return self._totals
+
+
+__all__ = ["ClassTotals", "ClusterTotals", "NodeCache", "class_totals", "cluster_totals",
+           "node_classes", "BULK_RELOAD"]
