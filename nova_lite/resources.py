@@ -17,7 +17,8 @@ import os_resource_classes as orc
 from nova_lite.exception import CapacityExceeded, InvalidInput
 
 __all__ = [
-    "ResourceClass", "StandardResourceClass", "STANDARD_CLASSES", "VCPU", "PCPU", "MEMORY_MB", "DISK_GB",
+    "ResourceClass", "StandardResourceClass", "STANDARD_CLASSES",
+    "VCPU", "PCPU", "MEMORY_MB", "DISK_GB",
     "normalize_resource_class", "validate_resource_class", "Inventory", "to_ratio",
     "CapacityExceeded",
 ]

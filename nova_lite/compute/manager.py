@@ -2,7 +2,7 @@
 
 One pass (:meth:`ComputeService.run_once`): heartbeat, audit every node,
 handle orphan node records.  :meth:`ComputeService.run` repeats it every
-``update_resources_interval`` seconds until :meth:`stop` or SIGTERM, and
+``update_resources_interval`` seconds until :meth:`ComputeService.stop` or SIGTERM, and
 beats the heartbeat every ``report_interval`` seconds in between, so the
 service stays "up" (within ``service_down_time``) however long a pass or
 the wait for the next one takes.  With ``[metrics] port`` set, :meth:`run`
