@@ -16,7 +16,9 @@ if [ "$what" = all ]; then
     # page's browser test drives Debian's headless Chromium through chromedriver.
     need=()
     for pkg in libvirt-dev pkg-config gcc python3-dev chromium chromium-driver; do
-        dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+        # "install ok installed" only: a removed package keeps a dpkg entry.
+        status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+        [ "$status" = "install ok installed" ] || need+=("$pkg")
     done
     if [ ${#need[@]} -gt 0 ]; then
         echo "bootstrap: installing Debian packages: ${need[*]}"
