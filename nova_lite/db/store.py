@@ -226,7 +226,7 @@ class Store:
                 T_NODES.c.host == host, T_NODES.c.nodename == nodename)).first()
             if row is None:
                 raise NodeNotFound(nodename, host)
-            for table in (T_ALLOC, T_INV):
+            for table in (T_ALLOC, T_INV, models.node_usage):
                 conn.execute(table.delete().where(table.c.node_uuid == row.uuid))
             conn.execute(T_NODES.delete().where(T_NODES.c.uuid == row.uuid))
         self._write(f"delete compute node {host}/{nodename}", op)
@@ -295,9 +295,13 @@ class Store:
         was read, and the plans decided on it before the transaction are
         written: a compare-and-swap.  Otherwise (or if the possibly stale
         ``node`` refused) the node is read again under that lock and
-        decided on: that decision is final.  Returns ``(node_after,
-        plans)``: the node as recorded after the claims, and the plans
-        written.
+        decided on: that decision is final.  That re-read takes the usage
+        from the ``node_usage`` row the previous re-reading claim recorded,
+        if it is of exactly the generation the node moved from (else it
+        sums the allocations), and records the usage it commits at, so
+        claims that queue on one node never sum all of its allocations
+        while they hold its lock.  Returns ``(node_after, plans)``: the
+        node as recorded after the claims, and the plans written.
         """
         try:
             plans = tuple(decide(node))
@@ -310,14 +314,15 @@ class Store:
             if plans is not None and generation == node.generation + 1:
                 claim_writes.write_plans(conn, plans, time.time())
                 return _after(node, generation, plans), plans
-            fresh = rows.load_node(conn, node.uuid)
+            fresh, usage = rows.load_node_locked(conn, node.uuid, generation - 1)
             fresh = attrs.evolve(fresh, generation=generation - 1)
             try:
                 fresh_plans = tuple(decide(fresh))
             except ComputeResourcesUnavailable as exc:
                 exc.generation = fresh.generation
                 raise
-            claim_writes.write_plans(conn, fresh_plans, time.time())
+            claim_writes.write_plans(conn, fresh_plans, time.time(),
+                                     usage=(node.uuid, generation, usage))
             return _after(fresh, generation, fresh_plans), fresh_plans
 
         return self._write(f"claim on node {node.host}/{node.nodename}", transaction)
