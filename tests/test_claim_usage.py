@@ -14,11 +14,14 @@ import threading
 import time
 import uuid
 
+import attrs
 import sqlalchemy as sa
 
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.db import Store, models
+from nova_lite.db.store import ClaimPlan, ClaimRequest
 from nova_lite.exception import DatabaseBusy
+from nova_lite.objects import Allocation
 from tests import test_claim_races as races
 from tests.reliability import base
 
@@ -73,9 +76,12 @@ class UsageRowMixin:
                                 races.instance(), "a")
         self.assertIn("Free vcpu 0.00 VCPU < requested 1 VCPU", str(exc))
         self.assertEqual(node.generation, exc.generation)
-        # ... while A, whose record is current, wins its compare-and-swap.
-        a.instance_claim(races.instance(), "a")
-        self.assertEqual(3, len(a.store.list_allocations()))
+        self.assertEqual(2, len(a.store.list_allocations()))
+        # The true figure again: the next claim is admitted.
+        self._set_row(a.store, node.uuid, vcpu=2)
+        b.instance_claim(races.instance(), "a")
+        self.assertEqual(3, b.get_node("a").used("VCPU"))
+        self.assertNoRecordProblems(a.store)
 
     def test_a_usage_row_of_an_older_generation_is_never_used(self):
         a, b = self.tracker(), self.tracker()
@@ -103,6 +109,50 @@ class UsageRowMixin:
         self.assertIsNotNone(usage_row(a.store, node.uuid))
         a.store.delete_compute_node(races.HOST, "a")
         self.assertIsNone(usage_row(a.store, node.uuid))
+
+    def test_a_claim_not_optimistic_decides_once_on_the_records_under_the_lock(self):
+        a, b = self.tracker(), self.tracker()
+        current = a.get_node("a")
+        seen = []
+
+        def decide(node):
+            seen.append(node.generation)
+            plan = ClaimPlan(allocation=Allocation(
+                consumer_uuid=inst.uuid, consumer_type="instance", instance_uuid=inst.uuid,
+                node_uuid=node.uuid, flavor=inst.flavor, resources=base.requested(inst.flavor)),
+                instance=attrs.evolve(inst, host=races.HOST, node="a"))
+            return (plan,)
+
+        inst = races.instance()
+        after, _ = a.store.claim(current, [ClaimRequest(inst.uuid)], decide, optimistic=False)
+        # Not decided on the caller's record: once, on the re-read one.
+        self.assertEqual([current.generation], seen)
+        self.assertEqual(current.generation + 1, after.generation)
+        self.assertEqual(1, after.used("VCPU"))
+        b.instance_claim(races.instance(), "a")
+        seen.clear()
+        inst = races.instance()
+        after, _ = a.store.claim(after, [ClaimRequest(inst.uuid)], decide, optimistic=False)
+        self.assertEqual([current.generation + 2], seen)
+        self.assertEqual(3, after.used("VCPU"))
+        self.assertNoRecordProblems(a.store)
+
+    def test_trackers_that_keep_losing_races_admit_exactly_the_capacity(self):
+        a, b = self.tracker(), self.tracker()
+        admitted, refused = 0, 0
+        for turn in range(12):   # alternate: each claim of one follows one of the other
+            try:
+                (a if turn % 2 else b).instance_claim(races.instance(), "a")
+                admitted += 1
+            except ComputeResourcesUnavailable:
+                refused += 1
+            if turn == 5:         # a release between: the usage row is left behind
+                first = a.store.list_instances(node="a")[0]
+                b.abort_instance_claim(first, "a")
+        self.assertEqual((9, 3), (admitted, refused))
+        self.assertEqual(8, a.get_node("a").used("VCPU"))
+        self.assertEqual(8, b.get_node("a").used("VCPU"))
+        self.assertNoRecordProblems(a.store)
 
     def _set_row(self, store, node_uuid, **values):
         def op(conn):

@@ -277,7 +277,7 @@ class Store:
         return self._write(f"record audit of host {host}", op)
 
     # -- claims -------------------------------------------------------------
-    def claim(self, node, requests, decide):
+    def claim(self, node, requests, decide, optimistic=True):
         """Admit claims on one node in one transaction: all of them or none.
 
         ``node`` is the :class:`~nova_lite.objects.ComputeNode` as the caller
@@ -302,11 +302,17 @@ class Store:
         claims that queue on one node never sum all of its allocations
         while they hold its lock.  Returns ``(node_after, plans)``: the
         node as recorded after the claims, and the plans written.
+
+        ``optimistic=False`` skips the decision on ``node`` (a caller whose
+        last claim on the node lost its race expects to lose again): the
+        claim then decides only on the node re-read under the lock.
         """
-        try:
-            plans = tuple(decide(node))
-        except ComputeResourcesUnavailable:   # perhaps stale: decide again on fresh records
-            plans = None
+        plans = None
+        if optimistic:
+            try:
+                plans = tuple(decide(node))
+            except ComputeResourcesUnavailable:   # perhaps stale: decide again on fresh records
+                plans = None
 
         def transaction(conn):
             claim_writes.guard_requests(conn, requests)
