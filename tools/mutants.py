@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: The tests that guard the claim path against each mutant.
 GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
-               "tests.test_store", "tests.test_claim_concurrency")
+               "tests.test_store", "tests.test_claim_concurrency", "tests.test_claim_usage")
 
 MUTANTS = {
     "cas-ignored": (
@@ -37,11 +37,16 @@ MUTANTS = {
     "no-inventory-reread": (
         "a stale claim re-reads usage only, deciding on the inventories and owner it had",
         "nova_lite/db/store.py",
-        "            fresh = rows.load_node(conn, node.uuid)\n",
-        "            reread = rows.load_node(conn, node.uuid)\n"
+        "            fresh, usage = rows.load_node_locked(conn, node.uuid, generation - 1)\n",
+        "            reread, usage = rows.load_node_locked(conn, node.uuid, generation - 1)\n"
         "            fresh = attrs.evolve(node, usage=reread.usage,\n"
         "                                 numa_placements=reread.numa_placements,\n"
         "                                 pci_in_use=reread.pci_in_use)\n"),
+    "usage-row-of-older-generation": (
+        "a claim that lost its race trusts a usage row recorded before a release or audit",
+        "nova_lite/db/rows.py",
+        "T_USAGE.c.generation == sa.bindparam(\"usage_at\")",
+        "T_USAGE.c.generation <= sa.bindparam(\"usage_at\")"),
     "move-check-outside": (
         "a move's checks run in transactions of their own before the claim",
         "nova_lite/db/claim_writes.py",

@@ -69,6 +69,7 @@ class ResourceTracker:
             busy_timeout=self.settings.database_busy_timeout)
         self._locks = NodeLocks()
         self._nodes = {}
+        self._raced = set()   # nodes whose last claim here lost its compare-and-swap
         self._calls = DriverCaller(self.settings.driver_timeout)
         attach = getattr(driver, "attach_store", None)
         if callable(attach):
@@ -337,15 +338,24 @@ class ResourceTracker:
 
         with self._locks[nodename]:
             node = self._tracked(nodename)
+            # Another process or host claimed on this node since our last
+            # claim, and likely again: decide only on the records under the
+            # node's lock, not first on a record that is probably stale.
+            optimistic = nodename not in self._raced
             try:
-                node, plans = self.store.claim(node, requests, decide)
+                after, plans = self.store.claim(node, requests, decide,
+                                                optimistic=optimistic)
             except ComputeResourcesUnavailable as exc:
                 LOG.info("Claim of instance %s on node %s of host %s rejected: %s",
                          ", ".join(f"{a.instance.uuid} ({a.flavor.name})" for a in asks),
                          nodename, self.host, "; ".join(exc.reasons))
                 metrics.record_claims(reasons=exc.reasons, rejected=len(asks))
                 raise
-            self._nodes[nodename] = node
+            if after.generation == node.generation + 1:
+                self._raced.discard(nodename)
+            else:
+                self._raced.add(nodename)
+            node = self._nodes[nodename] = after
         metrics.record_claims(admitted=len(asks))
         if LOG.isEnabledFor(logging.INFO):
             for ask in asks:

@@ -7,6 +7,7 @@
 - ``instances``, ``migrations``: what consumes resources.
 - ``allocations``: what each consumer holds on a node (one row per
   consumer and node); usage is their sum.
+- ``node_usage``: that sum as a claim last recorded it, for one generation.
 """
 
 import sqlalchemy as sa
@@ -109,6 +110,30 @@ allocations = sa.Table(
     sa.Column("pci_devices", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Index("allocations_node_idx", "node_uuid"),
+    # The few allocations a node's usage cannot be summed from in SQL alone.
+    sa.Index("allocations_node_extras_idx", "node_uuid",
+             postgresql_where=sa.text(
+                 "other IS NOT NULL OR numa_topology IS NOT NULL OR pci_devices IS NOT NULL"),
+             sqlite_where=sa.text(
+                 "other IS NOT NULL OR numa_topology IS NOT NULL OR pci_devices IS NOT NULL")),
+)
+
+#: A node's usage of the standard classes as of ``generation``, written by a
+#: claim that read the node under its lock (see :mod:`nova_lite.db.claim_writes`).
+#: Valid only while the node is still at that generation: every change to
+#: what a claim decides on bumps it, so a row left behind is never trusted.
+node_usage = sa.Table(
+    "node_usage", metadata,
+    sa.Column("node_uuid", sa.String(36), sa.ForeignKey("compute_nodes.uuid",
+                                                        ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("vcpu", sa.BigInteger, nullable=False),
+    sa.Column("pcpu", sa.BigInteger, nullable=False),
+    sa.Column("memory_mb", sa.BigInteger, nullable=False),
+    sa.Column("disk_gb", sa.BigInteger, nullable=False),
+    # How many of the allocations have other classes, NUMA cells or PCI devices.
+    sa.Column("extras", sa.Integer, nullable=False),
 )
 
 #: Resource classes stored in their own allocation columns.

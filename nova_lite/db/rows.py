@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import attrs
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite.db import models, serialize as ser
 from nova_lite.exception import NodeNotFound
@@ -23,6 +24,7 @@ from nova_lite.resources import Inventory
 
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
 T_INST, T_MIG = models.instances, models.migrations
+T_USAGE = models.node_usage
 STD_COLUMNS = tuple(models.ALLOCATION_COLUMNS.items())
 
 
@@ -136,12 +138,92 @@ def load_node(conn, node_uuid):
     row = conn.execute(_NODE, params).first()
     if row is None:
         raise NodeNotFound(node_uuid)
-    amounts = {rc: int(total) for (rc, _), total in
-               zip(STD_COLUMNS, conn.execute(_NODE_SUMS, params).one()) if total}
+    sums = _column_sums(conn, params)
+    return _node_with_extras(conn, row, sums, params)
+
+
+# The node row, with the usage a claim recorded for one generation (if any)
+# and the inventories: one round trip for a claim that holds the node's lock.
+_INVENTORY_FIELDS = ("resource_class", "total", "reserved", "min_unit", "max_unit",
+                     "step_size", "allocation_ratio")
+_InventoryRow = collections.namedtuple("_InventoryRow", [
+    "resource_class", "total", "reserved", "min_unit", "max_unit", "step_size",
+    "allocation_ratio"])
+USAGE_FIELDS = (*(col for _, col in STD_COLUMNS), "extras")
+_NODE_USAGE_INVENTORIES = sa.select(
+    T_NODES, *[T_USAGE.c[col].label(f"usage_{col}") for col in USAGE_FIELDS],
+    T_USAGE.c.generation.label("usage_generation"),
+    *[T_INV.c[f].label(f"inv_{f}") for f in _INVENTORY_FIELDS]).select_from(
+    T_NODES.outerjoin(T_USAGE, sa.and_(T_USAGE.c.node_uuid == T_NODES.c.uuid,
+                                       T_USAGE.c.generation == sa.bindparam("usage_at")))
+    .outerjoin(T_INV, T_INV.c.node_uuid == T_NODES.c.uuid)
+).where(T_NODES.c.uuid == sa.bindparam("node"))
+
+
+def load_node_locked(conn, node_uuid, generation):
+    """:func:`load_node` for a claim holding the node's lock, which moved it
+    from ``generation``; returns ``(node, usage)``.
+
+    ``usage`` (``{field: amount}`` of :data:`USAGE_FIELDS`) holds the standard
+    columns' sums over the node's allocations at ``generation`` and how many
+    of them have extras (other classes, NUMA cells, PCI devices): the
+    ``node_usage`` row recorded for exactly that generation (see
+    :func:`record_usage`) if there is one, else read from the allocations.
+    Any change since that row was written moved the generation, so a row of
+    another generation is never used.
+    """
+    params = {"node": node_uuid, "usage_at": generation}
+    found = conn.execute(_NODE_USAGE_INVENTORIES, params).all()
+    if not found:
+        raise NodeNotFound(node_uuid)
+    row = found[0]
+    inventories = [_InventoryRow(*(getattr(r, f"inv_{f}") for f in _INVENTORY_FIELDS))
+                   for r in found if r.inv_resource_class is not None]
+    if row.usage_generation is not None:
+        usage = {f: int(getattr(row, f"usage_{f}")) for f in USAGE_FIELDS}
+        extras = conn.execute(_NODE_EXTRAS, params).all() if usage["extras"] else ()
+    else:
+        usage = _column_sums(conn, params)
+        extras = conn.execute(_NODE_EXTRAS, params).all()
+        usage["extras"] = len(extras)
+    amounts = {rc: usage[col] for rc, col in STD_COLUMNS if usage[col]}
+    numa, pci = [], set()
+    for other, numa_json, pci_json in extras:
+        _add_extras(amounts, numa, pci, other, numa_json, pci_json)
+    return _node(row, inventories, (amounts, numa, pci)), usage
+
+
+def _column_sums(conn, params):
+    return {col: int(total or 0) for (_, col), total in
+            zip(STD_COLUMNS, conn.execute(_NODE_SUMS, params).one())}
+
+
+def _node_with_extras(conn, row, sums, params):
+    amounts = {rc: sums[col] for rc, col in STD_COLUMNS if sums[col]}
     numa, pci = [], set()
     for other, numa_json, pci_json in conn.execute(_NODE_EXTRAS, params):
         _add_extras(amounts, numa, pci, other, numa_json, pci_json)
     return _node(row, conn.execute(_NODE_INVENTORIES, params).all(), (amounts, numa, pci))
+
+
+_UPSERT_USAGE: dict[str, sa.Insert] = {}
+
+
+def record_usage(conn, node_uuid, generation, usage):
+    """Record ``usage`` (see :func:`load_node_locked`) as the node's at ``generation``.
+
+    Written by a claim, under the node's lock, in the transaction that
+    moved the node to ``generation`` and wrote the allocations ``sums``
+    count.
+    """
+    statement = _UPSERT_USAGE.get(conn.dialect.name)
+    if statement is None:
+        insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(
+            T_USAGE)
+        statement = _UPSERT_USAGE[conn.dialect.name] = insert.on_conflict_do_update(
+            index_elements=[T_USAGE.c.node_uuid],
+            set_={c: insert.excluded[c] for c in ("generation", *USAGE_FIELDS)})
+    conn.execute(statement, dict(usage, node_uuid=node_uuid, generation=generation))
 
 
 def _add_extras(amounts, numa, pci, other, numa_json, pci_json):

@@ -226,7 +226,7 @@ class Store:
                 T_NODES.c.host == host, T_NODES.c.nodename == nodename)).first()
             if row is None:
                 raise NodeNotFound(nodename, host)
-            for table in (T_ALLOC, T_INV):
+            for table in (T_ALLOC, T_INV, models.node_usage):
                 conn.execute(table.delete().where(table.c.node_uuid == row.uuid))
             conn.execute(T_NODES.delete().where(T_NODES.c.uuid == row.uuid))
         self._write(f"delete compute node {host}/{nodename}", op)
@@ -277,7 +277,7 @@ class Store:
         return self._write(f"record audit of host {host}", op)
 
     # -- claims -------------------------------------------------------------
-    def claim(self, node, requests, decide):
+    def claim(self, node, requests, decide, optimistic=True):
         """Admit claims on one node in one transaction: all of them or none.
 
         ``node`` is the :class:`~nova_lite.objects.ComputeNode` as the caller
@@ -295,14 +295,24 @@ class Store:
         was read, and the plans decided on it before the transaction are
         written: a compare-and-swap.  Otherwise (or if the possibly stale
         ``node`` refused) the node is read again under that lock and
-        decided on: that decision is final.  Returns ``(node_after,
-        plans)``: the node as recorded after the claims, and the plans
-        written.
+        decided on: that decision is final.  That re-read takes the usage
+        from the ``node_usage`` row the previous re-reading claim recorded,
+        if it is of exactly the generation the node moved from (else it
+        sums the allocations), and records the usage it commits at, so
+        claims that queue on one node never sum all of its allocations
+        while they hold its lock.  Returns ``(node_after, plans)``: the
+        node as recorded after the claims, and the plans written.
+
+        ``optimistic=False`` skips the decision on ``node`` (a caller whose
+        last claim on the node lost its race expects to lose again): the
+        claim then decides only on the node re-read under the lock.
         """
-        try:
-            plans = tuple(decide(node))
-        except ComputeResourcesUnavailable:   # perhaps stale: decide again on fresh records
-            plans = None
+        plans = None
+        if optimistic:
+            try:
+                plans = tuple(decide(node))
+            except ComputeResourcesUnavailable:   # perhaps stale: decide again on fresh records
+                plans = None
 
         def transaction(conn):
             claim_writes.guard_requests(conn, requests)
@@ -310,14 +320,15 @@ class Store:
             if plans is not None and generation == node.generation + 1:
                 claim_writes.write_plans(conn, plans, time.time())
                 return _after(node, generation, plans), plans
-            fresh = rows.load_node(conn, node.uuid)
+            fresh, usage = rows.load_node_locked(conn, node.uuid, generation - 1)
             fresh = attrs.evolve(fresh, generation=generation - 1)
             try:
                 fresh_plans = tuple(decide(fresh))
             except ComputeResourcesUnavailable as exc:
                 exc.generation = fresh.generation
                 raise
-            claim_writes.write_plans(conn, fresh_plans, time.time())
+            claim_writes.write_plans(conn, fresh_plans, time.time(),
+                                     usage=(node.uuid, generation, usage))
             return _after(fresh, generation, fresh_plans), fresh_plans
 
         return self._write(f"claim on node {node.host}/{node.nodename}", transaction)

@@ -125,7 +125,39 @@ def record_problems(store, host=None):
         if dict(node.usage) != sums.get(node.uuid, {}):
             problems.append(f"node {node.nodename} usage {dict(node.usage)} != sum of its "
                             f"allocations {sums.get(node.uuid, {})}")
+    problems += usage_row_problems(store, nodes)
     return problems
+
+
+def usage_row_problems(store, nodes=None):
+    """A ``node_usage`` row at its node's current generation that differs from the
+    allocations (a claim that loses its race would decide on it)."""
+    def op(conn):
+        found = conn.execute(sa.select(models.node_usage, models.compute_nodes.c.generation.label(
+            "node_generation")).join(models.compute_nodes, models.compute_nodes.c.uuid ==
+                                     models.node_usage.c.node_uuid)).all()
+        out = []
+        for row in found:
+            if nodes is not None and row.node_uuid not in nodes:
+                continue
+            if row.generation != row.node_generation:
+                continue   # left behind: never used
+            with_extras = conn.execute(sa.select(sa.func.count()).where(
+                models.allocations.c.node_uuid == row.node_uuid,
+                sa.or_(models.allocations.c.other.is_not(None),
+                       models.allocations.c.numa_topology.is_not(None),
+                       models.allocations.c.pci_devices.is_not(None)))).scalar()
+            columns = ("vcpu", "pcpu", "memory_mb", "disk_gb")
+            sums = conn.execute(sa.select(*[sa.func.coalesce(sa.func.sum(
+                models.allocations.c[c]), 0) for c in columns]).where(
+                models.allocations.c.node_uuid == row.node_uuid)).one()
+            expected = dict(zip(columns, (int(n) for n in sums)), extras=with_extras)
+            recorded = {c: getattr(row, c) for c in (*columns, "extras")}
+            if recorded != expected:
+                out.append(f"node_usage of {row.node_uuid} at generation {row.generation} "
+                           f"is {recorded}, its allocations sum to {expected}")
+        return out
+    return store.db.read("check node_usage rows", op)
 
 
 class SQLiteBackend:

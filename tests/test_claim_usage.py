@@ -1,0 +1,242 @@
+"""A claim that lost its race decides on usage recorded at the generation it holds.
+
+A claim whose compare-and-swap fails re-reads the node under the node row's
+lock.  Instead of summing every allocation of the node there, it reads the
+``node_usage`` row the previous such claim recorded, but only if that row
+is of exactly the generation the claim moved the node from; any other
+change since (a release, an audit, a heal) moved the generation, and the
+allocations are summed again.  Every case runs on a SQLite file and on
+PostgreSQL; the PostgreSQL cases also show that competing claims queue on
+the node row's lock, within the busy bound.
+"""
+
+import threading
+import time
+import uuid
+
+import attrs
+import sqlalchemy as sa
+
+from nova_lite.compute.claims import ComputeResourcesUnavailable
+from nova_lite.db import Store, models
+from nova_lite.db.store import ClaimPlan, ClaimRequest
+from nova_lite.exception import DatabaseBusy
+from nova_lite.objects import Allocation
+from tests import test_claim_races as races
+from tests.reliability import base
+
+T_USAGE, T_NODES, T_ALLOC = models.node_usage, models.compute_nodes, models.allocations
+
+
+def usage_row(store, node_uuid):
+    def op(conn):
+        return conn.execute(sa.select(T_USAGE).where(T_USAGE.c.node_uuid == node_uuid)).first()
+    return store.db.read("read node_usage", op)
+
+
+class UsageRowMixin:
+
+    tracker = races.RaceMixin.tracker   # the race tests' trackers, not their tests
+
+    def setUp(self):
+        super().setUp()
+        self.url = self.database_url()
+
+    def stale_claim(self, stale, fresh, fl=None):
+        """``fresh`` claims first, so ``stale``'s next claim loses its compare-and-swap."""
+        fresh.instance_claim(races.instance(fl), "a")
+        return stale.instance_claim(races.instance(fl), "a")
+
+    def test_a_claim_that_lost_its_race_records_the_usage_it_committed(self):
+        a, b = self.tracker(), self.tracker()
+        self.stale_claim(a, b, races.flavor(vcpus=2, memory_mb=512, root_gb=3))
+        node = a.get_node("a")
+        row = usage_row(a.store, node.uuid)
+        self.assertIsNotNone(row)
+        self.assertEqual(node.generation, row.generation)
+        self.assertEqual((4, 0, 1024, 6, 0),
+                         (row.vcpu, row.pcpu, row.memory_mb, row.disk_gb, row.extras))
+        self.assertEqual([], base.usage_row_problems(a.store))
+        # The next stale claim decides on that row, and records the next one.
+        self.stale_claim(b, a, races.flavor(vcpus=2, memory_mb=512, root_gb=3))
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual(node.generation + 2, row.generation)
+        self.assertEqual((8, 2048, 12), (row.vcpu, row.memory_mb, row.disk_gb))
+        self.assertEqual(8, b.get_node("a").used("VCPU"))
+        self.assertNoRecordProblems(a.store)
+
+    def test_the_usage_row_is_used_while_its_generation_is_the_nodes(self):
+        a, b = self.tracker(), self.tracker()
+        self.stale_claim(a, b)
+        node = a.get_node("a")
+        # Pretend the node is full at its current generation: B's stale claim
+        # decides on the row (proof that the row, not a sum, is read) ...
+        self._set_row(a.store, node.uuid, vcpu=8)
+        exc = self.assertRaises(ComputeResourcesUnavailable, b.instance_claim,
+                                races.instance(), "a")
+        self.assertIn("Free vcpu 0.00 VCPU < requested 1 VCPU", str(exc))
+        self.assertEqual(node.generation, exc.generation)
+        self.assertEqual(2, len(a.store.list_allocations()))
+        # The true figure again: the next claim is admitted.
+        self._set_row(a.store, node.uuid, vcpu=2)
+        b.instance_claim(races.instance(), "a")
+        self.assertEqual(3, b.get_node("a").used("VCPU"))
+        self.assertNoRecordProblems(a.store)
+
+    def test_a_usage_row_of_an_older_generation_is_never_used(self):
+        a, b = self.tracker(), self.tracker()
+        first = self.stale_claim(a, b)
+        node = a.get_node("a")
+        self.assertEqual(node.generation, usage_row(a.store, node.uuid).generation)
+        # A release moves the generation; the row left behind says "full".
+        b.abort_instance_claim(first.instance, "a")
+        self._set_row(a.store, node.uuid, vcpu=8)
+        b.instance_claim(races.instance(), "a")
+        a.instance_claim(races.instance(), "a")     # stale: decided on the sums
+        self.assertEqual(3, a.get_node("a").used("VCPU"))
+        # An audit that changes the inventory moves it too.
+        self._set_row(a.store, node.uuid, vcpu=0)
+        self.tracker(vcpus=3)                        # the node shrinks to 3 vCPUs
+        exc = self.assertRaises(ComputeResourcesUnavailable, a.instance_claim,
+                                races.instance(), "a")
+        self.assertIn("Free vcpu 0.00 VCPU < requested 1 VCPU", str(exc))
+        self.assertEqual(3, len(a.store.list_allocations()))
+
+    def test_a_deleted_and_recreated_node_starts_without_a_usage_row(self):
+        a, b = self.tracker(), self.tracker()
+        self.stale_claim(a, b)
+        node = a.get_node("a")
+        self.assertIsNotNone(usage_row(a.store, node.uuid))
+        a.store.delete_compute_node(races.HOST, "a")
+        self.assertIsNone(usage_row(a.store, node.uuid))
+
+    def test_a_claim_not_optimistic_decides_once_on_the_records_under_the_lock(self):
+        a, b = self.tracker(), self.tracker()
+        current = a.get_node("a")
+        seen = []
+
+        def decide(node):
+            seen.append(node.generation)
+            plan = ClaimPlan(allocation=Allocation(
+                consumer_uuid=inst.uuid, consumer_type="instance", instance_uuid=inst.uuid,
+                node_uuid=node.uuid, flavor=inst.flavor, resources=base.requested(inst.flavor)),
+                instance=attrs.evolve(inst, host=races.HOST, node="a"))
+            return (plan,)
+
+        inst = races.instance()
+        after, _ = a.store.claim(current, [ClaimRequest(inst.uuid)], decide, optimistic=False)
+        # Not decided on the caller's record: once, on the re-read one.
+        self.assertEqual([current.generation], seen)
+        self.assertEqual(current.generation + 1, after.generation)
+        self.assertEqual(1, after.used("VCPU"))
+        b.instance_claim(races.instance(), "a")
+        seen.clear()
+        inst = races.instance()
+        after, _ = a.store.claim(after, [ClaimRequest(inst.uuid)], decide, optimistic=False)
+        self.assertEqual([current.generation + 2], seen)
+        self.assertEqual(3, after.used("VCPU"))
+        self.assertNoRecordProblems(a.store)
+
+    def test_trackers_that_keep_losing_races_admit_exactly_the_capacity(self):
+        a, b = self.tracker(), self.tracker()
+        admitted, refused = 0, 0
+        for turn in range(12):   # alternate: each claim of one follows one of the other
+            try:
+                (a if turn % 2 else b).instance_claim(races.instance(), "a")
+                admitted += 1
+            except ComputeResourcesUnavailable:
+                refused += 1
+            if turn == 5:         # a release between: the usage row is left behind
+                first = a.store.list_instances(node="a")[0]
+                b.abort_instance_claim(first, "a")
+        self.assertEqual((9, 3), (admitted, refused))
+        self.assertEqual(8, a.get_node("a").used("VCPU"))
+        self.assertEqual(8, b.get_node("a").used("VCPU"))
+        self.assertNoRecordProblems(a.store)
+
+    def _set_row(self, store, node_uuid, **values):
+        def op(conn):
+            conn.execute(T_USAGE.update().where(T_USAGE.c.node_uuid == node_uuid)
+                         .values(**values))
+        store.db.write("tamper with node_usage", op)
+
+
+class TestUsageRowsSQLite(UsageRowMixin, base.SQLiteBackend, base.TestCase):
+    pass
+
+
+class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCase):
+
+    def hold_node_row(self, node_uuid):
+        """Another session takes the node row's lock; returns (connection, engine)."""
+        engine = sa.create_engine(Store(self.url).db.url, poolclass=sa.pool.NullPool)
+        self.addCleanup(engine.dispose)
+        conn = engine.connect()
+        self.addCleanup(conn.close)
+        conn.begin()
+        conn.execute(sa.select(T_NODES.c.generation).where(T_NODES.c.uuid == node_uuid)
+                     .with_for_update())
+        return conn
+
+    def wait_for_lock_waiter(self, timeout=30):
+        """Until a session of this database waits on a lock (a condition, not a sleep)."""
+        engine = sa.create_engine(Store(self.url).db.url, poolclass=sa.pool.NullPool)
+        self.addCleanup(engine.dispose)
+        deadline = time.monotonic() + timeout
+        with engine.connect() as conn:
+            while time.monotonic() < deadline:
+                waiting = conn.execute(sa.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'")).scalar()
+                conn.rollback()
+                if waiting:
+                    return
+                time.sleep(0.01)
+        self.fail("no claim ever waited on the node row's lock")
+
+    def test_a_claim_queues_on_the_node_row_and_decides_on_what_the_holder_wrote(self):
+        a, b = self.tracker(), self.tracker()
+        node = a.get_node("a")
+        holder = self.hold_node_row(node.uuid)
+        outcome = {}
+
+        def claim():
+            try:
+                outcome["claim"] = a.instance_claim(races.instance(races.flavor(vcpus=4)), "a")
+            except Exception as exc:   # noqa: BLE001 - checked below
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=claim)
+        thread.start()
+        self.addCleanup(thread.join, 30)
+        self.wait_for_lock_waiter()
+        # The holder fills 6 of the 8 vCPUs and moves the generation, as a claim would.
+        holder.execute(T_NODES.update().where(T_NODES.c.uuid == node.uuid).values(
+            generation=T_NODES.c.generation + 1))
+        holder.execute(T_ALLOC.insert().values(
+            consumer_uuid=str(uuid.uuid4()), node_uuid=node.uuid, consumer_type="instance",
+            instance_uuid=str(uuid.uuid4()), vcpu=6, pcpu=0, memory_mb=0, disk_gb=0,
+            flavor='{"name": "x"}', created_at=0.0))
+        holder.commit()
+        thread.join(30)
+        self.assertFalse(thread.is_alive())
+        # Waited, then decided on the holder's records: 2 free, 4 asked.
+        self.assertIsInstance(outcome.get("error"), ComputeResourcesUnavailable)
+        self.assertIn("Free vcpu 2.00 VCPU < requested 4 VCPU", str(outcome["error"]))
+        self.assertEqual(node.generation + 1, outcome["error"].generation)
+        self.assertEqual(6, b.get_node("a").used("VCPU"))
+
+    def test_a_claim_waiting_on_a_stuck_node_row_fails_busy_within_its_bound(self):
+        rt = self.tracker(store=Store(self.url, busy_timeout=0.3))
+        node = rt.get_node("a")
+        before = base.dump(rt.store)
+        holder = self.hold_node_row(node.uuid)
+        started = time.monotonic()
+        exc = self.assertRaises(DatabaseBusy, rt.instance_claim, races.instance(), "a")
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn("database busy", str(exc))
+        self.assertIn("nothing was written", str(exc))
+        holder.rollback()
+        self.assertDumpEqual(before, base.dump(rt.store))
+        rt.instance_claim(races.instance(), "a")
+        self.assertEqual(1, rt.get_node("a").used("VCPU"))
