@@ -7,8 +7,7 @@ from cliff import command
 
 from nova_lite import metrics
 from nova_lite.cli.context import BadArguments
-from nova_lite.cli.serving import add_server_arguments, check_port, serve_until_signal
-from nova_lite.web_server import make_server
+from nova_lite.cli.serving import ServeCommand
 
 LOG = logging.getLogger(__name__)
 
@@ -16,7 +15,7 @@ LOG = logging.getLogger(__name__)
 DEFAULT_PORT = 9178
 
 
-class ServeMetrics(command.Command):
+class ServeMetrics(ServeCommand):
     """Serve Prometheus metrics over HTTP at /metrics until SIGTERM or Ctrl-C.
 
     Per node and resource class: total, reserved, allocation ratio,
@@ -26,23 +25,11 @@ class ServeMetrics(command.Command):
     process.  Read-only: the database is opened read-only.
     """
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        add_server_arguments(parser, DEFAULT_PORT)
-        return parser
+    default_port = DEFAULT_PORT
+    what = "metrics"
 
-    def take_action(self, parsed_args):
-        check_port(parsed_args.port)
-        self.app.service_logging()
-        ctx = self.app.context()
-        store = ctx.open_store(must_exist=True, readonly=True)
-        reg = metrics.Exporter(store, ctx.settings)
-        try:
-            server = make_server(metrics.wsgi_app(reg), parsed_args.bind, parsed_args.port)
-        except OSError as exc:
-            raise BadArguments(f"Cannot listen on {parsed_args.bind}:{parsed_args.port}: "
-                               f"{exc.strerror or exc}") from exc
-        return serve_until_signal(server, self.app.stdout, "metrics")
+    def make_app(self, store, settings):
+        return metrics.wsgi_app(metrics.Exporter(store, settings))
 
 
 class WriteMetricsTextfile(command.Command):

@@ -4,8 +4,10 @@ import logging
 import signal
 import threading
 
+from cliff import command
+
 from nova_lite.exception import BadArguments
-from nova_lite.web_server import DEFAULT_BIND, serve
+from nova_lite.web_server import DEFAULT_BIND, make_server, serve
 
 LOG = logging.getLogger(__name__)
 
@@ -50,3 +52,36 @@ def serve_until_signal(server, stdout, what):
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+class ServeCommand(command.Command):
+    """A command that serves a WSGI application of the records, read-only.
+
+    Subclasses set ``default_port`` and ``what`` (named in the start line and
+    the logs) and build the application in :meth:`make_app`.
+    """
+
+    default_port = 0
+    what = "server"
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        add_server_arguments(parser, self.default_port)
+        return parser
+
+    def make_app(self, store, settings):
+        """The WSGI application serving ``store`` (opened read-only)."""
+        raise NotImplementedError
+
+    def take_action(self, parsed_args):
+        check_port(parsed_args.port)
+        self.app.service_logging()
+        ctx = self.app.context()
+        store = ctx.open_store(must_exist=True, readonly=True)
+        try:
+            server = make_server(self.make_app(store, ctx.settings), parsed_args.bind,
+                                 parsed_args.port)
+        except OSError as exc:
+            raise BadArguments(f"Cannot listen on {parsed_args.bind}:{parsed_args.port}: "
+                               f"{exc.strerror or exc}") from exc
+        return serve_until_signal(server, self.app.stdout, self.what)
