@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import attrs
 
 from nova_lite.db import queries
-from nova_lite.exception import NodeNotFound
+from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.objects import ComputeNode
 
 LOG = logging.getLogger(__name__)
@@ -115,49 +115,24 @@ class NodeCache:
     def __init__(self, store) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._fingerprint: dict | None = None
+        self._changes = NodeChangeTracker(store, BULK_RELOAD)
         self._nodes: dict[str, ComputeNode] = {}
-        self._buckets: dict[str, int] = {}
         self._ordered: list[ComputeNode] = []
         self._totals: ClusterTotals | None = None
 
     def _refresh(self) -> None:
         fingerprint = self.store.db.read("nodes fingerprint", queries.nodes_fingerprint)
-        if fingerprint == self._fingerprint:
+        if fingerprint == self._changes.fingerprint:
             return
-        old = self._fingerprint or {}
-        buckets = None if self._fingerprint is None else {
-            b for b in set(fingerprint) | set(old) if fingerprint.get(b) != old.get(b)}
-        versions = self.store.db.read(
-            "node generations", lambda conn: queries.node_versions(conn, buckets))
-        changed = [v for u, v in versions.items()
-                   if u not in self._nodes or self._nodes[u].generation != v.generation
-                   or self._nodes[u].host != v.host]
-        gone = {u for u, b in self._buckets.items()
-                if (buckets is None or b in buckets) and u not in versions}
-        if len(changed) > BULK_RELOAD:
-            fresh = self.store.get_compute_nodes()
-        else:
-            fresh = []
-            for version in changed:
-                try:
-                    fresh.append(self.store.get_compute_node(version.host, version.nodename))
-                except NodeNotFound:
-                    gone.add(version.uuid)
-        for node in fresh:
+        changes = self._changes.changes(fingerprint, self._nodes)
+        for node in changes.fresh:
             self._nodes[node.uuid] = node
-        for uuid, version in versions.items():
-            self._buckets[uuid] = version.bucket
-        for uuid in gone:
+        for uuid in changes.gone:
             self._nodes.pop(uuid, None)
-            self._buckets.pop(uuid, None)
-        # The fingerprint was read first: a change after it makes the next
-        # call look again, never keeps a stale record.
-        self._fingerprint = fingerprint
         self._ordered = sorted(self._nodes.values(), key=lambda n: (n.host, n.nodename))
         self._totals = None
-        LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes), len(fresh),
-                  len(gone))
+        LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes),
+                  len(changes.fresh), len(changes.gone))
 
     def nodes(self) -> list[ComputeNode]:
         """Every live compute node record, sorted by host and name."""

@@ -21,8 +21,9 @@ import stevedore
 
 from nova_lite import conf
 from nova_lite.db import queries
+from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.db.store import COMPUTE_BINARY
-from nova_lite.exception import InvalidConfig, InvalidInput, NodeNotFound
+from nova_lite.exception import InvalidConfig, InvalidInput
 from nova_lite.scheduler.host_state import HostState
 from nova_lite.scheduler.report import NoValidHost, summarise
 from nova_lite.scheduler.request import as_request_spec
@@ -85,8 +86,7 @@ class HostManager:
                               "[filter_scheduler] weight_classes", self.settings)
         self._states = {}        # node uuid -> HostState
         self._ordered = []       # HostStates sorted by (host, nodename)
-        self._fingerprint = None     # {bucket: (count, sum generation, sum id)}
-        self._buckets = {}           # node uuid -> its fingerprint bucket
+        self._changes = NodeChangeTracker(store, _BULK_RELOAD)
         self._services = {}          # host -> ServiceRow
         self._services_key = None    # (fingerprint, read at)
         self.services_max_age = services_max_age
@@ -101,10 +101,9 @@ class HostManager:
         the heartbeats).
         """
         nodes_key, services_key = self.store.db.read("scheduler refresh", self._fingerprints)
-        nodes_changed = nodes_key != self._fingerprint
+        nodes_changed = nodes_key != self._changes.fingerprint
         if nodes_changed:
             self._reload_nodes(nodes_key)
-            self._fingerprint = nodes_key
         now = time.monotonic()
         stale = self._services_key is None or services_key != self._services_key[0] \
             or now - self._services_key[1] >= self.services_max_age
@@ -124,41 +123,20 @@ class HostManager:
 
     def _reload_nodes(self, fingerprint):
         """Re-read the nodes of the fingerprint buckets that changed."""
-        old = self._fingerprint or {}
-        buckets = {b for b in set(fingerprint) | set(old) if fingerprint.get(b) != old.get(b)}
-        if self._fingerprint is None:
-            buckets = None   # first read: everything
-        versions = self.store.db.read("node generations",
-                                      lambda conn: queries.node_versions(conn, buckets))
-        changed = [v for u, v in versions.items()
-                   if u not in self._states or self._states[u].generation != v.generation]
-        gone = {u for u, b in self._buckets.items()
-                if (buckets is None or b in buckets) and u not in versions}
-        if len(changed) > _BULK_RELOAD:
-            nodes = self.store.get_compute_nodes()
-        else:
-            nodes = []
-            for version in changed:
-                try:
-                    nodes.append(self.store.get_compute_node(version.host, version.nodename))
-                except NodeNotFound:
-                    gone.add(version.uuid)
-        for node in nodes:
+        changes = self._changes.changes(fingerprint, self._states)
+        for node in changes.fresh:
             state = self._states.get(node.uuid)
             if state is None:
                 self._states[node.uuid] = HostState(node)
             elif state.generation != node.generation or state.host != node.host:
                 state.update_from_node(node)
                 state.host = node.host
-        for uuid, version in versions.items():
-            self._buckets[uuid] = version.bucket
-        for uuid in gone:
+        for uuid in changes.gone:
             self._states.pop(uuid, None)
-            self._buckets.pop(uuid, None)
-        if changed or gone:
+        if changes.fresh or changes.gone:
             self._ordered = sorted(self._states.values(), key=lambda s: (s.host, s.nodename))
-        LOG.debug("Scheduler view: %d nodes, %d changed, %d gone", len(self._states),
-                  len(changed), len(gone))
+        LOG.debug("Scheduler view: %d nodes, %d re-read, %d gone", len(self._states),
+                  len(changes.fresh), len(changes.gone))
 
     def get_host_states(self):
         """Every node's HostState, refreshed (sorted by host and node name)."""
