@@ -81,13 +81,12 @@ def class_totals(nodes: Iterable[ComputeNode]) -> tuple[ClassTotals, ...]:
         for rc in node_classes(node):
             inv = node.inventory(rc)
             line = sums.setdefault(rc, [0, 0, 0, 0, 0, 0])
-            capacity, used = node.capacity(rc), node.used(rc)
             line[0] += inv.total
             line[1] += inv.reserved
-            line[2] += capacity
-            line[3] += used
-            line[4] += max(0, capacity - used)
-            line[5] += max(0, used - capacity)
+            line[2] += node.capacity(rc)
+            line[3] += node.used(rc)
+            line[4] += node.free(rc)
+            line[5] += node.over(rc)
     return tuple(ClassTotals(rc, *sums[rc]) for rc in sorted(sums))
 
 

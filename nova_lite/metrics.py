@@ -159,12 +159,11 @@ def _node_help(suffix: str, text: str) -> str:
 def node_values(node) -> Iterator[tuple[str, tuple[float, ...]]]:
     """``(resource class, (total, reserved, ratio, capacity, used, free, over))`` of
     each class ``node`` offers or uses, sorted; capacity, free and over as
-    :meth:`~nova_lite.objects.ComputeNode.capacity` computes them (free never negative)."""
+    the node's own ``capacity``, ``free`` and ``over`` give them (free never negative)."""
     for rc in cluster.node_classes(node):
         inv = node.inventory(rc)
-        capacity, used = node.capacity(rc), node.used(rc)
-        yield rc, (inv.total, inv.reserved, float(inv.allocation_ratio), capacity, used,
-                   max(0, capacity - used), max(0, used - capacity))
+        yield rc, (inv.total, inv.reserved, float(inv.allocation_ratio), node.capacity(rc),
+                   node.used(rc), node.free(rc), node.over(rc))
 
 
 class NodeCollector(Collector):
