@@ -144,11 +144,10 @@ def load_node(conn, node_uuid):
 
 # The node row, with the usage a claim recorded for one generation (if any)
 # and the inventories: one round trip for a claim that holds the node's lock.
-_INVENTORY_FIELDS = ("resource_class", "total", "reserved", "min_unit", "max_unit",
-                     "step_size", "allocation_ratio")
 _InventoryRow = collections.namedtuple("_InventoryRow", [
     "resource_class", "total", "reserved", "min_unit", "max_unit", "step_size",
     "allocation_ratio"])
+_INVENTORY_FIELDS = _InventoryRow._fields
 USAGE_FIELDS = (*(col for _, col in STD_COLUMNS), "extras")
 _NODE_USAGE_INVENTORIES = sa.select(
     T_NODES, *[T_USAGE.c[col].label(f"usage_{col}") for col in USAGE_FIELDS],
@@ -213,8 +212,8 @@ def record_usage(conn, node_uuid, generation, usage):
     """Record ``usage`` (see :func:`load_node_locked`) as the node's at ``generation``.
 
     Written by a claim, under the node's lock, in the transaction that
-    moved the node to ``generation`` and wrote the allocations ``sums``
-    count.
+    moved the node to ``generation`` and wrote the allocations ``usage``
+    counts.
     """
     statement = _UPSERT_USAGE.get(conn.dialect.name)
     if statement is None:
