@@ -26,7 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: The tests that guard the claim path against each mutant.
 GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
-               "tests.test_store", "tests.test_claim_concurrency", "tests.test_claim_usage")
+               "tests.test_store", "tests.test_claim_concurrency", "tests.test_claim_usage",
+               "tests.test_claim_statements")
 
 MUTANTS = {
     "cas-ignored": (
@@ -34,6 +35,11 @@ MUTANTS = {
         "nova_lite/db/store.py",
         "            if plans is not None and generation == node.generation + 1:\n",
         "            if plans is not None:\n"),
+    "one-statement-cas-ignored": (
+        "PostgreSQL's one-statement claim writes whatever generation the node is at",
+        "nova_lite/db/claim_writes.py",
+        "        T_NODES.c.generation == sa.bindparam(\"expected\"), unknown).values(\n",
+        "        unknown).values(\n"),
     "no-inventory-reread": (
         "a stale claim re-reads usage only, deciding on the inventories and owner it had",
         "nova_lite/db/store.py",

@@ -27,12 +27,14 @@ from sqlalchemy import event, exc as sa_exc
 from sqlalchemy.pool import StaticPool
 
 from nova_lite.conf import redact_url
+from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import ClaimRaceLost, DatabaseBusy, StoreError
 
 #: Default bound (s) on any wait for a database lock.
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 _PG_RETRY_STATES = {"40001", "40P01"}   # serialization failure, deadlock
 _PG_BUSY_STATES = {"55P03"}             # lock_not_available (lock_timeout)
+_PG_UNIQUE_VIOLATION = "23505"
 
 
 def normalize_url(url):
@@ -260,18 +262,25 @@ class Database:
         # In-memory SQLite is one shared connection: one transaction at a time.
         self.memory = is_memory_sqlite(self.url)
         self._serialised = threading.RLock() if self.memory else contextlib.nullcontext()
+        self._dbapi_error = self.engine.dialect.loaded_dbapi.Error
 
     def _run(self, op, fn, readonly):
+        def transaction():
+            with self._serialised, self.engine.connect() as conn:
+                if readonly:
+                    conn = conn.execution_options(nl_readonly=True)
+                with conn.begin():
+                    return fn(conn)
+        return self._retrying(op, transaction)
+
+    def _retrying(self, op, transaction):
+        """``transaction()``, retried on a transient error; database errors explained."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                with self._serialised, self.engine.connect() as conn:
-                    if readonly:
-                        conn = conn.execution_options(nl_readonly=True)
-                    with conn.begin():
-                        return fn(conn)
-            except sa_exc.DBAPIError as exc:
+                return transaction()
+            except (sa_exc.DBAPIError, self._dbapi_error) as exc:
                 if is_busy(exc):
                     raise DatabaseBusy(
                         f"{op}: database busy: {self.redacted_url} stayed locked by another "
@@ -296,9 +305,65 @@ class Database:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
         return self._run(op, fn, readonly=False)
 
+    def write_direct(self, op, fn):
+        """:meth:`write` with ``fn`` given a :class:`~nova_lite.db.direct.DirectConnection`.
+
+        The same transaction, bounds, retries and errors as :meth:`write`,
+        on a pooled connection, without SQLAlchemy's Connection in between
+        (see :mod:`nova_lite.db.direct` for where that is worth it).
+        """
+        if self.readonly:
+            raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
+        return self._retrying(op, lambda: self._direct_transaction(fn))
+
+    def _direct_transaction(self, fn):
+        with self._serialised:
+            pooled = self.engine.raw_connection()
+            try:
+                cursor = pooled.cursor()
+                try:
+                    if self.dialect == "sqlite":
+                        cursor.execute("BEGIN IMMEDIATE")
+                    result = fn(DirectConnection(cursor, self.engine.dialect))
+                    pooled.commit()
+                    return result
+                except BaseException as exc:
+                    self._abandon(pooled, cursor, exc)
+                    raise
+                finally:
+                    cursor.close()
+            finally:
+                pooled.close()
+
     def read(self, op, fn):
         """Run ``fn(conn)`` in a read-only transaction."""
         return self._run(op, fn, readonly=True)
+
+    def write_statement(self, op, statement, values):
+        """Run one statement in a transaction of its own (:meth:`write_direct`).
+
+        Returns its :class:`~nova_lite.db.direct.DirectResult`, or None if
+        it broke a unique key (nothing was written: the caller's ordinary
+        transaction decides instead).
+        """
+        try:
+            return self.write_direct(op, lambda conn: conn.execute(statement, values))
+        except StoreError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) == _PG_UNIQUE_VIOLATION:
+                return None
+            raise
+
+    def _abandon(self, pooled, cursor, exc):
+        """Roll back after ``exc``; a connection that is gone (or cannot roll
+        back) leaves the pool, and ``exc`` stays the error reported."""
+        try:
+            if isinstance(exc, self._dbapi_error) and self.engine.dialect.is_disconnect(
+                    exc, pooled.dbapi_connection, cursor):
+                pooled.invalidate(exc)
+            else:
+                pooled.rollback()
+        except self._dbapi_error:
+            pooled.invalidate(exc)
 
     def dispose(self):
         """Close every pooled connection."""

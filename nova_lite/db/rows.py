@@ -77,6 +77,12 @@ def allocation_values(alloc, now):
     return values
 
 
+#: The columns :func:`instance_values` sets.
+INSTANCE_UPDATE_COLUMNS = ("host", "node", "vm_state", "task_state", "project_id", "user_id",
+                           "flavor", "numa_topology", "pci_requests", "pci_devices",
+                           "updated_at")
+
+
 def instance_values(inst, now):
     """The columns an update of ``inst``'s row at ``now`` sets (not its uuid nor created_at)."""
     return dict(host=inst.host, node=inst.node, vm_state=inst.vm_state,

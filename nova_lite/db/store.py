@@ -167,6 +167,12 @@ class Store:
             self.schema = self.db.read("read schema revision", migrations.schema_state)
         return self.db.write(op, fn)
 
+    def _write_direct(self, op, fn):
+        """:meth:`_write` on the DBAPI cursor (:meth:`Database.write_direct`)."""
+        if not self.schema.current:
+            self._write("upgrade schema", lambda conn: None)
+        return self.db.write_direct(op, fn)
+
     def _read(self, op, fn):
         if not self.schema.current:
             raise SchemaOutdated(
@@ -314,6 +320,17 @@ class Store:
             except ComputeResourcesUnavailable:   # perhaps stale: decide again on fresh records
                 plans = None
 
+        op = f"claim on node {node.host}/{node.nodename}"
+        if plans is not None and len(plans) == 1 and self.db.dialect == "postgresql" \
+                and self.schema.current:
+            values = claim_writes.single_claim_values(node, plans[0], time.time())
+            if values is not None:
+                done = self.db.write_statement(op, claim_writes.PG_SINGLE_CLAIM, values)
+                if done is not None and done.rows:
+                    return _after(node, node.generation + 1, plans), plans
+                # The node moved since ``node`` was read, or the instance is
+                # known: the transaction below decides.
+
         def transaction(conn):
             claim_writes.guard_requests(conn, requests)
             generation = claim_writes.bump_and_lock(conn, node.uuid)
@@ -331,7 +348,7 @@ class Store:
                                      usage=(node.uuid, generation, usage))
             return _after(fresh, generation, fresh_plans), fresh_plans
 
-        return self._write(f"claim on node {node.host}/{node.nodename}", transaction)
+        return self._write_direct(op, transaction)
 
     def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
                 transfer=None):

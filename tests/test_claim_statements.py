@@ -1,0 +1,205 @@
+"""The claim's statements on the DBAPI cursor, and PostgreSQL's one-statement claim.
+
+A claim's transaction runs SQLAlchemy Core statements straight on the
+driver's cursor (:mod:`nova_lite.db.direct`).  On PostgreSQL a claim decided
+on a record that is still current is one statement: the compare-and-swap of
+the node's generation, the new instance's row and its allocation.  These
+tests show what that statement writes and, above all, what it does not:
+nothing at all when the node moved or the instance is known, so the
+ordinary transaction decides again on fresh records.
+"""
+
+import uuid
+
+import attrs
+import sqlalchemy as sa
+
+from nova_lite.compute.claims import ComputeResourcesUnavailable
+from nova_lite.db import models
+from nova_lite.db.direct import DirectConnection
+from nova_lite.db.store import ClaimPlan, ClaimRequest
+from nova_lite.exception import InstanceStateConflict, InvalidInput
+from nova_lite.objects import DELETED, Allocation
+from tests import test_claim_races as races
+from tests.reliability import base
+
+T_NODES, T_INST, T_ALLOC = models.compute_nodes, models.instances, models.allocations
+T_USAGE = models.node_usage
+
+
+def _plan_for(inst, node_uuid, nodename="a"):
+    return ClaimPlan(allocation=Allocation(
+        consumer_uuid=inst.uuid, consumer_type="instance", instance_uuid=inst.uuid,
+        node_uuid=node_uuid, flavor=inst.flavor, resources=base.requested(inst.flavor)),
+        instance=attrs.evolve(inst, host=races.HOST, node=nodename))
+
+
+class DirectConnectionMixin:
+    """Core statements run on the cursor give what SQLAlchemy's Connection gives."""
+
+    def setUp(self):
+        super().setUp()
+        self.url = self.database_url()
+        self.rt = races.RaceMixin.tracker(self)
+
+    def test_rows_are_named_and_fetched_at_once(self):
+        node = self.rt.get_node("a")
+        query = sa.select(T_NODES.c.uuid, T_NODES.c.generation.label("gen")).where(
+            T_NODES.c.nodename == sa.bindparam("name"))
+
+        def op(conn):
+            self.assertIsInstance(conn, DirectConnection)
+            found = conn.execute(query, {"name": "a"})
+            missing = conn.execute(query, {"name": "nope"})
+            return found.one(), found.first(), found.scalar(), missing.first(), missing.all()
+
+        one, first, scalar, none, empty = self.rt.store.db.write_direct("read", op)
+        self.assertEqual((node.uuid, node.generation), (one.uuid, one.gen))
+        self.assertEqual(one, first)
+        self.assertEqual(node.uuid, scalar)
+        self.assertIsNone(none)
+        self.assertEqual([], empty)
+
+    def test_a_list_of_values_writes_a_row_each_and_counts_them(self):
+        node = self.rt.get_node("a")
+        bump = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node")).values(
+            generation=T_NODES.c.generation + 1)
+        count = self.rt.store.db.write_direct(
+            "bump", lambda conn: conn.execute(bump, [{"node": node.uuid}] * 3).rowcount)
+        self.assertEqual(3, count)
+        self.assertEqual(node.generation + 3,
+                         self.rt.store.get_compute_node(races.HOST, "a").generation)
+
+    def test_an_exception_rolls_back_everything_the_transaction_wrote(self):
+        node = self.rt.get_node("a")
+        bump = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node")).values(
+            generation=T_NODES.c.generation + 1)
+
+        def op(conn):
+            conn.execute(bump, {"node": node.uuid})
+            raise InvalidInput("refused on purpose")
+
+        self.assertRaises(InvalidInput, self.rt.store.db.write_direct, "bump", op)
+        self.assertEqual(node.generation,
+                         self.rt.store.get_compute_node(races.HOST, "a").generation)
+
+
+class TestDirectConnectionSQLite(DirectConnectionMixin, base.SQLiteBackend, base.TestCase):
+    pass
+
+
+class TestDirectConnectionPostgreSQL(DirectConnectionMixin, base.PostgreSQLBackend,
+                                     base.TestCase):
+    pass
+
+
+class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
+    """PostgreSQL: the claim decided on a current record is one statement."""
+
+    def setUp(self):
+        super().setUp()
+        self.url = self.database_url()
+        self.a = races.RaceMixin.tracker(self)
+        self.b = races.RaceMixin.tracker(self)
+        self.store = self.a.store
+
+    def claim(self, node, inst, decided=None):
+        decided = [] if decided is None else decided
+
+        def decide(seen):
+            decided.append(seen.generation)
+            if seen.free("VCPU") < inst.flavor.vcpus:
+                _refuse(seen)
+            return (_plan_for(inst, seen.uuid),)
+
+        return self.store.claim(node, [ClaimRequest(inst.uuid)], decide)
+
+    def test_a_current_record_claims_in_one_statement_without_a_usage_row(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        decided = []
+        after, plans = self.claim(node, inst, decided)
+        self.assertEqual([node.generation], decided)
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual(1, after.used("VCPU"))
+        recorded = self.store.get_compute_node(races.HOST, "a")
+        self.assertEqual(after.generation, recorded.generation)
+        self.assertEqual(after.usage, recorded.usage)
+        self.assertEqual([inst.uuid], [i.uuid for i in self.store.list_instances()])
+        self.assertEqual("a", self.store.get_instance(inst.uuid).node)
+        # The locked re-read path records the node's usage; this one did not run.
+        self.assertIsNone(_usage_row(self.store, node.uuid))
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_stale_record_writes_nothing_and_the_transaction_decides_on_fresh_ones(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(races.flavor(vcpus=8)), "a")   # now full
+        inst = races.instance()
+        before = base.dump(self.store)
+        decided = []
+        exc = self.assertRaises(ComputeResourcesUnavailable, self.claim, stale, inst, decided)
+        # Decided on the stale record (admitted), then on the fresh one (full).
+        self.assertEqual([stale.generation, stale.generation + 1], decided)
+        self.assertEqual(stale.generation + 1, exc.generation)
+        self.assertEqual(before, base.dump(self.store), "the refused claim wrote rows")
+        self.assertNotIn(inst.uuid, [i.uuid for i in self.store.list_instances(live_only=False)])
+
+    def test_a_stale_record_with_room_left_is_admitted_at_the_next_generation(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(), "a")
+        inst = races.instance()
+        decided = []
+        after, _ = self.claim(stale, inst, decided)
+        self.assertEqual([stale.generation, stale.generation + 1], decided)
+        self.assertEqual(stale.generation + 2, after.generation)
+        self.assertEqual(2, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
+        self.assertEqual(2, after.used("VCPU"))
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_known_instance_is_guarded_by_the_transaction(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        self.store.save_instance(attrs.evolve(inst, vm_state=DELETED))
+        before = base.dump(self.store)
+        exc = self.assertRaises(InstanceStateConflict, self.claim, node, inst)
+        self.assertIn("deleted is final", str(exc))
+        self.assertEqual(before, base.dump(self.store))
+
+    def test_a_known_live_instance_is_claimed_by_the_transaction(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        self.store.save_instance(inst)
+        after, _ = self.claim(node, inst)
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual("a", self.store.get_instance(inst.uuid).node)
+        self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_unique_key_conflict_writes_nothing_and_returns_none(self):
+        inst = races.instance()
+        self.store.save_instance(inst)
+        node = self.a.get_node("a")
+        insert = T_INST.insert().values(uuid=sa.bindparam("uuid"), vm_state="building",
+                                        project_id="", user_id="", flavor="{}",
+                                        created_at=0.0, updated_at=0.0)
+        bump = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node")).values(
+            generation=T_NODES.c.generation + 1)
+        both = insert.add_cte(bump.cte("bump"))
+        before = base.dump(self.store)
+        self.assertIsNone(self.store.db.write_statement(
+            "insert", both, {"uuid": inst.uuid, "node": node.uuid}))
+        self.assertEqual(before, base.dump(self.store))
+        fresh = str(uuid.uuid4())
+        self.assertEqual(1, self.store.db.write_statement(
+            "insert", both, {"uuid": fresh, "node": node.uuid}).rowcount)
+        self.assertEqual(node.generation + 1,
+                         self.store.get_compute_node(races.HOST, "a").generation)
+
+
+def _refuse(node):
+    raise ComputeResourcesUnavailable([f"node {node.nodename} has no vCPU left"])
+
+
+def _usage_row(store, node_uuid):
+    return store.db.read("read node_usage", lambda conn: conn.execute(
+        sa.select(T_USAGE).where(T_USAGE.c.node_uuid == node_uuid)).first())
