@@ -8,7 +8,7 @@ driver's own cursor, with no result processing.  Measured with
 and new code alternately in one hour on a loaded 2-vCPU machine): on a
 SQLite file 1,066 and 1,389 claims/s through SQLAlchemy's Connection
 against 1,864 and 2,744/s on the cursor; on PostgreSQL, with the
-one-statement claim of :mod:`nova_lite.db.claim_writes`, 212 and 443/s
+one-statement claim of ``nova_lite.db.claim_writes``, 212 and 443/s
 against 466 and 721/s.  The claim is the one path whose rate is a product
 goal, so it is the one path that skips that layer.
 
