@@ -8,6 +8,10 @@ own Store, HostManager and resource trackers, start together and make
 claim; the instance and its allocation are stored in full).  Reported:
 total builds / wall time, lost claims retried on an alternate, and whether
 the records hold exactly the builds made.
+
+A case with ``"profile": "<prefix>"`` has each worker profile its own
+builds with cProfile and save them to ``<prefix>.<worker>.prof`` (read
+them with ``pstats``; the figures are then slower than unprofiled).
 """
 
 import multiprocessing
@@ -40,7 +44,7 @@ def _settings():
     return conf.Settings(service_down_time=3600)
 
 
-def _worker(url, case, barrier, results):
+def _worker(url, case, barrier, results, index=0):
     from nova_lite import objects
     from nova_lite.compute import api
     from nova_lite.compute.resource_tracker import ResourceTracker
@@ -62,13 +66,22 @@ def _worker(url, case, barrier, results):
     manager = HostManager(store, settings)
     manager.refresh()   # the first full read is not part of the timing
     flavor = objects.Flavor(name="m1.tiny", vcpus=1, memory_mb=512, root_gb=1)
+    profiler = None
+    if case.get("profile"):
+        import cProfile
+        profiler = cProfile.Profile()
     barrier.wait()
     start, retried = time.time(), 0
+    if profiler is not None:
+        profiler.enable()
     for _ in range(case["builds"]):
         result = api.build(store, flavor, trackers=tracker_for, host_manager=manager,
                            spawn=False)
         retried += len(result.attempts)
     end = time.time()
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(f"{case['profile']}.{index}.prof")
     store.close()
     results.put({"start": start, "end": end, "builds": case["builds"], "retried": retried,
                  "peak_rss_mib": common.peak_rss_mib()})
@@ -95,8 +108,8 @@ def run_case(case):
         _spread_hosts(store, case["nodes"])
         barrier = ctx.Barrier(case["processes"])
         results = ctx.Queue()
-        workers = [ctx.Process(target=_worker, args=(url, case, barrier, results))
-                   for _ in range(case["processes"])]
+        workers = [ctx.Process(target=_worker, args=(url, case, barrier, results, i))
+                   for i in range(case["processes"])]
         for w in workers:
             w.start()
         outcomes = [results.get(timeout=1800) for _ in workers]

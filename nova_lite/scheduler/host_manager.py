@@ -24,6 +24,8 @@ from nova_lite.db import queries
 from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.db.store import COMPUTE_BINARY
 from nova_lite.exception import InvalidConfig, InvalidInput
+from nova_lite.scheduler import host_checks
+from nova_lite.scheduler.host_index import HostIndex
 from nova_lite.scheduler.host_state import HostState
 from nova_lite.scheduler.report import NoValidHost, summarise
 from nova_lite.scheduler.request import as_request_spec
@@ -74,16 +76,27 @@ class HostManager:
     ``max_attempts``, which sets how many alternates each Selection carries:
     ``max_attempts - 1``).  ``services_max_age``: seconds after which the
     service rows are read again for their heartbeats (default
-    :data:`SERVICES_MAX_AGE`).
+    :data:`SERVICES_MAX_AGE`).  ``indexed``: keep the hosts in order of each
+    weigher's value so a request looks at the best ones only (the default;
+    it applies when every filter decides on one host alone and every weigher
+    weighs a HostState amount, see :mod:`nova_lite.scheduler.host_checks`);
+    False filters and weighs every host on every request.  Both choose the
+    same hosts.
     """
 
-    def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE):
+    def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE,
+                 indexed=True):
         self.store = store
         self.settings = settings or conf.Settings()
         self.filters = _load(FILTER_GROUP, self.settings.enabled_filters,
                              "[filter_scheduler] enabled_filters", self.settings)
         self.weighers = _load(WEIGHER_GROUP, self.settings.weight_classes,
                               "[filter_scheduler] weight_classes", self.settings)
+        specs = host_checks.weigh_specs(self.weighers)
+        #: The states in order of each weigher's value, or None: every request
+        #: then filters and weighs every host.
+        self._index = HostIndex(specs) if indexed and specs is not None \
+            and host_checks.per_host(self.filters) else None
         self._states = {}        # node uuid -> HostState
         self._ordered = []       # HostStates sorted by (host, nodename)
         self._changes = NodeChangeTracker(store, _BULK_RELOAD)
@@ -124,16 +137,25 @@ class HostManager:
     def _reload_nodes(self, fingerprint):
         """Re-read the nodes of the fingerprint buckets that changed."""
         changes = self._changes.changes(fingerprint, self._states)
+        reorder = bool(changes.gone)
         for node in changes.fresh:
             state = self._states.get(node.uuid)
             if state is None:
-                self._states[node.uuid] = HostState(node)
+                state = self._states[node.uuid] = HostState(node)
+                reorder = True
             elif state.generation != node.generation or state.host != node.host:
+                reorder = reorder or state.host != node.host
                 state.update_from_node(node)
                 state.host = node.host
+            else:
+                continue
+            if self._index is not None:
+                self._index.put(state)
         for uuid in changes.gone:
             self._states.pop(uuid, None)
-        if changes.fresh or changes.gone:
+            if self._index is not None:
+                self._index.discard(uuid)
+        if reorder:
             self._ordered = sorted(self._states.values(), key=lambda s: (s.host, s.nodename))
         LOG.debug("Scheduler view: %d nodes, %d re-read, %d gone", len(self._states),
                   len(changes.fresh), len(changes.gone))
@@ -156,19 +178,22 @@ class HostManager:
                 or num_instances < 1:
             raise InvalidInput(f"num_instances must be an integer >= 1, got {num_instances!r}")
         states = self.refresh()
+        ignored = frozenset(spec.ignore_hosts)
+        indexed = self._index is not None and not spec.force_hosts
         if spec.force_hosts:
             states = [s for s in states if s.host in spec.force_hosts]
-        if spec.ignore_hosts:
-            ignored = set(spec.ignore_hosts)
+        if ignored and not indexed:
             states = [s for s in states if s.host not in ignored]
         saved = []
         selections = []
         try:
             for placed in range(num_instances):
-                ranked = self._rank(states, spec, placed)
+                ranked = self._rank_indexed(spec, ignored, placed) if indexed \
+                    else self._rank(states, spec, placed)
                 chosen = ranked[0]
                 saved.append((chosen, chosen.node, chosen.consumed))
                 chosen.consume(spec)
+                self._reindex(chosen)
                 selections.append(Selection(
                     host=chosen.host, nodename=chosen.nodename, limits=chosen.limits(),
                     alternates=tuple(Selection(host=s.host, nodename=s.nodename,
@@ -176,10 +201,27 @@ class HostManager:
         except NoValidHost:
             for state, node, consumed in reversed(saved):
                 state.restore(node, consumed)
+                self._reindex(state)
             raise
         LOG.info("Selected %s for %d x %s", ", ".join(
             f"{s.host}/{s.nodename}" for s in selections), num_instances, spec.flavor.name)
         return selections
+
+    def _reindex(self, state):
+        if self._index is not None:
+            self._index.put(state)
+
+    def _rank_indexed(self, spec, ignored, placed):
+        """:meth:`_rank` of every state whose host is not ``ignored``, through the index.
+
+        Only when no host passes are all of them filtered, for the report.
+        """
+        passes, minimums = host_checks.host_test(self.filters, spec, time.time(), ignored)
+        ranked = self._index.best(self._states, passes, self.settings.max_attempts,
+                                  minimums, self._ordered)
+        if ranked:
+            return ranked
+        return self._rank([s for s in self._ordered if s.host not in ignored], spec, placed)
 
     def _rank(self, states, spec, placed):
         """The best ``max_attempts`` passing states, best first; NoValidHost if none."""
