@@ -10,7 +10,11 @@ total builds / wall time, lost claims retried on an alternate, and whether
 the records hold exactly the builds made, and the CPU time the workers
 themselves spent per build (the database server's is not in it).
 
-A case with ``"profile": "<prefix>"`` has each worker profile its own
+Optional case keys: ``nodes_max_age`` (s) and ``host_subset_size`` (the
+HostManager's), ``warm_trackers`` (each worker's trackers read their node
+before the timing, as a compute host's tracker already has; the default
+cases make a tracker when a build first lands on its host), and
+``"profile": "<prefix>"``, which has each worker profile its own
 builds with cProfile and save them to ``<prefix>.<worker>.prof`` (read
 them with ``pstats``; the figures are then slower than unprofiled).
 """
@@ -31,9 +35,21 @@ STORES = ("postgresql", "sqlite-file")
 TARGETS = {"10000 nodes, postgresql": {"builds_per_s": ">= 1000"}}
 
 
+#: The "tuned" case: requests reuse the view for 0.5 s, each pick is a random one
+#: of the 50 best nodes, and every tracker tracks its node before the timing.
+TUNED = {"nodes_max_age": 0.5, "host_subset_size": 50, "warm_trackers": True}
+
+
 def cases(sizes):
-    return [{"store": store, "nodes": n, "processes": PROCESSES,
-             "builds": BUILDS if n > 10 else 3} for n in sizes for store in STORES]
+    found = []
+    for n in sizes:
+        for store in STORES:
+            case = {"store": store, "nodes": n, "processes": PROCESSES,
+                    "builds": BUILDS if n > 10 else 3}
+            found.append(case)
+            if store == "postgresql":
+                found.append(dict(case, **TUNED))
+    return found
 
 
 def _names(count):

@@ -328,6 +328,15 @@ class BenchmarkRuns(base.TestCase):
         self.assertEqual((6, 6, 6), (result["total_builds"], result["stored_instances"],
                                      result["stored_allocations"]))
 
+    def test_tiny_tuned_builds_case(self):
+        from bench import builds as bench_builds
+        result = bench_builds.run_case(dict(
+            {"store": "sqlite-file", "nodes": 4, "processes": 2, "builds": 3},
+            **bench_builds.TUNED))
+        self.assertEqual((6, 6, 6), (result["total_builds"], result["stored_instances"],
+                                     result["stored_allocations"]))
+        self.assertGreater(result["worker_cpu_ms_per_build"], 0)
+
 
 class AtomicGroupBuildTests(SchedulerScenario):
     """Several instances on one node are claimed in one transaction: all or none
