@@ -62,11 +62,18 @@ def nodes_fingerprint(conn):
     and any node added or removed, changes its bucket's triple: a reader
     re-reads only the buckets whose triple moved (:func:`node_versions`).
     """
-    bucket = _bucket()
-    found = conn.execute(sa.select(
-        bucket, sa.func.count(), sa.func.sum(T_NODES.c.generation),
-        sa.func.sum(T_NODES.c.id)).group_by(bucket))
-    return {int(b): (int(c), int(g), int(i)) for b, c, g, i in found.all()}
+    return {int(b): (int(c), int(g), int(i))
+            for b, c, g, i in conn.execute(_NODES_FINGERPRINT).all()}
+
+
+def _nodes_fingerprint():
+    bucket = _bucket()   # one expression: PostgreSQL matches GROUP BY to it
+    return sa.select(bucket, sa.func.count(), sa.func.sum(T_NODES.c.generation),
+                     sa.func.sum(T_NODES.c.id)).group_by(bucket)
+
+
+# Built once: a scheduler asks it on every request.
+_NODES_FINGERPRINT = _nodes_fingerprint()
 
 
 def node_versions(conn, buckets=None):
@@ -87,6 +94,10 @@ def services_fingerprint(conn, binary):
     principle, and heartbeats are not in it, so a reader also re-reads the
     rows now and then.
     """
+    return tuple(conn.execute(_SERVICES_FINGERPRINT, {"binary": binary}).one())
+
+
+def _services_fingerprint():
     disabled_mix = sa.case(
         (T_SVC.c.disabled, (T_SVC.c.id * 7919 + 1) % 1000003), else_=0)
     columns = [sa.func.count(), sa.func.coalesce(sa.func.sum(T_SVC.c.id), 0),
@@ -94,7 +105,11 @@ def services_fingerprint(conn, binary):
     if "disabled_reason" in T_SVC.c:
         columns.append(sa.func.coalesce(sa.func.sum(
             sa.func.length(sa.func.coalesce(T_SVC.c.disabled_reason, "")) * T_SVC.c.id), 0))
-    return tuple(conn.execute(sa.select(*columns).where(T_SVC.c.binary == binary)).one())
+    return sa.select(*columns).where(T_SVC.c.binary == sa.bindparam("binary"))
+
+
+# Built once: a scheduler asks both fingerprints on every request.
+_SERVICES_FINGERPRINT = _services_fingerprint()
 
 
 def list_services(conn, binary, host=None):
