@@ -87,7 +87,7 @@ class NodeChangeTracker:
 
 def load_nodes_by_uuid(conn, uuids):
     """The ComputeNode records of ``uuids`` that still exist, a few queries per
-    :data:`_CHUNK` of them (``rows.load_nodes`` selects by host and name only)."""
+    500 of them (``rows.load_nodes`` selects by host and name only)."""
     found = []
     for i in range(0, len(uuids), _CHUNK):
         chunk = uuids[i:i + _CHUNK]
