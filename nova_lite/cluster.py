@@ -104,10 +104,11 @@ class NodeCache:
     """The compute node records of ``store``, re-read only where they changed.
 
     Each call of :meth:`nodes` or :meth:`totals` costs one aggregate query
-    (the fingerprint, in 64 buckets) while nothing changed; when a bucket
-    moved, the generations of its nodes are read and only the nodes whose
-    generation changed (or that are new) are read again, as the
-    scheduler's host view does; many changes at once are one bulk read.
+    (the fingerprint, in ``queries.NODE_BUCKETS`` buckets) while nothing
+    changed; when a bucket moved, the generations of its nodes are read and
+    only the nodes whose generation changed (or that are new) are read
+    again, in one read, as the scheduler's host view does; many changes at
+    once are one bulk read.
     Thread-safe.
     """
 

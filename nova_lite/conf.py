@@ -403,6 +403,13 @@ class Settings:
             Multiplier of the disk weigher: positive spreads, negative
             packs.""",
             nova="same default"))
+    host_subset_size: int = attrs.field(
+        default=1, validator=_int_option(1, 1000),
+        metadata=option("filter_scheduler", "host_subset_size", """
+            Each instance goes to a node chosen at random among this many
+            best ones (1: always the best).  More than 1 keeps schedulers
+            that run at once from all choosing the same node.""",
+            minimum=1, maximum=1000, nova="same default"))
     max_attempts: int = attrs.field(
         default=3, validator=_int_option(1, 100),
         metadata=option("scheduler", "max_attempts", """

@@ -156,6 +156,21 @@ class SchedulerTests(SchedulerScenario):
         self.assertEqual(["host1", "host3", "host4"],
                          [s.host for s in manager.get_host_states()])
 
+    def test_host_subset_size_picks_at_random_among_the_best(self):
+        chosen = set()
+        for _ in range(30):
+            (pick,) = self.manager(host_subset_size=3).select_destinations(base.flavor())
+            self.assertEqual(2, len(pick.alternates))
+            self.assertNotIn(pick.host, {a.host for a in pick.alternates})
+            chosen.add(pick.host)
+        self.assertEqual({"host1", "host2", "host3"}, chosen)
+        self.fill("host2", 8192)
+        manager = self.manager(host_subset_size=5)
+        for _ in range(5):
+            (pick,) = manager.select_destinations(base.flavor())
+            self.assertNotEqual("host2", pick.host)
+            self.assertEqual(1, len(pick.alternates))   # only two hosts pass
+
     def test_pack_with_negative_multiplier(self):
         self.fill("host3", 2048)
         manager = self.manager(ram_weight_multiplier=-1.0, cpu_weight_multiplier=0.0,
@@ -312,6 +327,15 @@ class BenchmarkRuns(base.TestCase):
                                         "builds": 3})
         self.assertEqual((6, 6, 6), (result["total_builds"], result["stored_instances"],
                                      result["stored_allocations"]))
+
+    def test_tiny_tuned_builds_case(self):
+        from bench import builds as bench_builds
+        result = bench_builds.run_case(dict(
+            {"store": "sqlite-file", "nodes": 4, "processes": 2, "builds": 3},
+            **bench_builds.TUNED))
+        self.assertEqual((6, 6, 6), (result["total_builds"], result["stored_instances"],
+                                     result["stored_allocations"]))
+        self.assertGreater(result["worker_cpu_ms_per_build"], 0)
 
 
 class AtomicGroupBuildTests(SchedulerScenario):

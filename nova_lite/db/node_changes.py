@@ -5,18 +5,21 @@ API's node cache) ask one aggregate query,
 ``queries.nodes_fingerprint``, whether any node moved.
 When it did, a :class:`NodeChangeTracker` reads the generations of the
 nodes in the fingerprint buckets that moved, then the records of the nodes
-that are new or whose generation or host changed; more of them than the
-view's bulk limit are one read of every node instead.
+that are new or whose generation or host changed, all in one read (more
+of them than the view's bulk limit are one read of every node instead).
 """
 
+import collections
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from nova_lite.db import queries
-from nova_lite.exception import NodeNotFound
+from nova_lite.db import models, queries, rows
 from nova_lite.objects import ComputeNode
+
+#: Node uuids per ``IN (...)`` list of a batched read.
+_CHUNK = 500
 
 
 @attrs.frozen
@@ -67,13 +70,13 @@ class NodeChangeTracker:
                 if (buckets is None or b in buckets) and u not in versions}
         if len(changed) > self.bulk_reload:
             fresh = self.store.get_compute_nodes()
+        elif changed:
+            wanted = [v.uuid for v in changed]
+            fresh = self.store.db.read("changed compute nodes",
+                                       lambda conn: load_nodes_by_uuid(conn, wanted))
+            gone.update(set(wanted) - {node.uuid for node in fresh})   # deleted meanwhile
         else:
             fresh = []
-            for version in changed:
-                try:
-                    fresh.append(self.store.get_compute_node(version.host, version.nodename))
-                except NodeNotFound:
-                    gone.add(version.uuid)
         for uuid, version in versions.items():
             self._buckets[uuid] = version.bucket
         for uuid in gone:
@@ -82,4 +85,22 @@ class NodeChangeTracker:
         return NodeChanges(fresh=tuple(fresh), gone=frozenset(gone))
 
 
-__all__ = ["NodeChangeTracker", "NodeChanges"]
+def load_nodes_by_uuid(conn, uuids):
+    """The ComputeNode records of ``uuids`` that still exist, a few queries per
+    500 of them (``rows.load_nodes`` selects by host and name only)."""
+    found = []
+    for i in range(0, len(uuids), _CHUNK):
+        chunk = uuids[i:i + _CHUNK]
+        node_rows = conn.execute(models.compute_nodes.select().where(
+            models.compute_nodes.c.uuid.in_(chunk))).all()
+        inventories = collections.defaultdict(list)
+        for r in conn.execute(models.inventories.select().where(
+                models.inventories.c.node_uuid.in_(chunk))):
+            inventories[r.node_uuid].append(r)
+        usage = rows.usage_by_node(conn, models.allocations.c.node_uuid.in_(chunk))
+        found.extend(rows._node(row, inventories.get(row.uuid, ()),
+                                usage.get(row.uuid, ({}, (), ()))) for row in node_rows)
+    return found
+
+
+__all__ = ["NodeChangeTracker", "NodeChanges", "load_nodes_by_uuid"]

@@ -45,8 +45,10 @@ class ServiceRow:
         return now - self.updated_at <= service_down_time
 
 
-#: Node rows are fingerprinted in this many buckets (by ``id % NODE_BUCKETS``).
-NODE_BUCKETS = 64
+#: Node rows are fingerprinted in this many buckets (by ``id % NODE_BUCKETS``):
+#: more buckets make the fingerprint longer and each changed bucket shorter
+#: to re-read (10,000 nodes: 40 rows a bucket).
+NODE_BUCKETS = 256
 
 
 def _bucket():
@@ -60,11 +62,18 @@ def nodes_fingerprint(conn):
     and any node added or removed, changes its bucket's triple: a reader
     re-reads only the buckets whose triple moved (:func:`node_versions`).
     """
-    bucket = _bucket()
-    found = conn.execute(sa.select(
-        bucket, sa.func.count(), sa.func.sum(T_NODES.c.generation),
-        sa.func.sum(T_NODES.c.id)).group_by(bucket))
-    return {int(b): (int(c), int(g), int(i)) for b, c, g, i in found}
+    return {int(b): (int(c), int(g), int(i))
+            for b, c, g, i in conn.execute(_NODES_FINGERPRINT).all()}
+
+
+def _nodes_fingerprint():
+    bucket = _bucket()   # one expression: PostgreSQL matches GROUP BY to it
+    return sa.select(bucket, sa.func.count(), sa.func.sum(T_NODES.c.generation),
+                     sa.func.sum(T_NODES.c.id)).group_by(bucket)
+
+
+# Built once: a scheduler asks it on every request.
+_NODES_FINGERPRINT = _nodes_fingerprint()
 
 
 def node_versions(conn, buckets=None):
@@ -73,7 +82,7 @@ def node_versions(conn, buckets=None):
                       T_NODES.c.generation, T_NODES.c.id)
     if buckets is not None:
         query = query.where(_bucket().in_(sorted(buckets)))
-    return {r[0]: NodeVersion(*r) for r in conn.execute(query).tuples()}
+    return {r[0]: NodeVersion(*r) for r in conn.execute(query).all()}
 
 
 def services_fingerprint(conn, binary):
@@ -85,6 +94,10 @@ def services_fingerprint(conn, binary):
     principle, and heartbeats are not in it, so a reader also re-reads the
     rows now and then.
     """
+    return tuple(conn.execute(_SERVICES_FINGERPRINT, {"binary": binary}).one())
+
+
+def _services_fingerprint():
     disabled_mix = sa.case(
         (T_SVC.c.disabled, (T_SVC.c.id * 7919 + 1) % 1000003), else_=0)
     columns = [sa.func.count(), sa.func.coalesce(sa.func.sum(T_SVC.c.id), 0),
@@ -92,20 +105,24 @@ def services_fingerprint(conn, binary):
     if "disabled_reason" in T_SVC.c:
         columns.append(sa.func.coalesce(sa.func.sum(
             sa.func.length(sa.func.coalesce(T_SVC.c.disabled_reason, "")) * T_SVC.c.id), 0))
-    return tuple(conn.execute(sa.select(*columns).where(T_SVC.c.binary == binary)).one())
+    return sa.select(*columns).where(T_SVC.c.binary == sa.bindparam("binary"))
+
+
+# Built once: a scheduler asks both fingerprints on every request.
+_SERVICES_FINGERPRINT = _services_fingerprint()
 
 
 def list_services(conn, binary, host=None):
     """Service rows of ``binary`` (of ``host``, or all) sorted by host, as ServiceRow."""
-    has_reason = "disabled_reason" in T_SVC.c
-    query = T_SVC.select().where(T_SVC.c.binary == binary).order_by(T_SVC.c.host)
+    reason = T_SVC.c.disabled_reason if "disabled_reason" in T_SVC.c else sa.null()
+    # Plain tuples in ServiceRow's field order: a scheduler reads every row often.
+    query = sa.select(T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
+                      T_SVC.c.report_count, T_SVC.c.disabled, reason).where(
+        T_SVC.c.binary == binary).order_by(T_SVC.c.host)
     if host is not None:
         query = query.where(T_SVC.c.host == host)
-    return [ServiceRow(host=r.host, binary=r.binary, created_at=r.created_at,
-                       updated_at=r.updated_at, report_count=r.report_count,
-                       disabled=bool(r.disabled),
-                       disabled_reason=r.disabled_reason if has_reason else None)
-            for r in conn.execute(query)]
+    return [ServiceRow(h, b, c, u, n, bool(d), r) for h, b, c, u, n, d, r in
+            conn.execute(query).tuples().all()]
 
 
 def set_service_disabled(conn, host, binary, disabled, reason=None):

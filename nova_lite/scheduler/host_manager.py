@@ -1,8 +1,9 @@
 """``HostManager``: the scheduler's view of every compute node, and its choices.
 
-The view is refreshed from the records on every request, incrementally:
-a cheap fingerprint of the node rows says whether anything changed, then
-only the nodes whose generation moved are read again.  Service rows are
+The view is refreshed from the records on every request (or, with
+``nodes_max_age``, once that many seconds passed), incrementally: a cheap
+fingerprint of the node rows says whether anything changed, then only the
+nodes whose generation moved are read again, in one read.  Service rows are
 read again when one is added, removed, enabled or disabled, and at least
 every :data:`SERVICES_MAX_AGE` seconds for the heartbeats: a heartbeat
 seen up to that much late only makes a service look older, so a dead
@@ -14,6 +15,7 @@ view at once, so back-to-back requests spread before the claims land.
 
 import heapq
 import logging
+import random
 import time
 
 import attrs
@@ -24,6 +26,8 @@ from nova_lite.db import queries
 from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.db.store import COMPUTE_BINARY
 from nova_lite.exception import InvalidConfig, InvalidInput
+from nova_lite.scheduler import host_checks
+from nova_lite.scheduler.host_index import HostIndex
 from nova_lite.scheduler.host_state import HostState
 from nova_lite.scheduler.report import NoValidHost, summarise
 from nova_lite.scheduler.request import as_request_spec
@@ -35,7 +39,7 @@ FILTER_GROUP = "nova_lite.scheduler.filters"
 WEIGHER_GROUP = "nova_lite.scheduler.weighers"
 ALL_WEIGHERS = ("all_weighers", "nova.scheduler.weights.all_weighers")
 #: Above this many changed nodes a refresh reads every node at once.
-_BULK_RELOAD = 64
+_BULK_RELOAD = 1000
 #: Service rows are re-read at least this often (s), whatever their fingerprint says.
 SERVICES_MAX_AGE = 5.0
 
@@ -70,26 +74,46 @@ class HostManager:
     """Chooses compute nodes from the records of a :class:`~nova_lite.db.Store`.
 
     ``settings``: :class:`~nova_lite.conf.Settings` (``enabled_filters``,
-    ``weight_classes``, the weight multipliers, ``service_down_time`` and
-    ``max_attempts``, which sets how many alternates each Selection carries:
-    ``max_attempts - 1``).  ``services_max_age``: seconds after which the
-    service rows are read again for their heartbeats (default
-    :data:`SERVICES_MAX_AGE`).
+    ``weight_classes``, the weight multipliers, ``service_down_time``,
+    ``host_subset_size``: each pick is a random one of that many best nodes,
+    and ``max_attempts``, which sets how many alternates each Selection
+    carries: ``max_attempts - 1``, the best nodes after the one picked).
+    ``services_max_age``: seconds after which the service rows are read
+    again for their heartbeats (default
+    :data:`SERVICES_MAX_AGE`).  ``indexed``: keep the hosts in order of each
+    weigher's value so a request looks at the best ones only (the default;
+    it applies when every filter decides on one host alone and every weigher
+    weighs a HostState amount, see :mod:`nova_lite.scheduler.host_checks`);
+    False filters and weighs every host on every request.  Both choose the
+    same hosts.  ``nodes_max_age``: seconds a request may reuse the view
+    without asking the records what changed (default 0: every request
+    asks).  Within that time the view counts this manager's own picks but
+    not other schedulers' claims; a claim still decides on the records in
+    its transaction, and a lost one moves to the next alternate.
     """
 
-    def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE):
+    def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE,
+                 indexed=True, nodes_max_age=0.0):
         self.store = store
         self.settings = settings or conf.Settings()
         self.filters = _load(FILTER_GROUP, self.settings.enabled_filters,
                              "[filter_scheduler] enabled_filters", self.settings)
         self.weighers = _load(WEIGHER_GROUP, self.settings.weight_classes,
                               "[filter_scheduler] weight_classes", self.settings)
+        specs = host_checks.weigh_specs(self.weighers)
+        #: The states in order of each weigher's value, or None: every request
+        #: then filters and weighs every host.
+        self._index = HostIndex(specs) if indexed and specs is not None \
+            and host_checks.per_host(self.filters) else None
         self._states = {}        # node uuid -> HostState
         self._ordered = []       # HostStates sorted by (host, nodename)
         self._changes = NodeChangeTracker(store, _BULK_RELOAD)
         self._services = {}          # host -> ServiceRow
         self._services_key = None    # (fingerprint, read at)
         self.services_max_age = services_max_age
+        self.nodes_max_age = nodes_max_age
+        self._random = random.Random()   # host_subset_size's choice
+        self._refreshed_at = None   # time.monotonic() of the last refresh
 
     # -- the view -------------------------------------------------------------
     def refresh(self):
@@ -101,9 +125,8 @@ class HostManager:
         the heartbeats).
         """
         nodes_key, services_key = self.store.db.read("scheduler refresh", self._fingerprints)
-        nodes_changed = nodes_key != self._changes.fingerprint
-        if nodes_changed:
-            self._reload_nodes(nodes_key)
+        touched = self._reload_nodes(nodes_key) \
+            if nodes_key != self._changes.fingerprint else ()
         now = time.monotonic()
         stale = self._services_key is None or services_key != self._services_key[0] \
             or now - self._services_key[1] >= self.services_max_age
@@ -111,9 +134,10 @@ class HostManager:
             self._services = {s.host: s for s in self.store.db.read(
                 "list services", lambda conn: queries.list_services(conn, COMPUTE_BINARY))}
             self._services_key = (services_key, now)
-        if stale or nodes_changed:
-            for state in self._ordered:
-                state.service = self._services.get(state.host)
+            touched = self._ordered
+        for state in touched:
+            state.service = self._services.get(state.host)
+        self._refreshed_at = now
         return self._ordered
 
     @staticmethod
@@ -122,21 +146,34 @@ class HostManager:
                 queries.services_fingerprint(conn, COMPUTE_BINARY))
 
     def _reload_nodes(self, fingerprint):
-        """Re-read the nodes of the fingerprint buckets that changed."""
+        """Re-read the nodes of the fingerprint buckets that changed; returns
+        the HostStates that are new or changed."""
         changes = self._changes.changes(fingerprint, self._states)
+        reorder = bool(changes.gone)
+        touched = []
         for node in changes.fresh:
             state = self._states.get(node.uuid)
             if state is None:
-                self._states[node.uuid] = HostState(node)
+                state = self._states[node.uuid] = HostState(node)
+                reorder = True
             elif state.generation != node.generation or state.host != node.host:
+                reorder = reorder or state.host != node.host
                 state.update_from_node(node)
                 state.host = node.host
+            else:
+                continue
+            touched.append(state)
+            if self._index is not None:
+                self._index.put(state)
         for uuid in changes.gone:
             self._states.pop(uuid, None)
-        if changes.fresh or changes.gone:
+            if self._index is not None:
+                self._index.discard(uuid)
+        if reorder:
             self._ordered = sorted(self._states.values(), key=lambda s: (s.host, s.nodename))
         LOG.debug("Scheduler view: %d nodes, %d re-read, %d gone", len(self._states),
                   len(changes.fresh), len(changes.gone))
+        return touched
 
     def get_host_states(self):
         """Every node's HostState, refreshed (sorted by host and node name)."""
@@ -155,20 +192,30 @@ class HostManager:
         if isinstance(num_instances, bool) or not isinstance(num_instances, int) \
                 or num_instances < 1:
             raise InvalidInput(f"num_instances must be an integer >= 1, got {num_instances!r}")
-        states = self.refresh()
+        if self._refreshed_at is None or self.nodes_max_age <= 0 \
+                or time.monotonic() - self._refreshed_at >= self.nodes_max_age:
+            self.refresh()
+        states = self._ordered
+        ignored = frozenset(spec.ignore_hosts)
+        indexed = self._index is not None and not spec.force_hosts
         if spec.force_hosts:
             states = [s for s in states if s.host in spec.force_hosts]
-        if spec.ignore_hosts:
-            ignored = set(spec.ignore_hosts)
+        if ignored and not indexed:
             states = [s for s in states if s.host not in ignored]
+        subset = self.settings.host_subset_size
         saved = []
         selections = []
         try:
             for placed in range(num_instances):
-                ranked = self._rank(states, spec, placed)
+                ranked = self._rank_indexed(spec, ignored, placed) if indexed \
+                    else self._rank(states, spec, placed)
                 chosen = ranked[0]
+                if subset > 1:
+                    chosen = ranked.pop(self._random.randrange(min(subset, len(ranked))))
+                    ranked = [chosen, *ranked[:self.settings.max_attempts - 1]]
                 saved.append((chosen, chosen.node, chosen.consumed))
                 chosen.consume(spec)
+                self._reindex(chosen)
                 selections.append(Selection(
                     host=chosen.host, nodename=chosen.nodename, limits=chosen.limits(),
                     alternates=tuple(Selection(host=s.host, nodename=s.nodename,
@@ -176,10 +223,34 @@ class HostManager:
         except NoValidHost:
             for state, node, consumed in reversed(saved):
                 state.restore(node, consumed)
+                self._reindex(state)
             raise
         LOG.info("Selected %s for %d x %s", ", ".join(
             f"{s.host}/{s.nodename}" for s in selections), num_instances, spec.flavor.name)
         return selections
+
+    def _ranked_count(self):
+        """How many of the best hosts a pick needs: the subset it chooses from,
+        and the alternates that follow whichever it chooses."""
+        subset = self.settings.host_subset_size
+        return self.settings.max_attempts if subset <= 1 \
+            else subset + self.settings.max_attempts - 1
+
+    def _reindex(self, state):
+        if self._index is not None:
+            self._index.put(state)
+
+    def _rank_indexed(self, spec, ignored, placed):
+        """:meth:`_rank` of every state whose host is not ``ignored``, through the index.
+
+        Only when no host passes are all of them filtered, for the report.
+        """
+        passes, minimums = host_checks.host_test(self.filters, spec, time.time(), ignored)
+        ranked = self._index.best(self._states, passes, self._ranked_count(), minimums,
+                                  self._ordered)
+        if ranked:
+            return ranked
+        return self._rank([s for s in self._ordered if s.host not in ignored], spec, placed)
 
     def _rank(self, states, spec, placed):
         """The best ``max_attempts`` passing states, best first; NoValidHost if none."""
@@ -200,6 +271,6 @@ class HostManager:
         if not passing:
             raise NoValidHost(spec.flavor.name, len(states), report, placed)
         totals = weights(passing, spec, self.weighers)
-        best = heapq.nlargest(self.settings.max_attempts, range(len(passing)),
+        best = heapq.nlargest(self._ranked_count(), range(len(passing)),
                               key=totals.__getitem__)
         return [passing[i] for i in best]

@@ -17,6 +17,9 @@ class BaseHostWeigher:
 
     #: The Settings field holding this weigher's multiplier (None: 1.0).
     multiplier_option: ClassVar[str | None] = None
+    #: The HostState attribute weighed (an integer amount), or None for a
+    #: weigher that overrides :meth:`values`.
+    attr: ClassVar[str | None] = None
     #: The name reports use (the class name by default).
     name: str | None = None
 
@@ -33,35 +36,32 @@ class BaseHostWeigher:
         return float(getattr(self.settings, self.multiplier_option))
 
     def values(self, states, spec):
-        """The raw value of each host, in order (a list of numbers)."""
-        raise NotImplementedError
+        """The raw value of each host, in order (a list of numbers): by default
+        each state's :attr:`attr`."""
+        if self.attr is None:
+            raise NotImplementedError
+        return [getattr(s, self.attr) for s in states]
 
 
 class RAMWeigher(BaseHostWeigher):
     """Free memory in MB."""
 
     multiplier_option = "ram_weight_multiplier"
-
-    def values(self, states, spec):
-        return [s.free_ram_mb for s in states]
+    attr = "free_ram_mb"
 
 
 class CPUWeigher(BaseHostWeigher):
     """Free vCPUs."""
 
     multiplier_option = "cpu_weight_multiplier"
-
-    def values(self, states, spec):
-        return [s.free_vcpus for s in states]
+    attr = "free_vcpus"
 
 
 class DiskWeigher(BaseHostWeigher):
     """Free disk in GB."""
 
     multiplier_option = "disk_weight_multiplier"
-
-    def values(self, states, spec):
-        return [s.free_disk_gb for s in states]
+    attr = "free_disk_gb"
 
 
 def weights(states, spec, weighers):
