@@ -239,7 +239,9 @@ def _add_extras(amounts, numa, pci, other, numa_json, pci_json):
     pci.update(ser.strings_from_json(pci_json))
 
 
-@functools.lru_cache(maxsize=1024)
+# Sized for a view of every node of a large fleet (the scheduler's, the
+# API's): each re-read node must not parse its report again.
+@functools.lru_cache(maxsize=32768)
 def report_from_text(text):
     """The NodeResources of a stored report (records are frozen: parsed once per text)."""
     return NodeResources.from_dict(json.loads(text))
