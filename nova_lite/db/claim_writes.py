@@ -183,8 +183,8 @@ def write_plans(conn, plans, now, usage=None):
     for values in allocations[:-1]:
         conn.execute(_INSERT_ALLOCATION, values)
     conn.execute(_PG_ALLOCATION_AND_USAGE, dict(
-        allocations[-1], **{f"u_{f}": n for f, n in totals.items()},
-        u_node_uuid=node_uuid, u_generation=generation))
+        allocations[-1], **_prefixed(totals, "u_"), u_node_uuid=node_uuid,
+        u_generation=generation))
 
 
 def _pg_new_instance_with_usage(conn, plan, now, usage):
@@ -193,10 +193,10 @@ def _pg_new_instance_with_usage(conn, plan, now, usage):
     to write; the usage row it wrote counts them already)."""
     node_uuid, generation, before = usage
     allocation = rows.allocation_values(plan.allocation, now)
-    values = {f"a_{k}": v for k, v in allocation.items()}
-    values.update((f"i_{k}", v) for k, v in rows.new_instance_values(plan.instance, now).items())
-    values.update((f"u_{k}", v) for k, v in usage_after(before, [allocation]).items())
-    values.update(u_node_uuid=node_uuid, u_generation=generation)
+    values = dict(_prefixed(allocation, "a_"),
+                  **_prefixed(rows.new_instance_values(plan.instance, now), "i_"),
+                  **_prefixed(usage_after(before, [allocation]), "u_"),
+                  u_node_uuid=node_uuid, u_generation=generation)
     return bool(conn.execute(_PG_NEW_INSTANCE_WITH_USAGE, values).rows)
 
 
@@ -214,15 +214,28 @@ def usage_after(usage, allocations):
     return totals
 
 
-def _build_pg_allocation_and_usage():
-    """INSERT of an allocation with, in a WITH clause, the upsert of the node's usage row."""
+def _pg_usage_upsert_cte():
+    """The upsert of the node's usage row (values ``u_<column>``), as a WITH clause."""
     fields = ("node_uuid", "generation", *rows.USAGE_FIELDS)
     upsert = postgresql.insert(models.node_usage).values(
         {f: sa.bindparam(f"u_{f}") for f in fields})
-    upsert = upsert.on_conflict_do_update(
+    return upsert.on_conflict_do_update(
         index_elements=[models.node_usage.c.node_uuid],
-        set_={f: upsert.excluded[f] for f in fields[1:]})
-    return _INSERT_ALLOCATION.add_cte(upsert.cte("usage_row"))
+        set_={f: upsert.excluded[f] for f in fields[1:]}).cte("usage_row")
+
+
+def _row_of_values(table, prefix):
+    """SELECT of one row of ``table`` from values named ``<prefix><column>``."""
+    return sa.select(*[sa.bindparam(f"{prefix}{c.name}", type_=c.type) for c in table.columns])
+
+
+def _prefixed(values, prefix):
+    return {f"{prefix}{k}": v for k, v in values.items()}
+
+
+def _build_pg_allocation_and_usage():
+    """INSERT of an allocation with, in a WITH clause, the upsert of the node's usage row."""
+    return _INSERT_ALLOCATION.add_cte(_pg_usage_upsert_cte())
 
 
 _PG_ALLOCATION_AND_USAGE = _build_pg_allocation_and_usage()
@@ -231,20 +244,13 @@ _PG_ALLOCATION_AND_USAGE = _build_pg_allocation_and_usage()
 def _build_pg_new_instance_with_usage():
     """One statement: a new instance's row, its allocation and the node's
     usage row; the allocation only if the instance had no row."""
-    fields = ("node_uuid", "generation", *rows.USAGE_FIELDS)
-    upsert = postgresql.insert(models.node_usage).values(
-        {f: sa.bindparam(f"u_{f}") for f in fields})
-    upsert = upsert.on_conflict_do_update(
-        index_elements=[models.node_usage.c.node_uuid],
-        set_={f: upsert.excluded[f] for f in fields[1:]})
     instance = postgresql.insert(T_INST).values(
         {c.name: sa.bindparam(f"i_{c.name}") for c in T_INST.columns}).on_conflict_do_nothing(
         index_elements=[T_INST.c.uuid]).returning(T_INST.c.uuid).cte("instance_row")
     return T_ALLOC.insert().from_select(
         [c.name for c in T_ALLOC.columns],
-        sa.select(*[sa.bindparam(f"a_{c.name}", type_=c.type) for c in T_ALLOC.columns])
-        .where(sa.exists(sa.select(instance.c.uuid)))).returning(
-        T_ALLOC.c.consumer_uuid).add_cte(upsert.cte("usage_row"))
+        _row_of_values(T_ALLOC, "a_").where(sa.exists(sa.select(instance.c.uuid)))).returning(
+        T_ALLOC.c.consumer_uuid).add_cte(_pg_usage_upsert_cte())
 
 
 _PG_NEW_INSTANCE_WITH_USAGE = _build_pg_new_instance_with_usage()
@@ -266,12 +272,11 @@ def _build_pg_single_claim():
         T_NODES.c.generation).cte("bump")
     instance = T_INST.insert().from_select(
         [c.name for c in T_INST.columns],
-        sa.select(*[sa.bindparam(f"i_{c.name}", type_=c.type) for c in T_INST.columns])
-        .select_from(bump)).cte("instance_row")
+        _row_of_values(T_INST, "i_").select_from(bump)).cte("instance_row")
     return T_ALLOC.insert().from_select(
         [c.name for c in T_ALLOC.columns],
-        sa.select(*[sa.bindparam(f"a_{c.name}", type_=c.type) for c in T_ALLOC.columns])
-        .select_from(bump)).returning(T_ALLOC.c.node_uuid).add_cte(instance)
+        _row_of_values(T_ALLOC, "a_").select_from(bump)).returning(
+        T_ALLOC.c.node_uuid).add_cte(instance)
 
 
 #: See :func:`_build_pg_single_claim`: a claim in three round trips (BEGIN,
@@ -288,7 +293,6 @@ def single_claim_values(node, plan, now):
     no move)."""
     if plan.instance is None or plan.migration is not None:
         return None
-    values = {f"i_{k}": v for k, v in rows.new_instance_values(plan.instance, now).items()}
-    values.update((f"a_{k}", v) for k, v in rows.allocation_values(plan.allocation, now).items())
-    values.update(node=node.uuid, expected=node.generation)
-    return values
+    return dict(_prefixed(rows.new_instance_values(plan.instance, now), "i_"),
+                **_prefixed(rows.allocation_values(plan.allocation, now), "a_"),
+                node=node.uuid, expected=node.generation)
