@@ -26,6 +26,7 @@ from tests import test_claim_races as races
 from tests.reliability import base
 
 T_USAGE, T_NODES, T_ALLOC = models.node_usage, models.compute_nodes, models.allocations
+T_INV = models.inventories
 
 
 def usage_row(store, node_uuid):
@@ -194,8 +195,49 @@ class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCa
                 time.sleep(0.01)
         self.fail("no claim ever waited on the node row's lock")
 
+    def _fill(self, holder, node, vcpus):
+        """The holder's change: an allocation of ``vcpus``."""
+        holder.execute(T_ALLOC.insert().values(
+            consumer_uuid=str(uuid.uuid4()), node_uuid=node.uuid, consumer_type="instance",
+            instance_uuid=str(uuid.uuid4()), vcpu=vcpus, pcpu=0, memory_mb=0, disk_gb=0,
+            flavor='{"name": "x"}', created_at=0.0))
+
     def test_a_claim_queues_on_the_node_row_and_decides_on_what_the_holder_wrote(self):
         a, b = self.tracker(), self.tracker()
+        # The holder fills the node up to 6 of its 8 vCPUs.
+        self._queue_and_decide_on_the_holders_rows(
+            a, b, lambda holder, node: self._fill(holder, node, 6), used=6)
+
+    def _lose_a_race(self, a, b):
+        """``a``'s next claim goes straight to the bump, with the re-read sent
+        behind it (one round trip): b claims 1 vCPU, then a's claim of 1 loses."""
+        b.instance_claim(races.instance(races.flavor(vcpus=1)), "a")
+        a.instance_claim(races.instance(races.flavor(vcpus=1)), "a")
+        self.assertEqual(b.store.get_compute_node(races.HOST, "a").generation,
+                         a.get_node("a").generation)
+
+    def test_a_claim_that_lost_its_race_rereads_the_usage_committed_while_it_waited(self):
+        a, b = self.tracker(), self.tracker()
+        self._lose_a_race(a, b)
+        self._queue_and_decide_on_the_holders_rows(
+            a, b, lambda holder, node: self._fill(holder, node, 4), used=6)
+
+    def test_a_claim_that_lost_its_race_rereads_the_inventory_committed_while_it_waited(self):
+        # The re-read must run after the bump got the lock, not when it was
+        # sent: the holder shrinks the node to 4 vCPUs, 2 of them used.
+        a, b = self.tracker(), self.tracker()
+        self._lose_a_race(a, b)
+
+        def shrink(holder, node):
+            holder.execute(T_INV.update().where(T_INV.c.node_uuid == node.uuid,
+                                                T_INV.c.resource_class == "VCPU")
+                           .values(total=4))
+        self._queue_and_decide_on_the_holders_rows(a, b, shrink, used=2)
+
+    def _queue_and_decide_on_the_holders_rows(self, a, b, change, used):
+        """``a`` claims 4 vCPUs while another session holds the node row; the
+        holder makes ``change(holder, node)``, moves the generation as a claim
+        would, and commits; ``a`` must decide on that and find 2 vCPUs free."""
         node = a.get_node("a")
         holder = self.hold_node_row(node.uuid)
         outcome = {}
@@ -210,13 +252,9 @@ class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCa
         thread.start()
         self.addCleanup(thread.join, 30)
         self.wait_for_lock_waiter()
-        # The holder fills 6 of the 8 vCPUs and moves the generation, as a claim would.
         holder.execute(T_NODES.update().where(T_NODES.c.uuid == node.uuid).values(
             generation=T_NODES.c.generation + 1))
-        holder.execute(T_ALLOC.insert().values(
-            consumer_uuid=str(uuid.uuid4()), node_uuid=node.uuid, consumer_type="instance",
-            instance_uuid=str(uuid.uuid4()), vcpu=6, pcpu=0, memory_mb=0, disk_gb=0,
-            flavor='{"name": "x"}', created_at=0.0))
+        change(holder, node)
         holder.commit()
         thread.join(30)
         self.assertFalse(thread.is_alive())
@@ -224,7 +262,7 @@ class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCa
         self.assertIsInstance(outcome.get("error"), ComputeResourcesUnavailable)
         self.assertIn("Free vcpu 2.00 VCPU < requested 4 VCPU", str(outcome["error"]))
         self.assertEqual(node.generation + 1, outcome["error"].generation)
-        self.assertEqual(6, b.get_node("a").used("VCPU"))
+        self.assertEqual(used, b.get_node("a").used("VCPU"))
 
     def test_a_claim_waiting_on_a_stuck_node_row_fails_busy_within_its_bound(self):
         rt = self.tracker(store=Store(self.url, busy_timeout=0.3))

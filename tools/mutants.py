@@ -43,16 +43,26 @@ MUTANTS = {
     "no-inventory-reread": (
         "a stale claim re-reads usage only, deciding on the inventories and owner it had",
         "nova_lite/db/store.py",
-        "            fresh, usage = rows.load_node_locked(conn, node.uuid, generation - 1)\n",
-        "            reread, usage = rows.load_node_locked(conn, node.uuid, generation - 1)\n"
+        "            fresh, usage = rows.load_node_locked(conn, node.uuid, found)\n",
+        "            reread, usage = rows.load_node_locked(conn, node.uuid, found)\n"
         "            fresh = attrs.evolve(node, usage=reread.usage,\n"
         "                                 numa_placements=reread.numa_placements,\n"
         "                                 pci_in_use=reread.pci_in_use)\n"),
+    "reread-before-the-bump": (
+        "PostgreSQL's locked re-read is sent ahead of the bump, so it reads the node "
+        "as it was before the lock's wait",
+        "nova_lite/db/claim_writes.py",
+        "    bumped, found = conn.execute_together([\n"
+        "        (_BUMP, {\"node\": node_uuid}), "
+        "(rows.NODE_USAGE_INVENTORIES_BUMPED, {\"node\": node_uuid})])\n",
+        "    found, bumped = conn.execute_together([\n"
+        "        (rows.NODE_USAGE_INVENTORIES_BUMPED, {\"node\": node_uuid}), "
+        "(_BUMP, {\"node\": node_uuid})])\n"),
     "usage-row-of-older-generation": (
         "a claim that lost its race trusts a usage row recorded before a release or audit",
         "nova_lite/db/rows.py",
-        "T_USAGE.c.generation == sa.bindparam(\"usage_at\")",
-        "T_USAGE.c.generation <= sa.bindparam(\"usage_at\")"),
+        "T_USAGE.c.generation == usage_at)",
+        "T_USAGE.c.generation <= usage_at)"),
     "move-check-outside": (
         "a move's checks run in transactions of their own before the claim",
         "nova_lite/db/claim_writes.py",

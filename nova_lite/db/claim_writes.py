@@ -21,13 +21,15 @@ in a circle:
 On SQLite a writing transaction holds the whole database from its first
 statement, so the order only matters on PostgreSQL.
 
-On PostgreSQL each statement is a round trip, so the common cases are
-folded into one statement each: a claim of one new instance decided on a
-record that is still current (:data:`PG_SINGLE_CLAIM`: the swap, the
-instance's row and its allocation, or nothing at all), and, after a
-re-read under the node's lock, a new instance's row, its allocation and the
-usage row together.  Anything else (a move, a known instance, several
-claims at once) takes the steps above.
+On PostgreSQL each statement is a round trip.  Under the node's lock the
+re-read is sent with the bump (:func:`bump_and_reread`: both in one round
+trip), and the common cases are folded into one statement each: a claim
+of one new instance decided on a record that is still current
+(:data:`PG_SINGLE_CLAIM`: the swap, the instance's row and its
+allocation, or nothing at all), and, after a re-read under the node's
+lock, a new instance's row, its allocation and the usage row together.
+Anything else (a move, a known instance, several claims at once) takes
+the steps above.
 """
 
 import sqlalchemy as sa
@@ -140,6 +142,23 @@ def bump_and_lock(conn, node_uuid):
     return generation
 
 
+def bump_and_reread(conn, node_uuid):
+    """:func:`bump_and_lock` and the node's re-read under that lock, sent
+    together; returns ``(generation, rows)``, the rows for
+    :func:`nova_lite.db.rows.load_node_locked`.
+
+    On PostgreSQL that is one round trip: the read runs as soon as the bump
+    has the lock, and the lock is not held while its answer travels back
+    before the read is even sent.
+    """
+    bumped, found = conn.execute_together([
+        (_BUMP, {"node": node_uuid}), (rows.NODE_USAGE_INVENTORIES_BUMPED, {"node": node_uuid})])
+    generation = bumped.scalar()
+    if generation is None:
+        raise NodeNotFound(node_uuid)
+    return generation, found.all()
+
+
 def write_plans(conn, plans, now, usage=None):
     """The instance, migration and allocation rows of admitted plans.
 
@@ -150,8 +169,7 @@ def write_plans(conn, plans, now, usage=None):
     """
     if usage is not None and conn.dialect.name == "postgresql" and len(plans) == 1 \
             and plans[0].instance is not None and plans[0].migration is None \
-            and _pg_new_instance_with_usage(
-                conn, plans[0], now, usage):
+            and _pg_new_instance_with_usage(conn, plans[0], now, usage):
         return
     for plan in plans:
         instance = plan.instance

@@ -23,9 +23,14 @@ from typing import Any
 import sqlalchemy as sa
 
 
+#: The row type of a statement that returns no rows.
+_NO_ROWS = object()
+
+
 class _Compiled:
     """One statement compiled for one dialect: its SQL, how to order its
-    parameters, its default values, and a row type once its columns are seen."""
+    parameters, its default values, and a row type once its columns are seen
+    (:data:`_NO_ROWS` if it has none)."""
 
     __slots__ = ("sql", "order", "defaults", "row_type")
 
@@ -92,6 +97,36 @@ class DirectConnection:
             entry = self._compiled[key] = (statement, _Compiled(statement, self.dialect))
         return entry[1]
 
+    def _pipeline(self):
+        """psycopg's pipeline on this connection, or None (SQLite has none)."""
+        pipeline = getattr(self.cursor.connection, "pipeline", None)
+        return pipeline() if pipeline is not None else None
+
+    def execute_together(self, statements):
+        """Run ``[(statement, values), ...]`` in order; their results, in order.
+
+        On PostgreSQL they are sent at once and answered at once: one round
+        trip, however long the first one waits for a lock.  Each statement
+        after the first still sees what committed before it started (read
+        committed), so a read sent behind a lock-taking update sees the
+        records as the lock's previous holder left them.
+        """
+        pipeline = self._pipeline()
+        if pipeline is None:
+            return [self.execute(statement, values) for statement, values in statements]
+        connection = self.cursor.connection
+        cursors = [connection.cursor() for _ in statements]
+        try:
+            with pipeline:
+                for cursor, (statement, values) in zip(cursors, statements):
+                    compiled = self._compile(statement)
+                    cursor.execute(compiled.sql, compiled.parameters(values or {}))
+            return [self._result(self._compile(statement), cursor)
+                    for cursor, (statement, _) in zip(cursors, statements)]
+        finally:
+            for cursor in cursors:
+                cursor.close()
+
     def execute(self, statement, values=None):
         """Run ``statement`` with ``values`` (a dict, or a list of dicts for many rows)."""
         compiled = self._compile(statement)
@@ -106,12 +141,20 @@ class DirectConnection:
                 count += cursor.rowcount
             return DirectResult([], count)
         cursor.execute(compiled.sql, compiled.parameters(values or {}))
-        if cursor.description is None:
-            return DirectResult([], cursor.rowcount)
-        if compiled.row_type is None:
-            compiled.row_type = collections.namedtuple(
-                "Row", [d[0] for d in cursor.description], rename=True)
+        return self._result(compiled, cursor)
+
+    @staticmethod
+    def _result(compiled, cursor):
+        # A statement returns rows every time or never: its columns are read
+        # once (psycopg builds ``description`` anew on each call, a cost of
+        # its own for the wide row of a node's re-read).
         row_type = compiled.row_type
+        if row_type is None:
+            description = cursor.description
+            row_type = compiled.row_type = _NO_ROWS if description is None else \
+                collections.namedtuple("Row", [d[0] for d in description], rename=True)
+        if row_type is _NO_ROWS:
+            return DirectResult([], cursor.rowcount)
         return DirectResult([row_type._make(r) for r in cursor.fetchall()], cursor.rowcount)
 
 

@@ -155,32 +155,49 @@ _InventoryRow = collections.namedtuple("_InventoryRow", [
     "allocation_ratio"])
 _INVENTORY_FIELDS = _InventoryRow._fields
 USAGE_FIELDS = (*(col for _, col in STD_COLUMNS), "extras")
-_NODE_USAGE_INVENTORIES = sa.select(
-    T_NODES, *[T_USAGE.c[col].label(f"usage_{col}") for col in USAGE_FIELDS],
-    T_USAGE.c.generation.label("usage_generation"),
-    *[T_INV.c[f].label(f"inv_{f}") for f in _INVENTORY_FIELDS]).select_from(
-    T_NODES.outerjoin(T_USAGE, sa.and_(T_USAGE.c.node_uuid == T_NODES.c.uuid,
-                                       T_USAGE.c.generation == sa.bindparam("usage_at")))
-    .outerjoin(T_INV, T_INV.c.node_uuid == T_NODES.c.uuid)
-).where(T_NODES.c.uuid == sa.bindparam("node"))
+def _node_usage_inventories(usage_at):
+    return sa.select(
+        T_NODES, *[T_USAGE.c[col].label(f"usage_{col}") for col in USAGE_FIELDS],
+        T_USAGE.c.generation.label("usage_generation"),
+        *[T_INV.c[f].label(f"inv_{f}") for f in _INVENTORY_FIELDS]).select_from(
+        T_NODES.outerjoin(T_USAGE, sa.and_(T_USAGE.c.node_uuid == T_NODES.c.uuid,
+                                           T_USAGE.c.generation == usage_at))
+        .outerjoin(T_INV, T_INV.c.node_uuid == T_NODES.c.uuid)
+    ).where(T_NODES.c.uuid == sa.bindparam("node"))
 
 
-def load_node_locked(conn, node_uuid, generation):
-    """:func:`load_node` for a claim holding the node's lock, which moved it
-    from ``generation``; returns ``(node, usage)``.
+_NODE_USAGE_INVENTORIES = _node_usage_inventories(sa.bindparam("usage_at"))
+#: The same, read by the transaction that bumped the node's generation: the
+#: usage row is of the generation the bump moved the node from.
+NODE_USAGE_INVENTORIES_BUMPED = _node_usage_inventories(
+    T_NODES.c.generation - sa.literal_column("1"))
+
+
+def locked_node_rows(conn, node_uuid, generation):
+    """The rows of :func:`load_node_locked`'s first statement, for a claim
+    that moved the node from ``generation`` (see also
+    :data:`NODE_USAGE_INVENTORIES_BUMPED`, the same rows read in the round
+    trip of the bump)."""
+    return conn.execute(_NODE_USAGE_INVENTORIES, {"node": node_uuid,
+                                                 "usage_at": generation}).all()
+
+
+def load_node_locked(conn, node_uuid, found):
+    """:func:`load_node` for a claim holding the node's lock; returns
+    ``(node, usage)``.  ``found``: the node's rows as
+    :func:`locked_node_rows` reads them.
 
     ``usage`` (``{field: amount}`` of :data:`USAGE_FIELDS`) holds the standard
-    columns' sums over the node's allocations at ``generation`` and how many
-    of them have extras (other classes, NUMA cells, PCI devices): the
-    ``node_usage`` row recorded for exactly that generation (see
-    :func:`record_usage`) if there is one, else read from the allocations.
-    Any change since that row was written moved the generation, so a row of
-    another generation is never used.
+    columns' sums over the node's allocations at the generation the claim
+    moved the node from, and how many of them have extras (other classes,
+    NUMA cells, PCI devices): the ``node_usage`` row recorded for exactly
+    that generation (see :func:`record_usage`) if there is one, else read
+    from the allocations.  Any change since that row was written moved the
+    generation, so a row of another generation is never used.
     """
-    params = {"node": node_uuid, "usage_at": generation}
-    found = conn.execute(_NODE_USAGE_INVENTORIES, params).all()
     if not found:
         raise NodeNotFound(node_uuid)
+    params = {"node": node_uuid}
     row = found[0]
     inventories = [_InventoryRow(*(getattr(r, f"inv_{f}") for f in _INVENTORY_FIELDS))
                    for r in found if r.inv_resource_class is not None]

@@ -300,8 +300,9 @@ class Store:
         (inventories, owner, reported flag, usage) changed since ``node``
         was read, and the plans decided on it before the transaction are
         written: a compare-and-swap.  Otherwise (or if the possibly stale
-        ``node`` refused) the node is read again under that lock and
-        decided on: that decision is final.  That re-read takes the usage
+        ``node`` refused) the node is read again under that lock (on
+        PostgreSQL sent with the bump, in its round trip) and decided on:
+        that decision is final.  That re-read takes the usage
         from the ``node_usage`` row the previous re-reading claim recorded,
         if it is of exactly the generation the node moved from (else it
         sums the allocations), and records the usage it commits at, so
@@ -333,11 +334,20 @@ class Store:
 
         def transaction(conn):
             claim_writes.guard_requests(conn, requests)
-            generation = claim_writes.bump_and_lock(conn, node.uuid)
+            if conn.dialect.name == "postgresql":
+                # The re-read travels with the bump: the lock's holder does
+                # not wait a round trip before the read is even sent.
+                generation, found = claim_writes.bump_and_reread(conn, node.uuid)
+            else:
+                # SQLite: the transaction holds the whole file already, and a
+                # statement costs no round trip.
+                generation, found = claim_writes.bump_and_lock(conn, node.uuid), None
             if plans is not None and generation == node.generation + 1:
                 claim_writes.write_plans(conn, plans, time.time())
                 return _after(node, generation, plans), plans
-            fresh, usage = rows.load_node_locked(conn, node.uuid, generation - 1)
+            if found is None:
+                found = rows.locked_node_rows(conn, node.uuid, generation - 1)
+            fresh, usage = rows.load_node_locked(conn, node.uuid, found)
             fresh = attrs.evolve(fresh, generation=generation - 1)
             try:
                 fresh_plans = tuple(decide(fresh))

@@ -188,8 +188,13 @@ class TestConnectionDroppedMidClaim(base.PostgreSQLBackend, _Tracked, base.TestC
         self.watcher = psycopg.connect(_libpq(self.url), autocommit=True)
         self.addCleanup(self.watcher.close)
 
-    def _claim_while(self, lock_sql, claim):
-        """Run ``claim`` in a thread while ``lock_sql`` holds; kill its backend."""
+    def _claim_while(self, lock_sql, claim, lost="terminating connection"):
+        """Run ``claim`` in a thread while ``lock_sql`` holds; kill its backend.
+
+        ``lost``: how the error says the connection went.  While statements
+        sent together wait (psycopg's pipeline), psycopg reports the closed
+        connection without the server's last words.
+        """
         before = base.dump(self.store)
         usage_before = self.rt.get_node("a")
         outcome = {}
@@ -211,7 +216,7 @@ class TestConnectionDroppedMidClaim(base.PostgreSQLBackend, _Tracked, base.TestC
         error = outcome.get("error")
         self.assertIsInstance(error, StoreError, f"claim gave {outcome}")
         self.assertIn("claim on node", str(error))
-        self.assertIn("terminating connection", str(error))
+        self.assertIn(lost, str(error))
         self.assertIn("nothing was written", str(error))
         self.assertEqual(before, base.dump(self.store), "the failed claim left rows behind")
         self.assertEqual(usage_before, self.rt.get_node("a"))
@@ -239,6 +244,39 @@ class TestConnectionDroppedMidClaim(base.PostgreSQLBackend, _Tracked, base.TestC
         self._claim_while("LOCK TABLE allocations IN SHARE MODE",
                           lambda: self.rt.instance_claim(inst, "a"))
         self._retry_succeeds(inst)
+
+    def _lose_a_race(self):
+        """Another tracker claims on node a behind this one's back, and this
+        one's next claim loses its race: from then on it decides only under
+        the node's lock, re-read in the round trip of the generation bump."""
+        other = ResourceTracker(HOST, self.driver, store=self.store, settings=self.settings)
+        other.instance_claim(_instance(), "a")
+        self.rt.instance_claim(_instance(), "a")
+        self.assertEqual(self.store.get_compute_node(HOST, "a").generation,
+                         self.rt.get_node("a").generation)
+
+    def test_dropped_while_the_bump_and_its_reread_wait(self):
+        self._lose_a_race()
+        inst = _instance()
+        self._claim_while(
+            "SELECT 1 FROM compute_nodes WHERE nodename = 'a' FOR UPDATE",
+            lambda: self.rt.instance_claim(inst, "a"),
+            lost="server closed the connection unexpectedly")
+        self._retry_succeeds_with(inst, 3)
+
+    def test_dropped_while_the_locked_claim_writes(self):
+        self._lose_a_race()
+        inst = _instance()
+        self._claim_while("LOCK TABLE allocations IN SHARE MODE",
+                          lambda: self.rt.instance_claim(inst, "a"))
+        self._retry_succeeds_with(inst, 3)
+
+    def _retry_succeeds_with(self, inst, instances):
+        self.rt.instance_claim(inst, "a")
+        node = self.store.get_compute_node(HOST, "a")
+        self.assertEqual(instances, node.used("VCPU"))
+        self.assertEqual(node.generation, self.rt.get_node("a").generation)
+        self.assertNoRecordProblems(self.store)
 
     def test_dropped_in_a_resize_claim(self):
         first = self.rt.instance_claim(_instance(), "a").instance
