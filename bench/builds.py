@@ -30,7 +30,7 @@ NAME = "builds"
 DEFAULT_SIZES = [10000]
 TINY_SIZES = [4]
 PROCESSES = 4
-BUILDS = 250
+BUILDS = 1000
 STORES = ("postgresql", "sqlite-file")
 TARGETS = {"10000 nodes, postgresql": {"builds_per_s": ">= 1000"}}
 
@@ -59,7 +59,8 @@ def _names(count):
 def _settings(case=None):
     from nova_lite import conf
     return conf.Settings(service_down_time=3600,
-                         host_subset_size=(case or {}).get("host_subset_size", 1))
+                         host_subset_size=(case or {}).get("host_subset_size", 1),
+                         nodes_max_age=(case or {}).get("nodes_max_age", 0.0))
 
 
 def _worker(url, case, barrier, results, index=0):
@@ -81,7 +82,7 @@ def _worker(url, case, barrier, results, index=0):
             trackers[host] = ResourceTracker(host, driver, store=store, settings=settings)
         return trackers[host]
 
-    manager = HostManager(store, settings, nodes_max_age=case.get("nodes_max_age", 0.0))
+    manager = HostManager(store, settings)
     manager.refresh()   # the first full read is not part of the timing
     if case.get("warm_trackers"):
         # A compute host's tracker already tracks its node: track them all first.

@@ -62,7 +62,7 @@ class TestMetadata(testtools.TestCase):
                                       **{name: kind(low - 0.5)})
                 else:
                     conf.Settings(**{name: kind(low)})
-                    below = low - 1 if kind is int else low / 2
+                    below = low - 1 if kind is int or low == 0 else low / 2
                     self.assertRaises(InvalidConfig, conf.Settings, **{name: kind(below)})
                 checked += 1
             if opt.maximum is not None:

@@ -2,6 +2,8 @@
 
 import time
 
+import fixtures
+
 
 from nova_lite import conf, objects
 from nova_lite.compute import api
@@ -216,10 +218,41 @@ class SchedulerTests(SchedulerScenario):
         path = f"{self.state_path}/n.conf"
         with open(path, "w") as f:
             f.write("[filter_scheduler]\nenabled_filters = ComputeFilter, RamFilter\n"
-                    "ram_weight_multiplier = -2\n[scheduler]\nmax_attempts = 5\n")
+                    "ram_weight_multiplier = -2\n[scheduler]\nmax_attempts = 5\n"
+                    "nodes_max_age = 0.5\n")
         settings = conf.load_settings(path)
         self.assertEqual(("ComputeFilter", "RamFilter"), settings.enabled_filters)
         self.assertEqual((-2.0, 5), (settings.ram_weight_multiplier, settings.max_attempts))
+        self.assertEqual(0.5, settings.nodes_max_age)
+        self.assertEqual(0.5, HostManager(self.store, settings).nodes_max_age)
+        self.assertEqual(0.0, self.manager().nodes_max_age)
+
+    def test_bad_nodes_max_age_is_refused_with_its_name(self):
+        for value in (-0.1, 10.5, float("nan"), "abc", True):
+            exc = self.assertRaises(InvalidConfig, conf.Settings, nodes_max_age=value)
+            self.assertIn("nodes_max_age", str(exc))
+        path = f"{self.state_path}/bad.conf"
+        with open(path, "w") as f:
+            f.write("[scheduler]\nnodes_max_age = 1e300\n")
+        exc = self.assertRaises(InvalidConfig, conf.load_settings, path)
+        self.assertIn("nodes_max_age", str(exc))
+
+    def test_nodes_max_age_reuses_the_view_until_it_is_that_old(self):
+        clock = [1000.0]   # the manager's clock, moved by the test alone
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite.scheduler.host_manager.time.monotonic", lambda: clock[0]))
+        reusing = self.manager(nodes_max_age=0.5)
+        asking = self.manager()
+        for manager in (reusing, asking):
+            manager.refresh()
+        self.fill("host1", 8192)   # a claim the managers did not make fills host1
+        to_host1 = RequestSpec(base.flavor(memory_mb=1024), force_hosts=("host1",))
+        self.assertRaises(NoValidHost, asking.select_destinations, to_host1)
+        clock[0] += 0.49
+        self.assertEqual("host1", reusing.select_destinations(to_host1)[0].host)
+        clock[0] += 0.01
+        exc = self.assertRaises(NoValidHost, reusing.select_destinations, to_host1)
+        self.assertIn("free memory 0 MB < 1024 MB", str(exc))
 
 
 def queries_disable(store, host, reason=None):

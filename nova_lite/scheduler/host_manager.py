@@ -86,14 +86,15 @@ class HostManager:
     weighs a HostState amount, see :mod:`nova_lite.scheduler.host_checks`);
     False filters and weighs every host on every request.  Both choose the
     same hosts.  ``nodes_max_age``: seconds a request may reuse the view
-    without asking the records what changed (default 0: every request
-    asks).  Within that time the view counts this manager's own picks but
-    not other schedulers' claims; a claim still decides on the records in
-    its transaction, and a lost one moves to the next alternate.
+    without asking the records what changed (default: the settings'
+    ``[scheduler] nodes_max_age``, itself 0: every request asks).  Within
+    that time the view counts this manager's own picks but not other
+    schedulers' claims nor service changes; a claim still decides on the
+    records in its transaction, and a lost one moves to the next alternate.
     """
 
     def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE,
-                 indexed=True, nodes_max_age=0.0):
+                 indexed=True, nodes_max_age=None):
         self.store = store
         self.settings = settings or conf.Settings()
         self.filters = _load(FILTER_GROUP, self.settings.enabled_filters,
@@ -111,7 +112,8 @@ class HostManager:
         self._services = {}          # host -> ServiceRow
         self._services_key = None    # (fingerprint, read at)
         self.services_max_age = services_max_age
-        self.nodes_max_age = nodes_max_age
+        self.nodes_max_age = self.settings.nodes_max_age if nodes_max_age is None \
+            else nodes_max_age
         self._random = random.Random()   # host_subset_size's choice
         self._refreshed_at = None   # time.monotonic() of the last refresh
 
