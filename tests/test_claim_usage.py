@@ -264,6 +264,24 @@ class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCa
         self.assertEqual(node.generation + 1, outcome["error"].generation)
         self.assertEqual(used, b.get_node("a").used("VCPU"))
 
+    def test_a_raced_claim_waiting_on_a_stuck_node_row_fails_busy_within_its_bound(self):
+        # The bump and its re-read are sent together: the lock wait's bound
+        # still ends the claim with "database busy", and nothing is written.
+        rt, other = self.tracker(store=Store(self.url, busy_timeout=0.3)), self.tracker()
+        self._lose_a_race(rt, other)
+        node = rt.get_node("a")
+        before = base.dump(rt.store)
+        holder = self.hold_node_row(node.uuid)
+        started = time.monotonic()
+        exc = self.assertRaises(DatabaseBusy, rt.instance_claim, races.instance(), "a")
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn("database busy", str(exc))
+        self.assertIn("nothing was written", str(exc))
+        holder.rollback()
+        self.assertDumpEqual(before, base.dump(rt.store))
+        rt.instance_claim(races.instance(), "a")   # the lock is free again
+        self.assertEqual(3, other.get_node("a").used("VCPU"))
+
     def test_a_claim_waiting_on_a_stuck_node_row_fails_busy_within_its_bound(self):
         rt = self.tracker(store=Store(self.url, busy_timeout=0.3))
         node = rt.get_node("a")
