@@ -115,16 +115,15 @@ class DirectConnection:
         if pipeline is None:
             return [self.execute(statement, values) for statement, values in statements]
         connection = self.cursor.connection
-        cursors = [connection.cursor() for _ in statements]
+        sent = [(connection.cursor(), self._compile(statement), values or {})
+                for statement, values in statements]
         try:
             with pipeline:
-                for cursor, (statement, values) in zip(cursors, statements):
-                    compiled = self._compile(statement)
-                    cursor.execute(compiled.sql, compiled.parameters(values or {}))
-            return [self._result(self._compile(statement), cursor)
-                    for cursor, (statement, _) in zip(cursors, statements)]
+                for cursor, compiled, values in sent:
+                    cursor.execute(compiled.sql, compiled.parameters(values))
+            return [self._result(compiled, cursor) for cursor, compiled, _ in sent]
         finally:
-            for cursor in cursors:
+            for cursor, _, _ in sent:
                 cursor.close()
 
     def execute(self, statement, values=None):
