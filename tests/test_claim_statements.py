@@ -9,7 +9,6 @@ nothing at all when the node moved or the instance is known, so the
 ordinary transaction decides again on fresh records.
 """
 
-import uuid
 
 import attrs
 import sqlalchemy as sa
@@ -174,26 +173,6 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.assertEqual("a", self.store.get_instance(inst.uuid).node)
         self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
         self.assertNoRecordProblems(self.store)
-
-    def test_a_unique_key_conflict_writes_nothing_and_returns_none(self):
-        inst = races.instance()
-        self.store.save_instance(inst)
-        node = self.a.get_node("a")
-        insert = T_INST.insert().values(uuid=sa.bindparam("uuid"), vm_state="building",
-                                        project_id="", user_id="", flavor="{}",
-                                        created_at=0.0, updated_at=0.0)
-        bump = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node")).values(
-            generation=T_NODES.c.generation + 1)
-        both = insert.add_cte(bump.cte("bump"))
-        before = base.dump(self.store)
-        self.assertIsNone(self.store.db.write_statement(
-            "insert", both, {"uuid": inst.uuid, "node": node.uuid}))
-        self.assertEqual(before, base.dump(self.store))
-        fresh = str(uuid.uuid4())
-        self.assertEqual(1, self.store.db.write_statement(
-            "insert", both, {"uuid": fresh, "node": node.uuid}).rowcount)
-        self.assertEqual(node.generation + 1,
-                         self.store.get_compute_node(races.HOST, "a").generation)
 
 
 def _refuse(node):

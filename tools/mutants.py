@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The tests that guard the claim path against each mutant.
 GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
                "tests.test_store", "tests.test_claim_concurrency", "tests.test_claim_usage",
-               "tests.test_claim_statements")
+               "tests.test_claim_statements", "tests.test_claim_checked")
 
 MUTANTS = {
     "cas-ignored": (
@@ -38,8 +38,32 @@ MUTANTS = {
     "one-statement-cas-ignored": (
         "PostgreSQL's one-statement claim writes whatever generation the node is at",
         "nova_lite/db/claim_writes.py",
-        "        T_NODES.c.generation == sa.bindparam(\"expected\"), unknown).values(\n",
-        "        unknown).values(\n"),
+        "        bump.c.generation == expected + sa.literal_column(\"1\"),\n",
+        "        sa.true(),\n"),
+    "database-check-ignores-since": (
+        "PostgreSQL admits a stale plan on the usage row without asking whether the "
+        "inventories, owner or reported flag changed after the plan's record",
+        "nova_lite/db/claim_writes.py",
+        "        sa.bindparam(\"plain\", type_=sa.Boolean), T_USAGE.c.since <= expected, *room)",
+        "        sa.bindparam(\"plain\", type_=sa.Boolean), *room)"),
+    "database-check-ignores-room": (
+        "PostgreSQL admits a stale plan on the usage row whatever the usage now",
+        "nova_lite/db/claim_writes.py",
+        "        sa.bindparam(\"plain\", type_=sa.Boolean), T_USAGE.c.since <= expected, *room)",
+        "        sa.bindparam(\"plain\", type_=sa.Boolean), T_USAGE.c.since <= expected)"),
+    "usage-check-on-the-snapshot": (
+        "PostgreSQL checks the usage row as the statement's snapshot had it, so a claim "
+        "that waited on the node never finds it current",
+        "nova_lite/db/claim_writes.py",
+        "    usage = T_USAGE.update().where(T_USAGE.c.node_uuid == sa.bindparam(\"node\")).values(\n",
+        "    usage = T_USAGE.update().where(T_USAGE.c.node_uuid == sa.bindparam(\"node\"),\n"
+        "                                   takes).values(\n"),
+    "extras-keep-since": (
+        "a claim that places NUMA cells, PCI devices or other classes leaves the usage "
+        "row vouching for records older than it",
+        "nova_lite/db/claim_writes.py",
+        "            totals[\"since\"] = generation\n",
+        "            pass\n"),
     "no-inventory-reread": (
         "a stale claim re-reads usage only, deciding on the inventories and owner it had",
         "nova_lite/db/store.py",

@@ -209,10 +209,7 @@ def amount_problems(inventories, used, requested, limits=None):
         if inv is None:
             problems[rc] = _free_text(rc, 0, amount)
             continue
-        free = inv.capacity - in_use
-        if rc in limit_by_rc:
-            free = min(free, limit_by_rc[rc] - inv.reserved - in_use)
-        free = max(0, free)
+        free = max(0, _usage_bound(inv, limit_by_rc.get(rc)) - in_use)
         if amount > free:
             problems[rc] = _free_text(rc, free, amount)
             continue   # one reason per dimension: the amount is the first problem
@@ -220,6 +217,34 @@ def amount_problems(inventories, used, requested, limits=None):
         if unit_problem:
             problems[rc] = f"{rc}: {unit_problem}"
     return [problems[rc] for rc in sorted(problems, key=lambda r: (_ORDER.get(r, 9), r))]
+
+
+def _usage_bound(inv, limit):
+    """The most of ``inv``'s class a node may hold: its capacity, narrowed to
+    ``limit - reserved`` by a scheduler limit (None: no limit; may be a float)."""
+    if limit is None:
+        return inv.capacity
+    return min(inv.capacity, limit - inv.reserved)
+
+
+def usage_bounds(inventories, requested, limits=None):
+    """``{rc: most}``: for each class ``requested`` asks a positive amount of,
+    the most the node's usage of it may reach with the request added (whole
+    units).
+
+    The usage half of :func:`amount_problems`: with ``inventories`` unchanged,
+    ``requested`` passes its amount checks exactly when ``used[rc] +
+    requested[rc] <= most`` for every class here (and its unit checks, which
+    do not depend on usage).  A database can then check a claim decided on
+    a stale record against the usage it holds now.
+    """
+    limit_by_rc = _limits_by_class(limits)
+    bounds = {}
+    for rc, amount in requested.items():
+        if amount > 0:
+            inv = inventories[rc]
+            bounds[rc] = math.floor(_usage_bound(inv, limit_by_rc.get(rc)))
+    return bounds
 
 
 def _limits_by_class(limits):

@@ -105,10 +105,21 @@ def decide_claims(node, host, nodename, asks, limits):
                 instance, host=host, node=nodename,
                 numa_topology=decision.numa_topology or instance.numa_topology,
                 pci_devices=decision.pci_devices)
-        plans.append(ClaimPlan(allocation=alloc, instance=placed, migration=migration))
+        plans.append(ClaimPlan(allocation=alloc, instance=placed, migration=migration,
+                               bounds=_usage_bounds(node, ask, limits)))
         if len(plans) < len(asks):
             node = with_allocation(node, alloc)
     return tuple(plans)
+
+
+def _usage_bounds(node, ask, limits):
+    """The plan's :attr:`~nova_lite.db.store.ClaimPlan.bounds`: for a request
+    that depends on the node only through its usage of each class (no NUMA
+    cell, no PCI device to place), the most each class may hold with it."""
+    if ask.numa_request is not None or ask.instance.pci_requests:
+        return None
+    bounds = accounting.usage_bounds(node.inventories, ask.requested, limits)
+    return {rc: min(most, MAX_AMOUNT) for rc, most in bounds.items()}
 
 
 def rebuilt_allocation(consumer, node_uuid, numa_request, overhead):

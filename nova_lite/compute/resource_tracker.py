@@ -340,8 +340,9 @@ class ResourceTracker:
             node = self._tracked(nodename)
             # Another process or host claimed on this node since our last
             # claim, and likely again: decide only on the records under the
-            # node's lock, not first on a record that is probably stale.
-            optimistic = nodename not in self._raced
+            # node's lock, not first on a record that is probably stale,
+            # unless the database checks such a decision itself.
+            optimistic = nodename not in self._raced or self.store.checks_stale_claims
             try:
                 after, plans = self.store.claim(node, requests, decide,
                                                 optimistic=optimistic)

@@ -32,16 +32,18 @@ Anything else (a move, a known instance, several claims at once) takes
 the steps above.
 """
 
+import attrs
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from nova_lite.compute.node_usage import with_allocation
 from nova_lite.db import models, rows
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
 from nova_lite.objects import DELETED, MIGRATION_IN_PROGRESS
 
 T_NODES, T_ALLOC = models.compute_nodes, models.allocations
-T_INST, T_MIG = models.instances, models.migrations
+T_INST, T_MIG, T_USAGE = models.instances, models.migrations, models.node_usage
 
 
 # The claim's statements are built once, and run on the transaction's DBAPI
@@ -190,7 +192,7 @@ def write_plans(conn, plans, now, usage=None):
             conn.execute(_INSERT_ALLOCATION, values)
         return
     node_uuid, generation, before = usage
-    totals = usage_after(before, allocations)
+    totals = usage_after(before, allocations, generation)
     if conn.dialect.name != "postgresql" or not allocations:
         for values in allocations:
             conn.execute(_INSERT_ALLOCATION, values)
@@ -213,15 +215,20 @@ def _pg_new_instance_with_usage(conn, plan, now, usage):
     allocation = rows.allocation_values(plan.allocation, now)
     values = dict(_prefixed(allocation, "a_"),
                   **_prefixed(rows.new_instance_values(plan.instance, now), "i_"),
-                  **_prefixed(usage_after(before, [allocation]), "u_"),
+                  **_prefixed(usage_after(before, [allocation], generation), "u_"),
                   u_node_uuid=node_uuid, u_generation=generation)
     return bool(conn.execute(_PG_NEW_INSTANCE_WITH_USAGE, values).rows)
 
 
-def usage_after(usage, allocations):
+def usage_after(usage, allocations, generation):
     """``usage`` (see :func:`nova_lite.db.rows.load_node_locked`) with the
-    allocation rows ``allocations`` (dicts by column) added, counted as the
-    database would count them."""
+    allocation rows ``allocations`` (dicts by column) added at ``generation``,
+    counted as the database would count them.
+
+    An allocation with extras (other classes, NUMA cells, PCI devices)
+    changes more than the standard columns, so the row's ``since`` moves to
+    ``generation``: a record older than that is no longer the node's.
+    """
     totals = dict(usage)
     for values in allocations:
         for _, col in rows.STD_COLUMNS:
@@ -229,12 +236,13 @@ def usage_after(usage, allocations):
         if values["other"] is not None or values["numa_topology"] is not None or \
                 values["pci_devices"] is not None:
             totals["extras"] += 1
+            totals["since"] = generation
     return totals
 
 
 def _pg_usage_upsert_cte():
     """The upsert of the node's usage row (values ``u_<column>``), as a WITH clause."""
-    fields = ("node_uuid", "generation", *rows.USAGE_FIELDS)
+    fields = ("node_uuid", "generation", *rows.USAGE_ROW_FIELDS)
     upsert = postgresql.insert(models.node_usage).values(
         {f: sa.bindparam(f"u_{f}") for f in fields})
     return upsert.on_conflict_do_update(
@@ -275,42 +283,113 @@ _PG_NEW_INSTANCE_WITH_USAGE = _build_pg_new_instance_with_usage()
 
 
 def _build_pg_single_claim():
-    """One statement, its own transaction: a compare-and-swap of the node's
-    generation and, only if it swapped, a new instance's row and its allocation.
+    """One statement, the first of its transaction: a new instance's claim,
+    admitted by the database or left to a decision under the node's lock.
 
-    The swap also requires that the instance has no row yet; an instance
-    recorded between that check and the insert fails the whole statement
-    on its primary key, and nothing is written.
+    1. ``bump``: the node's generation moves on, which takes (or waits for)
+       the node row's lock, unless the instance has a row already (then
+       nothing happens at all, and the rest of the transaction decides).
+    2. ``usage_row``: the node's ``node_usage`` row takes the allocation,
+       if it is of the generation the bump moved from (so current), its
+       ``since`` is no later than the generation the plan was decided at
+       (so the inventories, owner and reported flag are the ones decided
+       on), the plan is plain and every class stays within the plan's
+       bounds.  PostgreSQL evaluates these conditions on the latest version
+       of both rows once their locks are had, not on the statement's
+       snapshot; a row that does not take it is written back unchanged.
+    3. ``ok``: the claim is admitted if the bump moved the node from the
+       generation it was decided at (a compare-and-swap: nothing changed)
+       or the usage row took it (only usage changed, and it still fits).
+    4. Only then the instance's row and its allocation are written.
+
+    Returns one row (the new generation, how many allocations were written,
+    whether the usage row took the claim, and that row after it), or no row if the
+    instance is known.  An instance recorded between the check and the
+    insert fails the whole statement on its primary key.
     """
     unknown = ~sa.exists().where(T_INST.c.uuid == sa.bindparam("i_uuid"))
-    bump = T_NODES.update().where(
-        T_NODES.c.uuid == sa.bindparam("node"),
-        T_NODES.c.generation == sa.bindparam("expected"), unknown).values(
+    bump = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node"), unknown).values(
         generation=T_NODES.c.generation + sa.literal_column("1")).returning(
         T_NODES.c.generation).cte("bump")
+    amount = {col: sa.bindparam(f"a_{col}", type_=T_ALLOC.c[col].type)
+              for _, col in rows.STD_COLUMNS}
+    room = [sa.or_(amount[col] == 0, T_USAGE.c[col] + amount[col]
+                   <= sa.bindparam(f"most_{col}", type_=sa.BigInteger))
+            for _, col in rows.STD_COLUMNS]
+    expected = sa.bindparam("expected", type_=sa.Integer)
+    takes = sa.and_(
+        T_USAGE.c.generation == bump.c.generation - sa.literal_column("1"),
+        sa.bindparam("plain", type_=sa.Boolean), T_USAGE.c.since <= expected, *room)
+    # The conditions are in SET, not WHERE: PostgreSQL matches WHERE on the
+    # statement's snapshot (a row the lock's previous holder moved on would
+    # not match) but computes SET on the row's latest version.
+    usage = T_USAGE.update().where(T_USAGE.c.node_uuid == sa.bindparam("node")).values(
+        generation=sa.case((takes, bump.c.generation), else_=T_USAGE.c.generation),
+        **{col: sa.case((takes, T_USAGE.c[col] + amount[col]), else_=T_USAGE.c[col])
+           for _, col in rows.STD_COLUMNS}).returning(
+        (T_USAGE.c.generation == bump.c.generation).label("took"),
+        *[T_USAGE.c[f] for f in rows.USAGE_FIELDS]).cte("usage_row")
+    ok = sa.select(bump.c.generation).where(sa.or_(
+        bump.c.generation == expected + sa.literal_column("1"),
+        sa.exists(sa.select(usage.c.took).where(usage.c.took)))).cte("ok")
     instance = T_INST.insert().from_select(
         [c.name for c in T_INST.columns],
-        _row_of_values(T_INST, "i_").select_from(bump)).cte("instance_row")
-    return T_ALLOC.insert().from_select(
+        _row_of_values(T_INST, "i_").select_from(ok)).cte("instance_row")
+    allocation = T_ALLOC.insert().from_select(
         [c.name for c in T_ALLOC.columns],
-        _row_of_values(T_ALLOC, "a_").select_from(bump)).returning(
-        T_ALLOC.c.node_uuid).add_cte(instance)
+        _row_of_values(T_ALLOC, "a_").select_from(ok)).returning(
+        T_ALLOC.c.consumer_uuid).cte("allocation_row")
+    written = sa.select(sa.func.count()).select_from(allocation).scalar_subquery()
+    return sa.select(bump.c.generation, written.label("written"), usage.c.took,
+                     *[usage.c[f] for f in rows.USAGE_FIELDS]).select_from(
+        bump.outerjoin(usage, sa.true())).add_cte(instance)
 
 
-#: See :func:`_build_pg_single_claim`: a claim in three round trips (BEGIN,
-#: this statement, COMMIT) instead of five.  It is not run with autocommit,
-#: which would save two more: a client that dies while the statement waits
-#: for a lock would still have its claim committed, and "nothing was
-#: written" would not be true.
+#: See :func:`_build_pg_single_claim`: the common claim in three round trips
+#: (BEGIN, this statement, COMMIT), and while other claims queue on the node
+#: the lock is held for the statement's answer and the COMMIT alone.  It is
+#: not run with autocommit, which would save two more: a client that dies
+#: while the statement waits for a lock would still have its claim
+#: committed, and "nothing was written" would not be true.
 PG_SINGLE_CLAIM = _build_pg_single_claim()
 
 
 def single_claim_values(node, plan, now):
     """The values of :data:`PG_SINGLE_CLAIM` for ``plan`` decided on ``node``,
-    or None if the plan is not the plain case it covers (one new instance,
-    no move)."""
+    or None if the plan is not a case it covers (one new instance, no move).
+
+    The database may check the plan against newer usage (see
+    :attr:`~nova_lite.db.store.ClaimPlan.bounds`) only if it is plain: its
+    classes all have columns of their own, and it places no NUMA cell, no
+    PCI device and no other class.
+    """
     if plan.instance is None or plan.migration is not None:
         return None
+    allocation = rows.allocation_values(plan.allocation, now)
+    bounds = plan.bounds
+    plain = bounds is not None and allocation["other"] is None \
+        and allocation["numa_topology"] is None and allocation["pci_devices"] is None \
+        and all(rc in models.ALLOCATION_COLUMNS for rc in bounds) \
+        and all(allocation[col] == 0 or rc in bounds for rc, col in rows.STD_COLUMNS)
+    most = {f"most_{col}": bounds.get(rc, 0) if plain else 0 for rc, col in rows.STD_COLUMNS}
     return dict(_prefixed(rows.new_instance_values(plan.instance, now), "i_"),
-                **_prefixed(rows.allocation_values(plan.allocation, now), "a_"),
-                node=node.uuid, expected=node.generation)
+                **_prefixed(allocation, "a_"), **most,
+                node=node.uuid, expected=node.generation, plain=plain)
+
+
+def node_after_single_claim(node, plans, row):
+    """The node as recorded after :data:`PG_SINGLE_CLAIM` wrote ``plans`` (one
+    plan decided on ``node``) and answered ``row``.
+
+    After a compare-and-swap, ``node`` plus the plan; after the usage row
+    took it, ``node`` with the row's usage of the standard classes: nothing
+    else changed since ``node`` was recorded (the row's ``since``).
+    """
+    if row.generation == node.generation + 1:
+        return attrs.evolve(with_allocation(node, plans[0].allocation),
+                            generation=row.generation)
+    usage = {rc: n for rc, n in node.usage.items() if rc not in models.ALLOCATION_COLUMNS}
+    for rc, col in rows.STD_COLUMNS:
+        if getattr(row, col):
+            usage[rc] = int(getattr(row, col))
+    return attrs.evolve(node, generation=row.generation, usage=usage)

@@ -224,6 +224,13 @@ def is_transient(error):
     return getattr(_orig(error), "sqlstate", None) in _PG_RETRY_STATES
 
 
+def is_unique_violation(error):
+    """True for a PostgreSQL unique-key violation, also as a StoreError's cause."""
+    orig = _orig(getattr(error, "__cause__", None) or error) \
+        if isinstance(error, StoreError) else _orig(error)
+    return getattr(orig, "sqlstate", None) == _PG_UNIQUE_VIOLATION
+
+
 def cause(exc):
     """``"ErrorType: first line"`` of a database error, for messages."""
     orig = _orig(exc)
@@ -338,20 +345,6 @@ class Database:
     def read(self, op, fn):
         """Run ``fn(conn)`` in a read-only transaction."""
         return self._run(op, fn, readonly=True)
-
-    def write_statement(self, op, statement, values):
-        """Run one statement in a transaction of its own (:meth:`write_direct`).
-
-        Returns its :class:`~nova_lite.db.direct.DirectResult`, or None if
-        it broke a unique key (nothing was written: the caller's ordinary
-        transaction decides instead).
-        """
-        try:
-            return self.write_direct(op, lambda conn: conn.execute(statement, values))
-        except StoreError as exc:
-            if getattr(exc.__cause__, "sqlstate", None) == _PG_UNIQUE_VIOLATION:
-                return None
-            raise
 
     def _abandon(self, pooled, cursor, exc):
         """Roll back after ``exc``; a connection that is gone (or cannot roll

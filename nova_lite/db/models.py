@@ -118,10 +118,11 @@ allocations = sa.Table(
                  "other IS NOT NULL OR numa_topology IS NOT NULL OR pci_devices IS NOT NULL")),
 )
 
-#: A node's usage of the standard classes as of ``generation``, written by a
-#: claim that read the node under its lock (see :mod:`nova_lite.db.claim_writes`).
-#: Valid only while the node is still at that generation: every change to
-#: what a claim decides on bumps it, so a row left behind is never trusted.
+#: A node's usage of the standard classes as of ``generation``, written by
+#: the claims (see :mod:`nova_lite.db.claim_writes`).  Valid only while the
+#: node is still at that generation: every other change to what a claim
+#: decides on bumps it without touching this row, so a row left behind is
+#: never trusted.
 node_usage = sa.Table(
     "node_usage", metadata,
     sa.Column("node_uuid", sa.String(36), sa.ForeignKey("compute_nodes.uuid",
@@ -134,6 +135,10 @@ node_usage = sa.Table(
     sa.Column("disk_gb", sa.BigInteger, nullable=False),
     # How many of the allocations have other classes, NUMA cells or PCI devices.
     sa.Column("extras", sa.Integer, nullable=False),
+    # The generation since which the node changed only by claims that kept
+    # this row current: what a claim decides on besides usage (inventories,
+    # owner, reported flag) is as it was then (None: unknown).
+    sa.Column("since", sa.Integer),
 )
 
 #: Resource classes stored in their own allocation columns.

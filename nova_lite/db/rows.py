@@ -155,9 +155,13 @@ _InventoryRow = collections.namedtuple("_InventoryRow", [
     "allocation_ratio"])
 _INVENTORY_FIELDS = _InventoryRow._fields
 USAGE_FIELDS = (*(col for _, col in STD_COLUMNS), "extras")
+#: The fields of a ``node_usage`` row a claim writes besides its node and generation.
+USAGE_ROW_FIELDS = (*USAGE_FIELDS, "since")
+
+
 def _node_usage_inventories(usage_at):
     return sa.select(
-        T_NODES, *[T_USAGE.c[col].label(f"usage_{col}") for col in USAGE_FIELDS],
+        T_NODES, *[T_USAGE.c[col].label(f"usage_{col}") for col in USAGE_ROW_FIELDS],
         T_USAGE.c.generation.label("usage_generation"),
         *[T_INV.c[f].label(f"inv_{f}") for f in _INVENTORY_FIELDS]).select_from(
         T_NODES.outerjoin(T_USAGE, sa.and_(T_USAGE.c.node_uuid == T_NODES.c.uuid,
@@ -187,13 +191,16 @@ def load_node_locked(conn, node_uuid, found):
     ``(node, usage)``.  ``found``: the node's rows as
     :func:`locked_node_rows` reads them.
 
-    ``usage`` (``{field: amount}`` of :data:`USAGE_FIELDS`) holds the standard
-    columns' sums over the node's allocations at the generation the claim
-    moved the node from, and how many of them have extras (other classes,
-    NUMA cells, PCI devices): the ``node_usage`` row recorded for exactly
-    that generation (see :func:`record_usage`) if there is one, else read
-    from the allocations.  Any change since that row was written moved the
-    generation, so a row of another generation is never used.
+    ``usage`` (``{field: amount}`` of :data:`USAGE_ROW_FIELDS`) holds the
+    standard columns' sums over the node's allocations at the generation
+    the claim moved the node from, and how many of them have extras (other
+    classes, NUMA cells, PCI devices): the ``node_usage`` row recorded for
+    exactly that generation (see :func:`record_usage`) if there is one, else
+    read from the allocations.  Any change since that row was written moved
+    the generation, so a row of another generation is never used.  Its
+    ``since`` is the row's (the node changed only through that row since
+    then) or, where the row is not used or has none, the generation the
+    claim moved the node from: the records just read are of that one.
     """
     if not found:
         raise NodeNotFound(node_uuid)
@@ -201,13 +208,16 @@ def load_node_locked(conn, node_uuid, found):
     row = found[0]
     inventories = [_InventoryRow(*(getattr(r, f"inv_{f}") for f in _INVENTORY_FIELDS))
                    for r in found if r.inv_resource_class is not None]
+    moved_from = row.generation - 1
     if row.usage_generation is not None:
         usage = {f: int(getattr(row, f"usage_{f}")) for f in USAGE_FIELDS}
+        usage["since"] = moved_from if row.usage_since is None else row.usage_since
         extras = conn.execute(_NODE_EXTRAS, params).all() if usage["extras"] else ()
     else:
         usage = _column_sums(conn, params)
         extras = conn.execute(_NODE_EXTRAS, params).all()
         usage["extras"] = len(extras)
+        usage["since"] = moved_from
     amounts = {rc: usage[col] for rc, col in STD_COLUMNS if usage[col]}
     numa, pci = [], set()
     for other, numa_json, pci_json in extras:
@@ -244,7 +254,7 @@ def record_usage(conn, node_uuid, generation, usage):
             T_USAGE)
         statement = _UPSERT_USAGE[conn.dialect.name] = insert.on_conflict_do_update(
             index_elements=[T_USAGE.c.node_uuid],
-            set_={c: insert.excluded[c] for c in ("generation", *USAGE_FIELDS)})
+            set_={c: insert.excluded[c] for c in ("generation", *USAGE_ROW_FIELDS)})
     conn.execute(statement, dict(usage, node_uuid=node_uuid, generation=generation))
 
 

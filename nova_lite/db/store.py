@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.node_usage import with_allocation
 from nova_lite.db import audit_writes, claim_writes, heal_writes, migrations, models, rows
-from nova_lite.db.engine import DEFAULT_BUSY_TIMEOUT_S, Database, cause, sqlite_file_path
+from nova_lite.db.engine import (
+    DEFAULT_BUSY_TIMEOUT_S, Database, cause, is_unique_violation, sqlite_file_path)
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound, SchemaOutdated,
     StoreError)
@@ -82,11 +83,21 @@ class ClaimRequest:
 
 @attrs.frozen
 class ClaimPlan:
-    """What a claim writes: the allocation, and the instance/migration rows."""
+    """What a claim writes: the allocation, and the instance/migration rows.
+
+    ``bounds`` (``{rc: units}``), when set, says the decision depended on
+    the node only through its usage: with the node's inventories, owner and
+    reported flag unchanged, the plan is admitted whenever the usage of each
+    class plus the allocation stays within its bound.  On PostgreSQL the
+    database checks exactly that when the node moved on since the decision
+    (see :mod:`nova_lite.db.claim_writes`).  None: the plan holds only on
+    the record it was decided on.
+    """
 
     allocation: Allocation
     instance: Instance | None = None
     migration: Migration | None = None
+    bounds: Mapping[str, int] | None = None
 
 
 class Store:
@@ -283,6 +294,14 @@ class Store:
         return self._write(f"record audit of host {host}", op)
 
     # -- claims -------------------------------------------------------------
+    @property
+    def checks_stale_claims(self):
+        """True where the database itself checks a claim decided on a stale
+        record (PostgreSQL, see :meth:`claim`): deciding on the caller's
+        record first then costs no transaction of its own, even when
+        another process has moved the node on since."""
+        return self.db.dialect == "postgresql"
+
     def claim(self, node, requests, decide, optimistic=True):
         """Admit claims on one node in one transaction: all of them or none.
 
@@ -299,16 +318,21 @@ class Store:
         generation it moved from is ``node``'s, nothing a claim decides on
         (inventories, owner, reported flag, usage) changed since ``node``
         was read, and the plans decided on it before the transaction are
-        written: a compare-and-swap.  Otherwise (or if the possibly stale
-        ``node`` refused) the node is read again under that lock (on
-        PostgreSQL sent with the bump, in its round trip) and decided on:
-        that decision is final.  That re-read takes the usage
-        from the ``node_usage`` row the previous re-reading claim recorded,
-        if it is of exactly the generation the node moved from (else it
-        sums the allocations), and records the usage it commits at, so
-        claims that queue on one node never sum all of its allocations
-        while they hold its lock.  Returns ``(node_after, plans)``: the
-        node as recorded after the claims, and the plans written.
+        written: a compare-and-swap.  On PostgreSQL, a new instance's claim
+        is one statement (:data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM`)
+        that also admits a plan decided on an older record when only usage
+        changed since and the plan still fits its bounds
+        (:attr:`ClaimPlan.bounds`), checked by the database on the node's
+        current usage.  Otherwise (or if the possibly stale ``node``
+        refused) the node is read again under that lock (on PostgreSQL
+        sent with the bump, in its round trip) and decided on: that
+        decision is final.  That re-read takes the usage from the
+        ``node_usage`` row the claims keep, if it is of exactly the
+        generation the node moved from (else it sums the allocations), and
+        records the usage it commits at, so claims that queue on one node
+        never sum all of its allocations while they hold its lock.  Returns
+        ``(node_after, plans)``: the node as recorded after the claims, and
+        the plans written.
 
         ``optimistic=False`` skips the decision on ``node`` (a caller whose
         last claim on the node lost its race expects to lose again): the
@@ -322,29 +346,13 @@ class Store:
                 plans = None
 
         op = f"claim on node {node.host}/{node.nodename}"
+        single = None
         if plans is not None and len(plans) == 1 and self.db.dialect == "postgresql" \
                 and self.schema.current:
-            values = claim_writes.single_claim_values(node, plans[0], time.time())
-            if values is not None:
-                done = self.db.write_statement(op, claim_writes.PG_SINGLE_CLAIM, values)
-                if done is not None and done.rows:
-                    return _after(node, node.generation + 1, plans), plans
-                # The node moved since ``node`` was read, or the instance is
-                # known: the transaction below decides.
+            single = claim_writes.single_claim_values(node, plans[0], time.time())
 
-        def transaction(conn):
-            claim_writes.guard_requests(conn, requests)
-            if conn.dialect.name == "postgresql":
-                # The re-read travels with the bump: the lock's holder does
-                # not wait a round trip before the read is even sent.
-                generation, found = claim_writes.bump_and_reread(conn, node.uuid)
-            else:
-                # SQLite: the transaction holds the whole file already, and a
-                # statement costs no round trip.
-                generation, found = claim_writes.bump_and_lock(conn, node.uuid), None
-            if plans is not None and generation == node.generation + 1:
-                claim_writes.write_plans(conn, plans, time.time())
-                return _after(node, generation, plans), plans
+        def decide_locked(conn, generation, found=None):
+            """Under the node's lock, moved to ``generation``: decide on the records."""
             if found is None:
                 found = rows.locked_node_rows(conn, node.uuid, generation - 1)
             fresh, usage = rows.load_node_locked(conn, node.uuid, found)
@@ -358,7 +366,39 @@ class Store:
                                      usage=(node.uuid, generation, usage))
             return _after(fresh, generation, fresh_plans), fresh_plans
 
-        return self._write_direct(op, transaction)
+        def transaction(conn, single):
+            if single is not None:
+                row = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first()
+                if row is not None:
+                    if row.written:
+                        return claim_writes.node_after_single_claim(node, plans, row), plans
+                    # Bumped and locked, but neither current nor within its
+                    # bounds: decide again on the records, in this transaction.
+                    return decide_locked(conn, row.generation)
+                # The instance is known: the steps below guard it.
+            claim_writes.guard_requests(conn, requests)
+            if conn.dialect.name == "postgresql":
+                # The re-read travels with the bump: the lock's holder does
+                # not wait a round trip before the read is even sent.
+                generation, found = claim_writes.bump_and_reread(conn, node.uuid)
+            else:
+                # SQLite: the transaction holds the whole file already, and a
+                # statement costs no round trip.
+                generation, found = claim_writes.bump_and_lock(conn, node.uuid), None
+            if plans is not None and generation == node.generation + 1:
+                claim_writes.write_plans(conn, plans, time.time())
+                return _after(node, generation, plans), plans
+            return decide_locked(conn, generation, found)
+
+        if single is not None:
+            try:
+                return self._write_direct(op, lambda conn: transaction(conn, single))
+            except StoreError as exc:
+                if not is_unique_violation(exc):
+                    raise
+                # The instance was recorded by another request meanwhile;
+                # nothing was written: the steps that guard a known instance decide.
+        return self._write_direct(op, lambda conn: transaction(conn, None))
 
     def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
                 transfer=None):

@@ -245,31 +245,45 @@ class TestConnectionDroppedMidClaim(base.PostgreSQLBackend, _Tracked, base.TestC
                           lambda: self.rt.instance_claim(inst, "a"))
         self._retry_succeeds(inst)
 
-    def _lose_a_race(self):
-        """Another tracker claims on node a behind this one's back, and this
-        one's next claim loses its race: from then on it decides only under
-        the node's lock, re-read in the round trip of the generation bump."""
+    def _stale_after_a_lost_race(self):
+        """Another tracker claims on node a behind this one's back, this one's
+        next claim loses its race (decided under the node's lock), and the
+        other claims again: this tracker's record of node a is stale, with
+        a usage row the database checks claims against (see
+        ``tests.test_claim_checked``)."""
         other = ResourceTracker(HOST, self.driver, store=self.store, settings=self.settings)
         other.instance_claim(_instance(), "a")
         self.rt.instance_claim(_instance(), "a")
         self.assertEqual(self.store.get_compute_node(HOST, "a").generation,
                          self.rt.get_node("a").generation)
+        other.instance_claim(_instance(), "a")
 
     def test_dropped_while_the_bump_and_its_reread_wait(self):
-        self._lose_a_race()
+        # Two instances at once: the bump and the node's re-read are sent
+        # together (psycopg's pipeline) and wait on the node row.
+        self._stale_after_a_lost_race()
         inst = _instance()
         self._claim_while(
             "SELECT 1 FROM compute_nodes WHERE nodename = 'a' FOR UPDATE",
-            lambda: self.rt.instance_claim(inst, "a"),
+            lambda: self.rt.instance_claims([inst, _instance()], "a"),
             lost="server closed the connection unexpectedly")
-        self._retry_succeeds_with(inst, 3)
+        self._retry_succeeds_with(inst, 4)
 
     def test_dropped_while_the_locked_claim_writes(self):
-        self._lose_a_race()
+        self._stale_after_a_lost_race()
+        inst = _instance()
+        self._claim_while("LOCK TABLE allocations IN SHARE MODE",
+                          lambda: self.rt.instance_claims([inst, _instance()], "a"))
+        self._retry_succeeds_with(inst, 4)
+
+    def test_dropped_while_the_database_checks_a_stale_claim(self):
+        # One instance on a stale record: the one statement that bumps, checks
+        # the usage row and writes waits to insert the allocation.
+        self._stale_after_a_lost_race()
         inst = _instance()
         self._claim_while("LOCK TABLE allocations IN SHARE MODE",
                           lambda: self.rt.instance_claim(inst, "a"))
-        self._retry_succeeds_with(inst, 3)
+        self._retry_succeeds_with(inst, 4)
 
     def _retry_succeeds_with(self, inst, instances):
         self.rt.instance_claim(inst, "a")
