@@ -44,20 +44,20 @@ MUTANTS = {
         "PostgreSQL admits a stale plan on the usage row without asking whether the "
         "inventories, owner or reported flag changed after the plan's record",
         "nova_lite/db/claim_writes.py",
-        "        sa.bindparam(\"plain\", type_=sa.Boolean), T_USAGE.c.since <= expected, *room)",
-        "        sa.bindparam(\"plain\", type_=sa.Boolean), *room)"),
+        "        sa.bindparam(\"plain\", type_=sa.Boolean), T_USAGE.c.since <= expected,\n",
+        "        sa.bindparam(\"plain\", type_=sa.Boolean),\n"),
     "database-check-ignores-room": (
         "PostgreSQL admits a stale plan on the usage row whatever the usage now",
         "nova_lite/db/claim_writes.py",
-        "        sa.bindparam(\"plain\", type_=sa.Boolean), T_USAGE.c.since <= expected, *room)",
-        "        sa.bindparam(\"plain\", type_=sa.Boolean), T_USAGE.c.since <= expected)"),
+        "        *[T_USAGE.c[col] + amount[col] <= sa.bindparam(f\"most_{col}\", type_=sa.BigInteger)\n"
+        "          for _, col in rows.STD_COLUMNS])\n",
+        "        )\n"),
     "usage-check-on-the-snapshot": (
         "PostgreSQL checks the usage row as the statement's snapshot had it, so a claim "
         "that waited on the node never finds it current",
         "nova_lite/db/claim_writes.py",
-        "    usage = T_USAGE.update().where(T_USAGE.c.node_uuid == sa.bindparam(\"node\")).values(\n",
-        "    usage = T_USAGE.update().where(T_USAGE.c.node_uuid == sa.bindparam(\"node\"),\n"
-        "                                   takes).values(\n"),
+        "                                   bump.c.generation.is_not(None)).values(\n",
+        "                                   bump.c.generation.is_not(None), takes).values(\n"),
     "extras-keep-since": (
         "a claim that places NUMA cells, PCI devices or other classes leaves the usage "
         "row vouching for records older than it",

@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite.compute.node_usage import with_allocation
+from nova_lite.compute.placement import MAX_AMOUNT
 from nova_lite.db import models, rows
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
@@ -313,20 +314,28 @@ def _build_pg_single_claim():
         T_NODES.c.generation).cte("bump")
     amount = {col: sa.bindparam(f"a_{col}", type_=T_ALLOC.c[col].type)
               for _, col in rows.STD_COLUMNS}
-    room = [sa.or_(amount[col] == 0, T_USAGE.c[col] + amount[col]
-                   <= sa.bindparam(f"most_{col}", type_=sa.BigInteger))
-            for _, col in rows.STD_COLUMNS]
     expected = sa.bindparam("expected", type_=sa.Integer)
     takes = sa.and_(
         T_USAGE.c.generation == bump.c.generation - sa.literal_column("1"),
-        sa.bindparam("plain", type_=sa.Boolean), T_USAGE.c.since <= expected, *room)
+        sa.bindparam("plain", type_=sa.Boolean), T_USAGE.c.since <= expected,
+        *[T_USAGE.c[col] + amount[col] <= sa.bindparam(f"most_{col}", type_=sa.BigInteger)
+          for _, col in rows.STD_COLUMNS])
     # The conditions are in SET, not WHERE: PostgreSQL matches WHERE on the
     # statement's snapshot (a row the lock's previous holder moved on would
-    # not match) but computes SET on the row's latest version.
-    usage = T_USAGE.update().where(T_USAGE.c.node_uuid == sa.bindparam("node")).values(
-        generation=sa.case((takes, bump.c.generation), else_=T_USAGE.c.generation),
-        **{col: sa.case((takes, T_USAGE.c[col] + amount[col]), else_=T_USAGE.c[col])
-           for _, col in rows.STD_COLUMNS}).returning(
+    # not match) but computes SET on the row's latest version.  They are
+    # evaluated once, as ``took`` (1 or 0), which keeps the statement short
+    # enough for psycopg to cache its parsing (4 kB).
+    check = sa.select(sa.cast(takes, sa.Integer).label("took"),
+                      bump.c.generation.label("next")).correlate(T_USAGE).subquery("c")
+    columns = ["generation", *(col for _, col in rows.STD_COLUMNS)]
+    new_values = sa.select(
+        T_USAGE.c.generation + check.c.took * (check.c.next - T_USAGE.c.generation),
+        *[T_USAGE.c[col] + check.c.took * amount[col] for _, col in rows.STD_COLUMNS]
+    ).scalar_subquery()
+    # (WHERE names ``bump`` only to bring its row into the UPDATE's FROM.)
+    usage = T_USAGE.update().where(T_USAGE.c.node_uuid == sa.bindparam("node"),
+                                   bump.c.generation.is_not(None)).values(
+        {sa.tuple_(*[T_USAGE.c[c] for c in columns]): new_values}).returning(
         (T_USAGE.c.generation == bump.c.generation).label("took"),
         *[T_USAGE.c[f] for f in rows.USAGE_FIELDS]).cte("usage_row")
     ok = sa.select(bump.c.generation).where(sa.or_(
@@ -371,7 +380,10 @@ def single_claim_values(node, plan, now):
         and allocation["numa_topology"] is None and allocation["pci_devices"] is None \
         and all(rc in models.ALLOCATION_COLUMNS for rc in bounds) \
         and all(allocation[col] == 0 or rc in bounds for rc, col in rows.STD_COLUMNS)
-    most = {f"most_{col}": bounds.get(rc, 0) if plain else 0 for rc, col in rows.STD_COLUMNS}
+    # A class the plan does not ask for is not checked (a node over capacity
+    # still takes what makes it no worse): its bound is the most recorded.
+    most = {f"most_{col}": bounds.get(rc, MAX_AMOUNT) if plain else 0
+            for rc, col in rows.STD_COLUMNS}
     return dict(_prefixed(rows.new_instance_values(plan.instance, now), "i_"),
                 **_prefixed(allocation, "a_"), **most,
                 node=node.uuid, expected=node.generation, plain=plain)
