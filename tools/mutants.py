@@ -49,8 +49,8 @@ MUTANTS = {
     "database-check-ignores-room": (
         "PostgreSQL admits a stale plan on the usage row whatever the usage now",
         "nova_lite/db/claim_writes.py",
-        "        *[T_USAGE.c[col] + amount[col] <= sa.bindparam(f\"most_{col}\", type_=sa.BigInteger)\n"
-        "          for _, col in rows.STD_COLUMNS])\n",
+        "        *[T_USAGE.c[col] + amount[col] <= sa.bindparam(f\"most_{col}\", "
+        "type_=sa.BigInteger)\n          for _, col in rows.STD_COLUMNS])\n",
         "        )\n"),
     "usage-check-on-the-snapshot": (
         "PostgreSQL checks the usage row as the statement's snapshot had it, so a claim "
