@@ -371,7 +371,9 @@ class Store:
                 row = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first()
                 if row is not None:
                     if row.written:
-                        return claim_writes.node_after_single_claim(node, plans, row), plans
+                        # The node after it is worked out once the COMMIT
+                        # has released the node row for the next claim.
+                        return row, None
                     # Bumped and locked, but neither current nor within its
                     # bounds: decide again on the records, in this transaction.
                     return decide_locked(conn, row.generation)
@@ -392,12 +394,16 @@ class Store:
 
         if single is not None:
             try:
-                return self._write_direct(op, lambda conn: transaction(conn, single))
+                after, written = self._write_direct(op, lambda conn: transaction(conn, single))
             except StoreError as exc:
                 if not is_unique_violation(exc):
                     raise
                 # The instance was recorded by another request meanwhile;
                 # nothing was written: the steps that guard a known instance decide.
+            else:
+                if written is None:   # the one statement's answer
+                    return claim_writes.node_after_single_claim(node, plans, after), plans
+                return after, written
         return self._write_direct(op, lambda conn: transaction(conn, None))
 
     def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
