@@ -1,4 +1,4 @@
-"""Claims checked by the database: ``node_usage.since``.
+"""Claims checked by the database: a column node_usage.since.
 
 ``since`` is the generation from which the node has changed only by claims
 that kept its ``node_usage`` row current, so its inventories, owner and
