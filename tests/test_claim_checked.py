@@ -171,19 +171,15 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
         self.assertEqual(decided[0] + 1, decided[1])
         self.assertEqual(7, self.b.store.get_compute_node(races.HOST, "a").used("VCPU"))
 
-    def _claim_behind_a_holder(self, vcpus):
-        """b claims 2 vCPUs on its stale record while another session holds
-        the node row and commits what a claim of ``vcpus`` writes: the row's
-        usage moves on with the node.  Returns (decided, outcome)."""
-        a, self.b = self.tracker(), self.tracker()
-        stale = self.current_usage_row(a, self.b)      # 3 of 8 vCPUs used
-        holder = self.hold_node_row(stale.uuid)
-        decided, outcome = [], {}
+    def claim_behind_a_lock(self, rt, node, inst, decided):
+        """Start ``claim(rt, node, inst, decided)`` in a thread and return once
+        it waits on a lock: ``(outcome, join)``, ``outcome`` gets its "after"
+        node or its "error", ``join()`` waits for it to end."""
+        outcome = {}
 
         def run():
             try:
-                outcome["after"] = claim(self.b, stale, races.instance(races.flavor(vcpus=2)),
-                                         decided)[0]
+                outcome["after"] = claim(rt, node, inst, decided)[0]
             except Exception as exc:   # noqa: BLE001 - checked by the callers
                 outcome["error"] = exc
 
@@ -193,6 +189,22 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
         self.addOnException(lambda exc_info: self.addDetail(
             "outcome", content.text_content(repr(outcome))))
         self.wait_for_lock_waiter()
+
+        def join():
+            thread.join(30)
+            self.assertFalse(thread.is_alive())
+        return outcome, join
+
+    def _claim_behind_a_holder(self, vcpus):
+        """b claims 2 vCPUs on its stale record while another session holds
+        the node row and commits what a claim of ``vcpus`` writes: the row's
+        usage moves on with the node.  Returns (decided, outcome)."""
+        a, self.b = self.tracker(), self.tracker()
+        stale = self.current_usage_row(a, self.b)      # 3 of 8 vCPUs used
+        holder = self.hold_node_row(stale.uuid)
+        decided = []
+        outcome, join = self.claim_behind_a_lock(
+            self.b, stale, races.instance(races.flavor(vcpus=2)), decided)
         holder.execute(T_NODES.update().where(T_NODES.c.uuid == stale.uuid).values(
             generation=T_NODES.c.generation + 1))
         _write_claim_rows(holder, stale, races.instance(races.flavor(vcpus=vcpus)))
@@ -200,8 +212,7 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
             generation=T_USAGE.c.generation + 1, vcpu=T_USAGE.c.vcpu + vcpus,
             memory_mb=T_USAGE.c.memory_mb + 1024, disk_gb=T_USAGE.c.disk_gb + 1))
         holder.commit()
-        thread.join(30)
-        self.assertFalse(thread.is_alive())
+        join()
         self.assertEqual([], base.usage_row_problems(self.b.store))
         self.assertNoRecordProblems(self.b.store)
         return decided, outcome
@@ -221,23 +232,9 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
             uuid=inst.uuid, vm_state="building", project_id="p", user_id="",
             flavor='{"name": "m1", "vcpus": 1, "memory_mb": 1024, "root_gb": 1}',
             created_at=0.0, updated_at=0.0))
-        outcome = {}
-
-        def run():
-            try:
-                outcome["after"] = claim(a, node, inst, [])[0]
-            except Exception as exc:   # noqa: BLE001 - checked below
-                outcome["error"] = exc
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        self.addCleanup(thread.join, 30)
-        self.addOnException(lambda exc_info: self.addDetail(
-            "outcome", content.text_content(repr(outcome))))
-        self.wait_for_lock_waiter()
+        outcome, join = self.claim_behind_a_lock(a, node, inst, [])
         holder.commit()
-        thread.join(30)
-        self.assertFalse(thread.is_alive())
+        join()
         self.assertNotIn("error", outcome)
         # The key broke, nothing of the statement stayed; the transaction
         # then found the instance known and claimed it.
