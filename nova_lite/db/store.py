@@ -90,7 +90,7 @@ class ClaimPlan:
     reported flag unchanged, the plan is admitted whenever the usage of each
     class plus the allocation stays within its bound.  On PostgreSQL the
     database checks exactly that when the node moved on since the decision
-    (see :mod:`nova_lite.db.claim_writes`).  None: the plan holds only on
+    (see ``nova_lite.db.claim_writes``).  None: the plan holds only on
     the record it was decided on.
     """
 
@@ -319,10 +319,10 @@ class Store:
         (inventories, owner, reported flag, usage) changed since ``node``
         was read, and the plans decided on it before the transaction are
         written: a compare-and-swap.  On PostgreSQL, a new instance's claim
-        is one statement (:data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM`)
+        is one statement (``claim_writes.PG_SINGLE_CLAIM``)
         that also admits a plan decided on an older record when only usage
         changed since and the plan still fits its bounds
-        (:attr:`ClaimPlan.bounds`), checked by the database on the node's
+        (``ClaimPlan.bounds``), checked by the database on the node's
         current usage.  Otherwise (or if the possibly stale ``node``
         refused) the node is read again under that lock (on PostgreSQL
         sent with the bump, in its round trip) and decided on: that
