@@ -3,11 +3,13 @@
 Every change to what a claim decides on (a node's inventories, its owner,
 whether its driver still reports it, its usage) is one transaction that
 bumps the node's ``generation``.  A claim first decides on the node as the
-caller last saw it and commits only if the generation is still that one (a
-compare-and-swap); if another writer got there first (nothing was
-written), a second transaction locks the node row, re-reads all of it and
-decides on fresh records.  Guards on the instance rows (deleted is final,
-one move at a time) run inside the same transactions.
+caller last saw it; its transaction bumps the generation, which locks the
+node row, and writes that decision if the generation moved from the one
+decided on (a compare-and-swap) or, on PostgreSQL, if the database finds
+that only usage changed since and the plan still fits.  Otherwise the same
+transaction re-reads all of the node under that lock and decides on fresh
+records (see :meth:`Store.claim`).  Guards on the instance rows (deleted is
+final, one move at a time) run inside the same transactions.
 """
 
 import collections
