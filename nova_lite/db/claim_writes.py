@@ -24,12 +24,14 @@ statement, so the order only matters on PostgreSQL.
 On PostgreSQL each statement is a round trip.  Under the node's lock the
 re-read is sent with the bump (:func:`bump_and_reread`: both in one round
 trip), and the common cases are folded into one statement each: a claim
-of one new instance decided on a record that is still current
-(:data:`PG_SINGLE_CLAIM`: the swap, the instance's row and its
-allocation, or nothing at all), and, after a re-read under the node's
-lock, a new instance's row, its allocation and the usage row together.
-Anything else (a move, a known instance, several claims at once) takes
-the steps above.
+of one new instance (:data:`PG_SINGLE_CLAIM`: the bump, and the
+instance's row and its allocation if the record it was decided on is
+still current or the database finds that only usage changed since and
+the plan still fits its bounds; else the bump alone, and the transaction
+decides under the lock), and, after a re-read under the node's lock, a
+new instance's row, its allocation and the usage row together.  Anything
+else (a move, a known instance, several claims at once) takes the steps
+above.
 """
 
 import attrs
