@@ -8,8 +8,9 @@ record it was decided on, the statement still admits it if the node's
 has now; otherwise the claim decides again under the node's lock, in the
 same transaction.  Each test pins one of those conditions: a claim that
 fits, one that no longer fits, an inventory changed meanwhile, a NUMA
-claim meanwhile, and an instance recorded by another request while the
-statement ran.
+claim meanwhile, a claim checked on what the holder of the node's lock
+committed while it waited, and an instance recorded by another request
+while the statement ran.
 """
 
 import threading
