@@ -1,14 +1,15 @@
 """The claim's statements on the DBAPI cursor, and PostgreSQL's one-statement claim.
 
 A claim's transaction runs SQLAlchemy Core statements straight on the
-driver's cursor (:mod:`nova_lite.db.direct`).  On PostgreSQL a claim decided
-on a record that is still current is one statement: the compare-and-swap of
-the node's generation, the new instance's row and its allocation.  These
-tests show what that statement writes and, above all, what it does not:
-nothing at all when the node moved or the instance is known, so the
-ordinary transaction decides again on fresh records.
+driver's cursor (:mod:`nova_lite.db.direct`).  On PostgreSQL a claim of a
+new instance is one statement: the bump of the node's generation, the new
+instance's row and its allocation.  These tests show what that statement
+writes on a current record and, above all, what a claim does not write:
+nothing of a plan decided on a record the node moved on from, nor of a
+known instance, until the transaction has decided again on fresh records
+(the database's own check of a stale plan is in
+``tests.test_claim_checked``).
 """
-
 
 import attrs
 import sqlalchemy as sa

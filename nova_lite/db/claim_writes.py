@@ -38,7 +38,6 @@ import attrs
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from nova_lite.compute.node_usage import with_allocation
 from nova_lite.compute.placement import MAX_AMOUNT
 from nova_lite.db import models, rows
 from nova_lite.exception import (
@@ -391,17 +390,11 @@ def single_claim_values(node, plan, now):
                 node=node.uuid, expected=node.generation, plain=plain)
 
 
-def node_after_single_claim(node, plans, row):
-    """The node as recorded after :data:`PG_SINGLE_CLAIM` wrote ``plans`` (one
-    plan decided on ``node``) and answered ``row``.
-
-    After a compare-and-swap, ``node`` plus the plan; after the usage row
-    took it, ``node`` with the row's usage of the standard classes: nothing
-    else changed since ``node`` was recorded (the row's ``since``).
-    """
-    if row.generation == node.generation + 1:
-        return attrs.evolve(with_allocation(node, plans[0].allocation),
-                            generation=row.generation)
+def node_with_usage_row(node, row):
+    """``node`` as recorded after the usage row took a claim decided on it
+    (:data:`PG_SINGLE_CLAIM` answered ``row``): the row's usage of the
+    standard classes at the row's generation; nothing else changed since
+    ``node`` was recorded (the row's ``since``)."""
     usage = {rc: n for rc, n in node.usage.items() if rc not in models.ALLOCATION_COLUMNS}
     for rc, col in rows.STD_COLUMNS:
         if getattr(row, col):

@@ -226,9 +226,9 @@ def is_transient(error):
 
 def is_unique_violation(error):
     """True for a PostgreSQL unique-key violation, also as a StoreError's cause."""
-    orig = _orig(getattr(error, "__cause__", None) or error) \
-        if isinstance(error, StoreError) else _orig(error)
-    return getattr(orig, "sqlstate", None) == _PG_UNIQUE_VIOLATION
+    if isinstance(error, StoreError):
+        error = error.__cause__ or error
+    return getattr(_orig(error), "sqlstate", None) == _PG_UNIQUE_VIOLATION
 
 
 def cause(exc):

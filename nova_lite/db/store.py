@@ -404,7 +404,9 @@ class Store:
                 # nothing was written: the steps that guard a known instance decide.
             else:
                 if written is None:   # the one statement's answer
-                    return claim_writes.node_after_single_claim(node, plans, after), plans
+                    if after.generation == node.generation + 1:   # the compare-and-swap
+                        return _after(node, after.generation, plans), plans
+                    return claim_writes.node_with_usage_row(node, after), plans
                 return after, written
         return self._write_direct(op, lambda conn: transaction(conn, None))
 
