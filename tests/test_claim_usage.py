@@ -234,21 +234,42 @@ class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCa
                            .values(total=4))
         self._queue_and_decide_on_the_holders_rows(a, b, shrink, used=2)
 
-    def _queue_and_decide_on_the_holders_rows(self, a, b, change, used):
-        """``a`` claims 4 vCPUs while another session holds the node row; the
-        holder makes ``change(holder, node)``, moves the generation as a claim
-        would, and commits; ``a`` must decide on that and find 2 vCPUs free."""
+    def test_a_move_that_waits_on_the_node_rereads_the_inventory_the_holder_committed(self):
+        # A move's claim is not the one statement: its bump and re-read are
+        # sent together, and the re-read must still run once the bump has
+        # the lock.  Two 1-vCPU instances, then a resize of one to 4 vCPUs
+        # while the holder shrinks the node to 4.
+        a, b = self.tracker(), self.tracker()
+        moved = b.instance_claim(races.instance(races.flavor(vcpus=1)), "a").instance
+        b.instance_claim(races.instance(races.flavor(vcpus=1)), "a")
+
+        def shrink(holder, node):
+            holder.execute(T_INV.update().where(T_INV.c.node_uuid == node.uuid,
+                                                T_INV.c.resource_class == "VCPU")
+                           .values(total=4))
+        self._queue_and_decide_on_the_holders_rows(
+            a, b, shrink, used=2,
+            claim=lambda: a.resize_claim(moved, races.flavor(name="m4", vcpus=4), "a"))
+
+    def _queue_and_decide_on_the_holders_rows(self, a, b, change, used, claim=None):
+        """``a`` claims 4 vCPUs (a new instance's claim, or ``claim()``)
+        while another session holds the node row; the holder makes
+        ``change(holder, node)``, moves the generation as a claim would, and
+        commits; ``a`` must decide on that and find 2 vCPUs free."""
         node = a.get_node("a")
         holder = self.hold_node_row(node.uuid)
         outcome = {}
+        if claim is None:
+            def claim():
+                return a.instance_claim(races.instance(races.flavor(vcpus=4)), "a")
 
-        def claim():
+        def claim_and_keep_the_outcome():
             try:
-                outcome["claim"] = a.instance_claim(races.instance(races.flavor(vcpus=4)), "a")
+                outcome["claim"] = claim()
             except Exception as exc:   # noqa: BLE001 - checked below
                 outcome["error"] = exc
 
-        thread = threading.Thread(target=claim)
+        thread = threading.Thread(target=claim_and_keep_the_outcome)
         thread.start()
         self.addCleanup(thread.join, 30)
         self.wait_for_lock_waiter()

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """Break each guard of the claim path on purpose and show that the tests fail.
 
-``python tools/mutants.py [--list] [NAME ...]``: for each mutant, copy the
-tree to a temporary directory, apply the mutant (a textual change that must
-match exactly once), run the tests that guard it from the copy, and report
-whether they failed, as they must.  Exits 0 only if every mutant was
-caught ("killed"); the last line reads ``N passed, N failed`` (a passed
-mutant check is a killed mutant).
+``python tools/mutants.py [--list] [--all-guards] [NAME ...]``: for each
+mutant, copy the tree to a temporary directory, apply the mutant (a textual
+change that must match exactly once), run the tests that guard it from the
+copy, and report whether they failed, as they must.  Exits 0 only if every
+mutant was caught ("killed"); the last line reads ``N passed, N failed`` (a
+passed mutant check is a killed mutant).
+
+Each mutant runs against its own guards (:data:`GUARDS`): the test modules
+or classes written to catch it, with the chaos history wherever it catches
+it too, so the whole run stays within the few minutes CI gives it.
+``--all-guards`` runs every mutant against every module of
+:data:`GUARD_TESTS` instead (``make mutants``).
 
 The copy imports its own ``nova_lite`` (the current directory comes first
 on ``sys.path``); the installed entry points name the same modules, so the
@@ -24,7 +30,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: The tests that guard the claim path against each mutant.
+#: Every test module that guards the claim path (``--all-guards``).
 GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
                "tests.test_store", "tests.test_claim_concurrency", "tests.test_claim_usage",
                "tests.test_claim_statements", "tests.test_claim_checked")
@@ -101,6 +107,26 @@ MUTANTS = {
         "    problems = []\n"),
 }
 
+_HISTORY = "tests.reliability.test_history"
+_CHECKED, _RACES, _USAGE = ("tests.test_claim_checked", "tests.test_claim_races",
+                            "tests.test_claim_usage")
+
+#: The tests run against each mutant by default: each list holds a test
+#: that catches the mutant every time, not only a chaos run that may.
+GUARDS = {
+    "cas-ignored": (_HISTORY, _RACES, _USAGE),
+    "one-statement-cas-ignored": (_CHECKED,),
+    "database-check-ignores-since": (_CHECKED,),
+    "database-check-ignores-room": (_CHECKED, _USAGE),
+    "usage-check-on-the-snapshot": (_CHECKED,),
+    "extras-keep-since": (_CHECKED,),
+    "no-inventory-reread": (_HISTORY, _RACES, _CHECKED),
+    "reread-before-the-bump": (_USAGE,),
+    "usage-row-of-older-generation": (_USAGE,),
+    "move-check-outside": (_RACES,),
+    "no-ownership-check": (_HISTORY, _RACES),
+}
+
 #: A second change some mutants need, to stay a faithful copy of the old code.
 SECOND = {
     "move-check-outside": (
@@ -132,6 +158,13 @@ def _copy(dest):
     shutil.copytree(ROOT, dest, ignore=ignore, dirs_exist_ok=True)
 
 
+def _names_a_module(tree, test_id):
+    """True if ``test_id`` is a test module of ``tree``, or a class or test in one."""
+    parts = test_id.split(".")
+    return any(os.path.exists(os.path.join(tree, *parts[:i]) + ".py")
+               for i in range(1, len(parts) + 1))
+
+
 def run_mutant(name, tests):
     description, path, old, new = MUTANTS[name]
     with tempfile.TemporaryDirectory(prefix=f"mutant-{name}-") as tree:
@@ -139,11 +172,12 @@ def run_mutant(name, tests):
         _replace(tree, path, old, new)
         if name in SECOND:
             _replace(tree, *SECOND[name])
-        present = [t for t in tests
-                   if os.path.exists(os.path.join(tree, *t.split(".")) + ".py")]
+        missing = [t for t in tests if not _names_a_module(tree, t)]
+        if missing:
+            raise SystemExit(f"mutant {name}: no test module for {', '.join(missing)}")
         started = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "stestr", "--test-path", "tests",
-                              "--top-dir", ".", "run", "--concurrency", "2", *present],
+                              "--top-dir", ".", "run", "--concurrency", "2", *tests],
                              cwd=tree, capture_output=True, text=True,
                              env=dict(os.environ, PYTHONPATH=tree))
         failed = sorted(set(re.findall(r"^FAIL: (\S+)", out.stdout + out.stderr, re.MULTILINE)
@@ -151,7 +185,7 @@ def run_mutant(name, tests):
         counted = re.search(r"^ - Failed: (\d+)$", out.stdout, re.MULTILINE)
         killed = out.returncode != 0 and counted is not None and int(counted.group(1)) > 0
         print(f"{'killed' if killed else 'SURVIVED'}: {name} ({description}) in "
-              f"{time.monotonic() - started:.0f} s; failing tests:")
+              f"{time.monotonic() - started:.0f} s by {', '.join(tests)}; failing tests:")
         for line in failed[:8]:
             print(f"    {line}")
         if not killed:
@@ -164,18 +198,30 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
-    parser.add_argument("--tests", nargs="+", default=list(GUARD_TESTS),
-                        help="test modules to run against each mutant")
+    parser.add_argument("--all-guards", action="store_true",
+                        help="run every mutant against every module of GUARD_TESTS, "
+                             "not only its own guards")
+    parser.add_argument("--tests", nargs="+",
+                        help="test modules to run against each mutant instead")
     args = parser.parse_args(argv)
     if args.list:
         for name, (description, path, _, _) in MUTANTS.items():
-            print(f"{name}: {description} ({path})")
+            print(f"{name}: {description} ({path}); guards: {', '.join(GUARDS[name])}")
         return 0
+    if set(GUARDS) != set(MUTANTS):
+        parser.error(f"mutants without guards or guards without a mutant: "
+                     f"{', '.join(sorted(set(GUARDS) ^ set(MUTANTS)))}")
     names = args.names or list(MUTANTS)
     unknown = set(names) - set(MUTANTS)
     if unknown:
         parser.error(f"unknown mutants: {', '.join(sorted(unknown))}; see --list")
-    killed = sum(run_mutant(name, args.tests) for name in names)
+    def tests_of(name):
+        if args.tests:
+            return args.tests
+        return list(GUARD_TESTS) if args.all_guards else list(GUARDS[name])
+    started = time.monotonic()
+    killed = sum(run_mutant(name, tests_of(name)) for name in names)
+    print(f"mutants: {len(names)} run in {time.monotonic() - started:.0f} s")
     print(f"{killed} passed, {len(names) - killed} failed")
     return 0 if killed == len(names) else 1
 
