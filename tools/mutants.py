@@ -204,17 +204,18 @@ def main(argv=None):
     parser.add_argument("--tests", nargs="+",
                         help="test modules to run against each mutant instead")
     args = parser.parse_args(argv)
+    if set(GUARDS) != set(MUTANTS):
+        parser.error(f"mutants without guards or guards without a mutant: "
+                     f"{', '.join(sorted(set(GUARDS) ^ set(MUTANTS)))}")
     if args.list:
         for name, (description, path, _, _) in MUTANTS.items():
             print(f"{name}: {description} ({path}); guards: {', '.join(GUARDS[name])}")
         return 0
-    if set(GUARDS) != set(MUTANTS):
-        parser.error(f"mutants without guards or guards without a mutant: "
-                     f"{', '.join(sorted(set(GUARDS) ^ set(MUTANTS)))}")
     names = args.names or list(MUTANTS)
     unknown = set(names) - set(MUTANTS)
     if unknown:
         parser.error(f"unknown mutants: {', '.join(sorted(unknown))}; see --list")
+
     def tests_of(name):
         if args.tests:
             return args.tests
