@@ -21,7 +21,8 @@ if __package__ in (None, ""):   # run as a file: python bench/run_all.py
 from bench import common  # noqa: E402
 
 #: Scenario modules, in the order they run.
-SCENARIOS = ("claims", "audit", "fleet", "concurrency", "references", "api", "metrics")
+SCENARIOS = ("claims", "audit", "fleet", "concurrency", "references", "api", "metrics",
+             "nova_compare")
 
 
 def run_scenario(name, extra_args=(), timeout=None):

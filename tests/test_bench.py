@@ -15,12 +15,13 @@ import sys
 import fixtures
 import testtools
 
-from bench import api, audit, claims, common, concurrency, fleet, references, run_all, summary
+from bench import api, audit, claims, common, concurrency, fleet, nova_compare, references, \
+    run_all, summary
 from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCENARIOS = (claims, audit, fleet, concurrency, references, api, metrics_bench)
+SCENARIOS = (claims, audit, fleet, concurrency, references, api, metrics_bench, nova_compare)
 
 
 def _command(*args):
@@ -142,6 +143,28 @@ class TestScenarios(testtools.TestCase):
             self.assertEqual(4, figures["total_claims"])
             self.assertEqual(4, figures["vcpus_used_after"])
 
+    def test_nova_beside_nova_lite(self):
+        # Nova's own ResourceTracker, from its virtualenv, on the same
+        # scenarios; each side counts what it did, so a side that silently
+        # did nothing cannot pass for a fast one.
+        components.require(self, "nova", nova_compare.nova_problem())
+        sizes = {}
+        for case in nova_compare.cases(nova_compare.TINY_SIZES):
+            figures = self.run_case(nova_compare, **case)
+            sizes[case["kind"]] = case["size"]
+            self.assertEqual("34.0.0", figures["nova"])
+            for mode in nova_compare.MODES:
+                self.assertGreater(figures[f"nova_{mode}"], 0)
+                self.assertGreater(figures[f"times_nova_{mode}"], 0)
+                # vCPUs used after the claims or the audit; nodes tracked.
+                self.assertEqual(case["size"], figures[f"nova_{mode}_counted"])
+        self.assertEqual({"claims": 4, "audit": 20, "fleet": 2}, sizes)
+
+    def test_nova_side_refuses_an_unknown_scenario(self):
+        components.require(self, "nova", nova_compare.nova_problem())
+        exc = self.assertRaises(RuntimeError, nova_compare.run_nova, "nope", 1, "nodb")
+        self.assertIn("unknown scenario 'nope'", str(exc))
+
     def test_concurrency_on_postgresql(self):
         self.use_postgresql()
         figures = self.run_case(concurrency, store="postgresql", layout="shared-node",
@@ -192,7 +215,7 @@ class TestCommands(testtools.TestCase):
         self.assertEqual(2, status)
         self.assertIn("nope", err)
         self.assertEqual(("claims", "audit", "fleet", "concurrency", "references", "api",
-                          "metrics"), run_all.SCENARIOS)
+                          "metrics", "nova_compare"), run_all.SCENARIOS)
 
     def test_summary_of_a_run(self):
         out = self.useFixture(fixtures.TempDir()).join("run.json")

@@ -53,4 +53,6 @@ done
 if [ -x drivers/ironic/tools/ironic-venv.sh ]; then
     drivers/ironic/tools/ironic-venv.sh
 fi
+# OpenStack Nova, in its own virtualenv too, for bench.nova_compare.
+tools/nova-venv.sh
 echo "bootstrap: done"
