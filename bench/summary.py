@@ -25,12 +25,17 @@ TARGETS = {
     ("fleet peak RSS", 50000, "fake.multinode"): "<= 1,024 MiB",
     ("api cluster", 10000, "sqlite-file"): "<= 50 ms (median)",
     ("metrics scrape", 10000, "sqlite-file"): "<= 1,000 ms (median)",
+    **{(f"nova {kind}", size, mode): target
+       for kind, size in (("claims", 1000), ("audit", 5000), ("fleet", 500))
+       for mode, target in (("sqlite", ">= 20 times"), ("nodb", "> 1 time"))},
 }
 
 
 def _fmt(value, unit):
     if value is None:
         return "-"
+    if unit == "x":
+        return f"{value:,.1f} times faster"
     if unit == "/s":
         return f"{value:,.0f}/s"
     if unit == "MiB":
@@ -86,6 +91,17 @@ def rows(report):
                 out[("metrics scrape changed", r["nodes"], r["store"])] = (
                     "Metrics scrape, after a change", f"{r['nodes']:,} nodes", r["store"],
                     r["after_change_ms"], "ms", r.get("peak_rss_mib"))
+    labels = {"claims": ("claims", "Claims beside Nova"),
+              "audit": ("instances", "Audit beside Nova"),
+              "fleet": ("nodes", "Fleet pass beside Nova")}
+    for r in scenarios.get("nova_compare", {}).get("results", ()):
+        if "times_nova_sqlite" not in r:
+            continue
+        unit_name, label = labels[r["kind"]]
+        for mode, where in (("sqlite", "Nova on sqlite-file"), ("nodb", "Nova, no database")):
+            out[(f"nova {r['kind']}", r["size"], mode)] = (
+                label, f"{r['size']:,} {unit_name}", where, r[f"times_nova_{mode}"], "x",
+                r.get("peak_rss_mib"))
     return out
 
 

@@ -136,6 +136,17 @@ class TestScenarios(testtools.TestCase):
         self.assertIn(["Metrics scrape, steady", "10,000 nodes", "sqlite-file", "500 ms",
                        "<= 1,000 ms (median)", ""], lines)
 
+    def test_summary_rows_beside_nova(self):
+        report = {"scenarios": {"nova_compare": {"results": [
+            {"kind": "claims", "size": 1000, "times_nova_sqlite": 371.4,
+             "times_nova_nodb": 14.9},
+            {"kind": "fleet", "size": 500, "skipped": "no Nova virtualenv"}]}}}
+        header, lines = summary.table(report)
+        self.assertEqual([["Claims beside Nova", "1,000 claims", "Nova on sqlite-file",
+                           "371.4 times faster", ">= 20 times", ""],
+                          ["Claims beside Nova", "1,000 claims", "Nova, no database",
+                           "14.9 times faster", "> 1 time", ""]], lines)
+
     def test_concurrency_on_a_sqlite_file(self):
         for layout in concurrency.LAYOUTS:
             figures = self.run_case(concurrency, store="sqlite-file", layout=layout,
