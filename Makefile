@@ -10,7 +10,7 @@ run:
 	@tools/bootstrap.sh core
 	@.venv/bin/nova-lite --state-path "$(STATE)" compute --once --demo
 
-# Install everything (Debian packages, drivers, the real-Ironic venv) and
+# Install everything (Debian packages, drivers, the real-Ironic and Nova venvs) and
 # run every test suite; ends with "N passed, N failed, N skipped".
 test:
 	@tools/bootstrap.sh all
