@@ -65,6 +65,25 @@ class InstanceNotFound(NovaLiteError, LookupError):
             f"Instance {instance_uuid} not found" + (f" {where}" if where else ""))
 
 
+class MigrationNotFound(NovaLiteError, LookupError):
+    """A migration is not in the records where it was looked for."""
+
+    def __init__(self, migration_uuid, where=""):
+        self.migration_uuid = migration_uuid
+        super().__init__(
+            f"Migration {migration_uuid} not found" + (f" {where}" if where else ""))
+
+
+class HostNotFound(NovaLiteError, LookupError):
+    """A host has no service and no compute node record."""
+
+    def __init__(self, host, known=()):
+        self.host = host
+        listed = ", ".join(sorted(known)) or "none"
+        super().__init__(f"Host {host!r} not found: it has no compute service and no "
+                         f"compute node record (known hosts: {listed})")
+
+
 class DriverNotReady(NovaLiteError):
     """The virt driver cannot report its nodes right now (its back end is down).
 

@@ -30,7 +30,7 @@ import attrs
 
 from nova_lite import reports
 from nova_lite.compute import accounting
-from nova_lite.exception import InstanceNotFound, InvalidInput, NodeNotFound
+from nova_lite.exception import InvalidInput, NodeNotFound
 from nova_lite.objects import ZERO_OVERHEAD
 
 LOG = logging.getLogger(__name__)
@@ -450,21 +450,21 @@ def find_node(store, node_ident, host=None):
 
 
 def gather(store, node):
-    """``(allocations, instances, migrations)`` :func:`explain` needs for ``node``."""
-    allocations = store.list_allocations(node_uuid=node.uuid)
-    instances = {i.uuid: i for i in store.list_instances(host=node.host)}
-    migrations = {m.uuid: m for m in store.list_migrations(in_progress_only=True)
-                  if (node.host, node.nodename) in ((m.source_compute, m.source_node),
-                                                    (m.dest_compute, m.dest_node))}
-    for alloc in allocations:
-        if alloc.consumer_type == "instance" and alloc.consumer_uuid not in instances:
-            try:
-                instances[alloc.consumer_uuid] = store.get_instance(alloc.consumer_uuid)
-            except InstanceNotFound:
-                pass
-        if alloc.consumer_type == "migration" and alloc.consumer_uuid not in migrations:
-            for mig in store.list_migrations(alloc.instance_uuid):
-                migrations.setdefault(mig.uuid, mig)
+    """``(allocations, instances, migrations)`` :func:`explain` needs for ``node``,
+    read at one moment (:meth:`~nova_lite.db.Store.records_snapshot`)."""
+    return gather_from(store.records_snapshot(node.host), node)
+
+
+def gather_from(snap, node):
+    """``(allocations, instances, migrations)`` for ``node`` from a
+    :class:`~nova_lite.db.snapshot.RecordsSnapshot` that holds its host."""
+    allocations = snap.allocations_on(node.uuid)
+    held = {a.consumer_uuid for a in allocations} | {a.instance_uuid for a in allocations}
+    instances = {u: i for u, i in snap.instances.items()
+                 if u in held or (i.host == node.host and i.holds_resources)}
+    migrations = {u: m for u, m in snap.migrations.items()
+                  if u in held or (m.in_progress and (node.host, node.nodename) in (
+                      (m.source_compute, m.source_node), (m.dest_compute, m.dest_node)))}
     return allocations, instances, migrations
 
 
@@ -486,7 +486,8 @@ def explain_node(store, node_ident, settings, host=None, guests=None):
     return result
 
 
-__all__ = ["explain_node", "explain", "find_node", "gather", "unknown_guests", "NodeExplanation",
+__all__ = ["explain_node", "explain", "find_node", "gather", "gather_from", "unknown_guests",
+           "NodeExplanation",
            "ResourceExplanation", "ConsumerLine", "Culprit", "CULPRIT_KINDS",
            "STALE_ALLOCATION", "UNKNOWN_GUEST", "OVER_COMMIT", "SHRUNKEN_HOST",
            "MISSING_ALLOCATION"]

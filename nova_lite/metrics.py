@@ -24,9 +24,13 @@ The process-local metrics are fed by the code paths themselves, cheaply:
   audit (``audit="resources"``, the compute service's periodic pass) or
   views comparison (``audit="views"``, ``nova-lite audit``) took;
 - ``nova_lite_audit_differences{host, kind}``: differences of each kind
-  the last views comparison of ``host`` found, and
-  ``nova_lite_leak_findings{kind}``: findings of each kind of the last
-  leak search (``nova_lite.leaks.find_leaks``) in this process.
+  the last views comparison of ``host`` found.
+
+The findings are not process-local: :class:`FindingsCollector` reads what
+each compute service recorded of its last leak search (every pass), so
+every process that serves metrics gives the same
+``nova_lite_leak_findings{host, kind}`` and
+``nova_lite_leak_findings_recorded_timestamp_seconds{host}``.
 
 :class:`Exporter` renders them all (the nodes' lines cached per node
 generation by :class:`NodeText`, byte for byte what prometheus_client
@@ -73,10 +77,7 @@ _AUDIT_SECONDS = prometheus_client.Histogram(
 _DIFFERENCES = prometheus_client.Gauge(
     "nova_lite_audit_differences", "Differences of each kind found by the last views "
     "comparison of the host in this process.", ["host", "kind"], registry=None)
-_FINDINGS = prometheus_client.Gauge(
-    "nova_lite_leak_findings", "Findings of each kind of the last leak search in this "
-    "process.", ["kind"], registry=None)
-_PROCESS_METRICS = (_CLAIMS, _REASONS, _AUDIT_SECONDS, _DIFFERENCES, _FINDINGS)
+_PROCESS_METRICS = (_CLAIMS, _REASONS, _AUDIT_SECONDS, _DIFFERENCES)
 
 _WORDS = {"memory": "MEMORY_MB", "disk": "DISK_GB", "vcpu": "VCPU", "pcpu": "PCPU"}
 _FREE = re.compile(r"^Free (\w+) ")
@@ -121,13 +122,6 @@ def record_differences(host: str, kinds: Iterable[str], found: Iterable[str]) ->
     found = list(found)
     for kind in kinds:
         _DIFFERENCES.labels(host, kind).set(found.count(kind))
-
-
-def record_findings(kinds: Iterable[str], found: Iterable[str]) -> None:
-    """Set the leak finding counts: every kind of ``kinds``, counted in ``found``."""
-    found = list(found)
-    for kind in kinds:
-        _FINDINGS.labels(kind).set(found.count(kind))
 
 
 class ProcessCollector(Collector):
@@ -212,6 +206,29 @@ class ServiceCollector(Collector):
         yield enabled
 
 
+class FindingsCollector(Collector):
+    """The findings each compute service recorded of its last leak search,
+    read from ``store`` at every scrape: per (host, kind) a count, and per
+    host when they were recorded (epoch s)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator:
+        counts = GaugeMetricFamily(f"{PREFIX}_leak_findings", "Findings of each kind of the "
+                                   "last leak search each compute service recorded.",
+                                   labels=["host", "kind"])
+        when = GaugeMetricFamily(f"{PREFIX}_leak_findings_recorded_timestamp_seconds",
+                                 "When the compute service recorded those findings (Unix "
+                                 "time, seconds).", labels=["host"])
+        for recorded in self.store.recorded_findings():
+            for kind, n in recorded.counts().items():
+                counts.add_metric([recorded.host, kind], n)
+            when.add_metric([recorded.host], recorded.recorded_at)
+        yield counts
+        yield when
+
+
 def _label_value(value: str) -> str:
     # As prometheus_client escapes label values in the text format.
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
@@ -282,6 +299,7 @@ class Exporter:
             self.nodes = NodeText(cache)
             self.services = CollectorRegistry(auto_describe=False)
             self.services.register(ServiceCollector(store, settings, cache))
+            self.services.register(FindingsCollector(store))
 
     def render(self) -> bytes:
         """Every metric in Prometheus' text exposition format (version 0.0.4)."""
@@ -301,6 +319,7 @@ def registry(store=None, settings=None) -> CollectorRegistry:
         cache = cluster.NodeCache(store)
         reg.register(NodeCollector(cache))
         reg.register(ServiceCollector(store, settings, cache))
+        reg.register(FindingsCollector(store))
     return reg
 
 
@@ -370,6 +389,7 @@ class MetricsServer(BackgroundServer):
 
 
 __all__ = ["Exporter", "NodeText", "NodeCollector", "ServiceCollector", "ProcessCollector",
-           "MetricsServer", "registry", "render", "write_textfile", "wsgi_app", "node_values",
-           "record_claims", "record_audit_duration", "record_differences", "record_findings",
+           "FindingsCollector", "MetricsServer", "registry", "render", "write_textfile",
+           "wsgi_app", "node_values", "record_claims", "record_audit_duration",
+           "record_differences",
            "reason_label", "NO_REASON", "RESOURCE_AUDIT", "VIEWS_AUDIT"]

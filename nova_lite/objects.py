@@ -10,38 +10,15 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from nova_lite import validators as v
+from nova_lite.holds import (  # noqa: F401 - public names of this module
+    ACTIVE, BUILDING, DELETED, ERROR, MIGRATION_IN_PROGRESS, PAUSED, RESCUED, RESIZED,
+    SHELVED, SHELVED_OFFLOADED, SOFT_DELETED, STATES_WITHOUT_RESOURCES, STOPPED, SUSPENDED,
+    UNSHELVE_TASK_STATES, VM_STATES, instance_holds, migration_holds)
 from nova_lite.host_topology import (  # noqa: F401 - public names of this module
     PCI_DEV_TYPES, CpuInfo, CpuTopology, MaxPhysAddr, MemPage, NUMACell, NUMATopology,
     PciDevice, SupportedInstance)
 from nova_lite.node_resources import NodeResources  # noqa: F401 - public name
 from nova_lite.resources import Inventory
-
-# Nova's vm_state strings.
-ACTIVE = "active"
-BUILDING = "building"
-PAUSED = "paused"
-SUSPENDED = "suspended"
-STOPPED = "stopped"
-RESCUED = "rescued"
-RESIZED = "resized"
-SOFT_DELETED = "soft-delete"
-DELETED = "deleted"
-ERROR = "error"
-SHELVED = "shelved"
-SHELVED_OFFLOADED = "shelved_offloaded"
-VM_STATES = frozenset({ACTIVE, BUILDING, PAUSED, SUSPENDED, STOPPED, RESCUED, RESIZED,
-                       SOFT_DELETED, DELETED, ERROR, SHELVED, SHELVED_OFFLOADED})
-#: task_states of a shelved-offloaded instance being spawned again (unshelve):
-#: it holds the claim made for it.
-UNSHELVE_TASK_STATES = frozenset({"spawning"})
-#: vm_states whose instance holds no resources on its node (but see
-#: :data:`UNSHELVE_TASK_STATES`).
-STATES_WITHOUT_RESOURCES = frozenset({DELETED, SHELVED_OFFLOADED})
-
-# Migration statuses that still hold resources (Nova's "in progress" set).
-MIGRATION_IN_PROGRESS = frozenset({
-    "accepted", "pre-migrating", "migrating", "post-migrating", "finished",
-    "preparing", "running", "queued"})
 
 CPU_POLICIES = frozenset({"shared", "dedicated"})
 PCI_NUMA_POLICIES = frozenset({"legacy", "required", "preferred"})
@@ -169,20 +146,24 @@ class Instance:
 
     @property
     def holds_resources(self) -> bool:
-        """False for deleted and shelved-offloaded instances, except one being unshelved."""
-        return self.state_holds_resources(self.vm_state, self.task_state)
+        """Whether this record holds resources (on its node, if it has one).
+
+        :func:`nova_lite.holds.instance_holds` with ``placed`` from its own
+        host and node: False when deleted, and when shelve-offloaded unless
+        it was placed by an unshelve's claim (or its task is an unshelve).
+        """
+        return instance_holds(self.vm_state, self.task_state,
+                              placed=self.host is not None and self.node is not None)
 
     @staticmethod
     def state_holds_resources(vm_state: str, task_state: str | None) -> bool:
-        """Whether an instance in ``vm_state``/``task_state`` holds resources on its node.
+        """Whether recording ``vm_state``/``task_state`` keeps an instance's claim.
 
-        A shelved-offloaded instance whose task is ``spawning`` is being
-        unshelved onto the node its claim chose: it holds that claim (Nova
-        bug 2025480).
+        The state alone (:func:`nova_lite.holds.instance_holds` with
+        ``placed=False``): recording ``shelved_offloaded`` without an
+        unshelve task is the offload, which frees the instance.
         """
-        if vm_state not in STATES_WITHOUT_RESOURCES:
-            return True
-        return vm_state == SHELVED_OFFLOADED and task_state in UNSHELVE_TASK_STATES
+        return instance_holds(vm_state, task_state, placed=False)
 
 
 @attrs.frozen
@@ -204,8 +185,8 @@ class Migration:
 
     @property
     def in_progress(self) -> bool:
-        """True while the migration still holds resources."""
-        return self.status in MIGRATION_IN_PROGRESS
+        """True while it holds resources (:func:`nova_lite.holds.migration_holds`)."""
+        return migration_holds(self.status)
 
     @property
     def same_node(self) -> bool:

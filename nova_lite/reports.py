@@ -18,7 +18,6 @@ import time
 
 import attrs
 
-from nova_lite.objects import STATES_WITHOUT_RESOURCES
 
 VCPU, MEMORY_MB, DISK_GB = "VCPU", "MEMORY_MB", "DISK_GB"
 #: resource class -> (reserved option, ratio kind) in Settings.
@@ -58,7 +57,7 @@ class HypervisorRow:
 
 
 def _live(instances):
-    return [i for i in instances if i.vm_state not in STATES_WITHOUT_RESOURCES]
+    return [i for i in instances if i.holds_resources]
 
 
 def hypervisor_rows(nodes, services, instances, service_down_time, now=None):

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from nova_lite import conf, leaks
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store, models
-from nova_lite.exception import InvalidConfig, NodeNotFound
+from nova_lite.exception import InvalidConfig, InvalidInput, MigrationNotFound, NodeNotFound
 from nova_lite.objects import DELETED
 from nova_lite.testing import databases
 from nova_lite.virt import loader
@@ -41,6 +41,13 @@ def snapshot(store):
             key = list(table.primary_key.columns)
             out[table.name] = [tuple(r) for r in conn.execute(table.select().order_by(*key))]
     return out
+
+
+def beat(store, host, ago):
+    """Make ``host``'s compute service look as if its last heartbeat was ``ago`` s ago."""
+    with store.db.engine.begin() as conn:
+        conn.execute(models.services.update().where(models.services.c.host == host).values(
+            updated_at=time.time() - ago))
 
 
 def age_migration(store, migration_uuid, seconds):
@@ -108,18 +115,26 @@ class HealTests:
         self.assertEqual({newcomer.uuid}, {a.consumer_uuid
                                            for a in rt.store.list_allocations()})
 
-    def test_stuck_migration_older_than_the_age_is_reverted(self):
-        rt = self.tracker(nodes=["n1", "n2"], memory_mb=4096)
+    def _two_moves(self, rt):
         old_inst, young_inst = self.claim(rt, "n1"), self.claim(rt, "n1")
         old = rt.resize_claim(old_inst, base.flavor("m1.big", memory_mb=1024), "n2").migration
         young = rt.resize_claim(young_inst, base.flavor("m1.big", memory_mb=1024),
                                 "n2").migration
         age_migration(rt.store, old.uuid, 601)
         age_migration(rt.store, young.uuid, 599)
+        return old_inst, young_inst, old, young
+
+    def test_stuck_migration_with_its_service_down_is_reverted(self):
+        rt = self.tracker(nodes=["n1", "n2"], memory_mb=4096)
+        rt.store.heartbeat(self.host)
+        beat(rt.store, self.host, ago=rt.settings.service_down_time + 5)
+        old_inst, young_inst, old, young = self._two_moves(rt)
         report = leaks.find_leaks(rt.store, rt.settings, host=self.host)
         self.assertEqual([(leaks.STUCK_MIGRATION, old.uuid)],
                          [(f.kind, f.subject) for f in report.findings])
         self.assertGreater(report.findings[0].age, 600)
+        self.assertIn(f"the compute service of host {self.host} is down since",
+                      report.findings[0].detail)
         (action,) = leaks.heal(rt.store, report)
         self.assertEqual((leaks.APPLIED, "finish_migration", {"MEMORY_MB": 1024, "VCPU": 1,
                                                               "DISK_GB": 1}),
@@ -130,12 +145,90 @@ class HealTests:
         held = {(a.consumer_uuid, a.node_uuid) for a in rt.store.list_allocations()}
         n1, n2 = (rt.store.get_compute_node(self.host, n).uuid for n in ("n1", "n2"))
         self.assertEqual({(old_inst.uuid, n1), (young_inst.uuid, n1), (young.uuid, n2)}, held)
-        # A resize waiting for its confirmation (finished) waits for a person: not stuck.
-        with rt.store.db.engine.begin() as conn:
-            conn.execute(models.migrations.update().where(
-                models.migrations.c.uuid == young.uuid).values(status="finished"))
-        age_migration(rt.store, young.uuid, 10 ** 6)
+
+    def test_a_move_whose_services_are_up_is_reported_and_never_touched(self):
+        rt = self.tracker(nodes=["n1", "n2"], memory_mb=4096)
+        rt.store.heartbeat(self.host)
+        _, _, old, young = self._two_moves(rt)
+        rt.update_migration_status(young, "finished")
+        age_migration(rt.store, young.uuid, 10 ** 6)   # waiting for confirm for days
+        report = leaks.find_leaks(rt.store, rt.settings, host=self.host)
+        self.assertEqual({old.uuid: leaks.MOVE_WAITING, young.uuid: leaks.MOVE_WAITING},
+                         {f.subject: f.kind for f in report.findings})
+        waiting = {f.subject: f.detail for f in report.findings}
+        self.assertIn("move waiting for confirm or revert since", waiting[young.uuid])
+        self.assertIn("waiting for confirm or revert for", waiting[young.uuid])
+        self.assertIn("in progress (pre-migrating)", waiting[old.uuid])
+        before = snapshot(rt.store)
+        self.assertEqual((), leaks.heal(rt.store, report))
+        self.assertEqual(before, snapshot(rt.store))
+
+    def test_a_named_move_is_finished_though_its_services_are_up(self):
+        rt = self.tracker(nodes=["n1", "n2"], memory_mb=4096)
+        rt.store.heartbeat(self.host)
+        old_inst, _, old, young = self._two_moves(rt)
+        report = leaks.find_leaks(rt.store, rt.settings, host=self.host,
+                                  migrations=[young.uuid])
+        self.assertEqual({old.uuid: leaks.MOVE_WAITING, young.uuid: leaks.STUCK_MIGRATION},
+                         {f.subject: f.kind for f in report.findings})
+        (action,) = leaks.heal(rt.store, report)
+        self.assertEqual((leaks.APPLIED, young.uuid), (action.outcome, action.subject))
+        self.assertEqual({old.uuid: "pre-migrating", young.uuid: "error"},
+                         {m.uuid: m.status for m in rt.store.list_migrations()})
+        self.assertRaises(MigrationNotFound, leaks.find_leaks, rt.store, rt.settings,
+                          host=self.host, migrations=[young.uuid])
+
+    def test_a_finished_move_with_its_source_down_is_confirmed(self):
+        rt = self.tracker(nodes=["n1", "n2"], memory_mb=4096)
+        inst = self.claim(rt, "n1")
+        big = base.flavor("m1.big", memory_mb=1024)
+        mig = rt.resize_claim(inst, big, "n2").migration
+        for status in ("migrating", "post-migrating", "finished"):
+            self.assertEqual(status, rt.update_migration_status(mig, status).status)
+        age_migration(rt.store, mig.uuid, 601)
+        (finding,) = leaks.find_leaks(rt.store, rt.settings, host=self.host).findings
+        self.assertIn("has no compute service record", finding.detail)
+        self.assertIn("heal marks it confirmed", finding.detail)
+        (action,) = leaks.heal(rt.store, leaks.find_leaks(rt.store, rt.settings,
+                                                          host=self.host))
+        self.assertEqual(leaks.APPLIED, action.outcome)
+        n2 = rt.store.get_compute_node(self.host, "n2").uuid
+        self.assertEqual([(inst.uuid, "instance", n2, 1024)],
+                         [(a.consumer_uuid, a.consumer_type, a.node_uuid,
+                           a.resources["MEMORY_MB"]) for a in rt.store.list_allocations()])
+        stored = rt.store.get_instance(inst.uuid)
+        self.assertEqual(("n2", "m1.big"), (stored.node, stored.flavor.name))
+        self.assertEqual("confirmed", rt.store.list_migrations()[0].status)
         self.assertTrue(leaks.find_leaks(rt.store, rt.settings, host=self.host).clean)
+
+    def test_a_service_that_comes_back_keeps_its_move(self):
+        rt = self.tracker(nodes=["n1", "n2"], memory_mb=4096)
+        rt.store.heartbeat(self.host)
+        beat(rt.store, self.host, ago=rt.settings.service_down_time + 5)
+        _, _, old, _ = self._two_moves(rt)
+        report = leaks.find_leaks(rt.store, rt.settings, host=self.host)
+        rt.store.heartbeat(self.host)   # the service is back before heal applies
+        before = snapshot(rt.store)
+        (action,) = leaks.heal(rt.store, report)
+        self.assertEqual(leaks.SKIPPED, action.outcome)
+        self.assertIn("is up again", action.reason)
+        self.assertEqual(before, snapshot(rt.store))
+
+    def test_migration_steps_are_recorded_with_their_times_and_end_states_refused(self):
+        rt = self.tracker(nodes=["n1", "n2"], memory_mb=4096)
+        inst = self.claim(rt, "n1")
+        mig = rt.resize_claim(inst, base.flavor("m1.big", memory_mb=1024), "n2").migration
+        age_migration(rt.store, mig.uuid, 100)
+        before = rt.store.migration_times()[mig.uuid][1]
+        rt.update_migration_status(mig.uuid, "migrating")
+        self.assertGreater(rt.store.migration_times()[mig.uuid][1], before + 50)
+        for bad in ("confirmed", "error", "bogus"):
+            err = self.assertRaises(InvalidInput, rt.update_migration_status, mig, bad)
+            self.assertIn(repr(bad), str(err))
+        self.assertEqual("migrating", rt.store.list_migrations()[0].status)
+        rt.drop_move_claim(inst, "n1", inst.flavor)   # confirm
+        err = self.assertRaises(InvalidInput, rt.update_migration_status, mig, "finished")
+        self.assertIn("is confirmed: it is over", str(err))
 
     def test_node_gone_unknown_guest_and_over_capacity_are_reported_not_healed(self):
         rt = self.tracker(nodes=["n1", "n2"], memory_mb=4096, local_gb=20)
@@ -302,6 +395,12 @@ class HealCommandTests:
         args = ("--config-file", config, "audit", "--host", self.host, "--driver",
                 "fake.multinode")
         before = snapshot(rt.store)
+        waiting = self.run_json(*args, "--heal", code=3)   # its service is up: left alone
+        self.assertEqual([], waiting["heal"])
+        self.assertEqual([("move_waiting", old.uuid)],
+                         [(f["kind"], f["subject"]) for f in waiting["leaks"]])
+        self.assertEqual(before, snapshot(rt.store))
+        beat(rt.store, self.host, ago=3600)
         dry = self.run_json(*args, "--dry-run", code=3)
         self.assertEqual([("finish_migration", old.uuid, "would apply")],
                          [(a["kind"], a["subject"], a["outcome"]) for a in dry["heal"]])

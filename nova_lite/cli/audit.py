@@ -5,10 +5,13 @@ import logging
 
 import attrs
 
-from nova_lite import audit, leaks
+import time
+
+from nova_lite import audit, explain, leaks
 from nova_lite.cli.output import render_table
 from nova_lite.cli.report_formats import ReportShowOne
 from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.exception import HostNotFound
 
 LOG = logging.getLogger(__name__)
 
@@ -61,20 +64,26 @@ class RunAudit(ReportShowOne):
     leaks: allocations of deleted or unknown instances (or finished
     migrations), unknown guests, instances whose node is gone, migrations
     in progress unchanged for longer than [compute] migration_stuck_age
-    seconds, and nodes over capacity.  Reads only, unless --heal: it
-    removes the stale allocations and finishes the stuck migrations
-    (their allocations are dropped and they are marked error), each in
-    its own transaction guarded by the node's generation: a step whose
-    node changed since the audit read it is skipped and reported so.
-    --dry-run shows what --heal would do and writes nothing.  Exit
-    status: 0 when consistent (after --heal: when nothing is left), 3
-    when something differs, 1 on error.
+    seconds (stuck when a compute service at either end is down, else
+    waiting and left to the services), and nodes over capacity, all read
+    from one snapshot of the records.  Also shows the findings the host's
+    compute service recorded at its last pass.  Reads only, unless --heal:
+    it removes the stale allocations and finishes the stuck migrations
+    (and those named with --migration), each in its own transaction that
+    checks the consumer's own record again under its lock: a consumer that
+    holds resources again, a move that went on or whose service came
+    back, or a node that changed since the audit read it is skipped and
+    reported so.  --dry-run shows what --heal would do and writes nothing.
+    Exit status: 0 when consistent (after --heal: when nothing is left), 3
+    when something differs, 1 on error (an unknown host, node or
+    migration included).
     """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument("--host", metavar="HOST",
-                            help="Service host to audit (default: host, the machine's name).")
+                            help="Service host to audit (default: the host of --node in "
+                                 "the records, else host, the machine's name).")
         parser.add_argument("--driver", metavar="NAME",
                             help="Virt driver entry point (default: compute_driver).")
         parser.add_argument("--node", metavar="NODE", help="Only this node.")
@@ -83,24 +92,42 @@ class RunAudit(ReportShowOne):
                                  "prints every change made or skipped.")
         parser.add_argument("--dry-run", action="store_true",
                             help="Show what --heal would change; write nothing.")
+        parser.add_argument("--migration", metavar="UUID", action="append", default=[],
+                            help="A move in progress that --heal finishes even though its "
+                                 "compute services are up (repeatable).")
         return parser
+
+    def _host(self, parsed_args, store, default):
+        """The host to audit: --host (which must be known), else --node's in the
+        records, else ``default``."""
+        if parsed_args.host is not None:
+            known = {s.host for s in store.list_services()} | {
+                n.host for n in store.get_compute_nodes()}
+            if parsed_args.host not in known:
+                raise HostNotFound(parsed_args.host, known)
+            return parsed_args.host
+        if parsed_args.node is not None:
+            return explain.find_node(store, parsed_args.node).host
+        return default
 
     def report(self, parsed_args):
         ctx = self.app.context()
-        host = parsed_args.host if parsed_args.host is not None else ctx.settings.host
-        if not host.strip():
+        if parsed_args.host is not None and not parsed_args.host.strip():
             self.parser.error("--host must not be empty")
         if parsed_args.node is not None and not parsed_args.node.strip():
             self.parser.error("--node must not be empty")
+        if parsed_args.migration and not (parsed_args.heal or parsed_args.dry_run):
+            self.parser.error("--migration names a move for --heal (or --dry-run) to finish")
         writes = parsed_args.heal and not parsed_args.dry_run
+        store = ctx.open_store(must_exist=True, readonly=not writes)
+        host = self._host(parsed_args, store, ctx.settings.host)
         name = parsed_args.driver or ctx.settings.compute_driver
         driver = ctx.load_driver(name, host)
-        store = ctx.open_store(must_exist=True, readonly=not writes)
         tracker = ResourceTracker(host, driver, store=store, settings=ctx.settings)
         result = audit.audit_host(tracker, nodename=parsed_args.node)
         guests, _ = audit.list_guests(driver, ctx.settings.driver_timeout)
         found = leaks.find_leaks(store, ctx.settings, host=host, nodename=parsed_args.node,
-                                 guests=guests)
+                                 guests=guests, migrations=parsed_args.migration)
         data = result.to_dict()
         data["driver"] = name   # the entry point, as ``compute`` names it
         _node_uuids(data)
@@ -108,6 +135,10 @@ class RunAudit(ReportShowOne):
         data["consistent"] = result.consistent and found.clean
         data["migration_stuck_age"] = ctx.settings.migration_stuck_age
         data["leaks"] = found.to_dicts()
+        recorded = store.recorded_findings(host)
+        data["recorded_findings"] = None if not recorded else {
+            "recorded_at": recorded[0].recorded_at,
+            "findings": [f.to_dict() for f in recorded[0].findings]}
         consistent = data["consistent"]
         if parsed_args.heal or parsed_args.dry_run:
             actions = leaks.heal(store, found, dry_run=not writes)
@@ -153,6 +184,14 @@ class RunAudit(ReportShowOne):
             lines.append(_leaks_table(data["leaks"]))
         else:
             lines.append("Leaks: none")
+        recorded = data["recorded_findings"]
+        if recorded is None:
+            lines.append(f"Recorded by the compute service of host {data['host']}: nothing "
+                         "yet (no pass has recorded findings)")
+        else:
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(recorded["recorded_at"]))
+            lines.append(f"Recorded by the compute service of host {data['host']} at {when}: "
+                         f"{len(recorded['findings'])} finding(s)")
         if "heal" in data:
             lines.append("")
             title = "Heal, dry run (nothing written)" if data["dry_run"] else "Heal"

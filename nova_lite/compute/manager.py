@@ -1,7 +1,10 @@
 """``ComputeService``: the periodic life of one compute host.
 
 One pass (:meth:`ComputeService.run_once`): heartbeat, audit every node,
-handle orphan node records.  :meth:`ComputeService.run` repeats it every
+handle orphan node records, then search the host's records for leaks
+(:func:`nova_lite.leaks.find_leaks`, with the guests this host's own
+driver lists) and record those findings, so the audit command, the API
+and the metrics of any process read them.  :meth:`ComputeService.run` repeats it every
 ``update_resources_interval`` seconds until :meth:`ComputeService.stop` or SIGTERM, and
 beats the heartbeat every ``report_interval`` seconds in between, so the
 service stays "up" (within ``service_down_time``) however long a pass or
@@ -16,9 +19,12 @@ import time
 
 import attrs
 
-from nova_lite import conf, metrics
+from nova_lite import audit as audit_views
+from nova_lite import conf, leaks, metrics
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db.store import COMPUTE_BINARY, Store
+from nova_lite.exception import NovaLiteError
+from nova_lite.findings import HEALABLE
 
 LOG = logging.getLogger(__name__)
 
@@ -32,6 +38,8 @@ class PassResult:
     orphans_deleted: tuple[str, ...] = ()
     orphans_kept: tuple[str, ...] = ()
     skipped: str | None = None
+    #: The findings recorded by this pass (None: the leak search failed).
+    findings: tuple | None = None
 
 
 class ComputeService:
@@ -70,7 +78,26 @@ class ComputeService:
             return PassResult(skipped=audit.skipped)
         deleted, kept = self._handle_orphans(set(audit.audited) | set(audit.failed))
         return PassResult(audited=audit.audited, failed=audit.failed,
-                          orphans_deleted=tuple(deleted), orphans_kept=tuple(kept))
+                          orphans_deleted=tuple(deleted), orphans_kept=tuple(kept),
+                          findings=self.record_findings())
+
+    def record_findings(self):
+        """Search this host's records for leaks and record what was found; returns
+        the findings (None if the search failed: logged, the last record stays)."""
+        guests, error = audit_views.list_guests(self.driver, self.settings.driver_timeout)
+        if error is not None:
+            LOG.debug("Host %s: guests not compared in this leak search: %s", self.host, error)
+        try:
+            report = leaks.find_leaks(self.store, self.settings, host=self.host, guests=guests)
+            self.store.record_findings(self.host, report.findings)
+        except NovaLiteError as exc:
+            LOG.warning("Leak search of host %s failed in this pass: %s", self.host, exc)
+            return None
+        for finding in report.findings:
+            if finding.kind in HEALABLE:
+                LOG.warning("Host %s: %s %s: %s", self.host, finding.kind, finding.subject,
+                            finding.detail)
+        return report.findings
 
     def _handle_orphans(self, reported):
         deleted, kept = [], []

@@ -437,6 +437,21 @@ class ResourceTracker:
                  flavor.name, nodename)
         return done
 
+    def update_migration_status(self, migration, status):
+        """Record that ``migration`` (a Migration or its uuid) reached ``status``.
+
+        ``status`` is one of Nova's steps of a move in progress
+        (:data:`nova_lite.holds.MIGRATION_STEPS`: ``migrating``,
+        ``post-migrating``, ``finished``, ...); its time is recorded with
+        it, so a move that goes on is never taken for stuck.  Returns the
+        Migration as recorded; InvalidInput (nothing changed) for a final
+        status or a move that is over.
+        """
+        uuid = migration.uuid if isinstance(migration, Migration) else migration
+        recorded = self.store.set_migration_status(uuid, status)
+        LOG.info("Migration %s of instance %s is %s", uuid, recorded.instance_uuid, status)
+        return recorded
+
     def _migration_in_progress(self, instance):
         migrations = self.store.list_migrations(instance.uuid, in_progress_only=True)
         if not migrations:
@@ -461,7 +476,7 @@ class ResourceTracker:
         _check_instance(instance)
         fresh = self.store.record_instance_state(instance)
         self._adopt_usages(fresh)
-        if not instance.holds_resources:
+        if not Instance.state_holds_resources(instance.vm_state, instance.task_state):
             LOG.info("Instance %s is %s: freed its resources", instance.uuid,
                      instance.vm_state)
         return Released(generations={u: node.generation for u, node in fresh.items()})

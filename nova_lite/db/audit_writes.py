@@ -14,10 +14,8 @@ import uuid as uuidlib
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import models, rows, serialize as ser
-from nova_lite.objects import (
-    MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, STATES_WITHOUT_RESOURCES, UNSHELVE_TASK_STATES,
-    ComputeNode, Instance, InstanceNUMATopology, Migration)
+from nova_lite.db import holds_sql, models, rows, serialize as ser
+from nova_lite.objects import ComputeNode, Instance, InstanceNUMATopology, Migration
 
 LOG = logging.getLogger(__name__)
 
@@ -247,7 +245,7 @@ def lock_adopted_consumers(conn, host, audits):
             for end in ("source", "dest"):
                 conn.execute(sa.select(T_MIG.c.uuid).where(
                     T_MIG.c[f"{end}_compute"] == r.host, T_MIG.c[f"{end}_node"] == r.nodename,
-                    T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
+                    holds_sql.migration_holds())
                     .order_by(T_MIG.c.uuid).with_for_update()).all()
 
 
@@ -285,21 +283,8 @@ def carry_consumers(conn, old_host, old_node, new_host, new_node, now):
     for end in ("source", "dest"):
         compute, node = T_MIG.c[f"{end}_compute"], T_MIG.c[f"{end}_node"]
         conn.execute(T_MIG.update().where(
-            compute == old_host, node == old_node, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
+            compute == old_host, node == old_node, holds_sql.migration_holds())
             .values({f"{end}_compute": new_host, f"{end}_node": new_node, "updated_at": now}))
-
-
-def _live_instance():
-    """The records' form of Instance.holds_resources (see UNSHELVE_TASK_STATES).
-
-    A shelved-offloaded row that still has a host and node was claimed for
-    an unshelve (shelve-offload itself clears them): it holds too.
-    """
-    return sa.or_(sa.not_(T_INST.c.vm_state.in_(STATES_WITHOUT_RESOURCES)),
-                  sa.and_(T_INST.c.vm_state == SHELVED_OFFLOADED,
-                          sa.or_(T_INST.c.task_state.in_(UNSHELVE_TASK_STATES),
-                                 sa.and_(T_INST.c.host.is_not(None),
-                                         T_INST.c.node.is_not(None)))))
 
 
 def missing_allocations(conn, host, nodenames=None):
@@ -313,7 +298,7 @@ def missing_allocations(conn, host, nodenames=None):
     missing_instances = sa.select(T_INST, T_NODES.c.uuid.label("node_uuid")).select_from(
         T_INST.outerjoin(T_NODES, node_join).outerjoin(T_ALLOC, sa.and_(
             T_ALLOC.c.consumer_uuid == T_INST.c.uuid, T_ALLOC.c.node_uuid == T_NODES.c.uuid))
-    ).where(T_INST.c.host == host, T_INST.c.node.is_not(None), _live_instance(),
+    ).where(T_INST.c.host == host, T_INST.c.node.is_not(None), holds_sql.instance_holds(),
             T_ALLOC.c.consumer_uuid.is_(None))
     if nodenames is not None:
         missing_instances = missing_instances.where(T_INST.c.node.in_(list(nodenames)))
@@ -325,7 +310,7 @@ def missing_allocations(conn, host, nodenames=None):
         T_MIG.outerjoin(T_NODES, mig_join).outerjoin(T_ALLOC, sa.and_(
             T_ALLOC.c.consumer_uuid == T_MIG.c.uuid, T_ALLOC.c.node_uuid == T_NODES.c.uuid))
         .outerjoin(T_INST, T_INST.c.uuid == T_MIG.c.instance_uuid)
-    ).where(T_MIG.c.dest_compute == host, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS),
+    ).where(T_MIG.c.dest_compute == host, holds_sql.migration_holds(),
             T_ALLOC.c.consumer_uuid.is_(None))
     if nodenames is not None:
         missing_migrations = missing_migrations.where(T_MIG.c.dest_node.in_(list(nodenames)))
@@ -357,14 +342,13 @@ def reconcile_allocations(conn, host, rebuilt, nodenames=None):
         T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(
             T_INST, T_INST.c.uuid == T_ALLOC.c.consumer_uuid)).where(
         T_NODES.c.host == host, T_ALLOC.c.consumer_type == "instance",
-        sa.or_(T_INST.c.uuid.is_(None), sa.not_(_live_instance()),
-               T_INST.c.node != T_NODES.c.nodename, T_INST.c.host != T_NODES.c.host))
+        sa.not_(holds_sql.instance_holds_on(T_NODES)))
     stale_migration = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
                                 T_NODES.c.nodename).select_from(
         T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(
             T_MIG, T_MIG.c.uuid == T_ALLOC.c.consumer_uuid)).where(
         T_NODES.c.host == host, T_ALLOC.c.consumer_type == "migration",
-        sa.or_(T_MIG.c.uuid.is_(None), T_MIG.c.status.not_in(MIGRATION_IN_PROGRESS)))
+        sa.or_(T_MIG.c.uuid.is_(None), sa.not_(holds_sql.migration_holds())))
     for query, kind in ((stale_instance, "instance"), (stale_migration, "migration")):
         if nodenames is not None:
             query = query.where(T_NODES.c.nodename.in_(list(nodenames)))

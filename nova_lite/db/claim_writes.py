@@ -39,6 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite.compute.placement import MAX_AMOUNT
+from nova_lite import holds
 from nova_lite.db import models, rows
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
@@ -59,7 +60,7 @@ _SELECT_HELD = sa.select(T_NODES.c.host, T_NODES.c.nodename).select_from(
     T_ALLOC.c.consumer_uuid == sa.bindparam("uuid"))
 _SELECT_MOVING = sa.select(T_MIG.c.uuid, T_MIG.c.status).where(
     T_MIG.c.instance_uuid == sa.bindparam("uuid"),
-    T_MIG.c.status.in_([sa.literal(s) for s in MIGRATION_IN_PROGRESS])).limit(1)
+    T_MIG.c.status.in_([sa.literal(s) for s in sorted(MIGRATION_IN_PROGRESS)])).limit(1)
 _BUMP = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node")).values(
     generation=T_NODES.c.generation + sa.literal_column("1")).returning(T_NODES.c.generation)
 _UPDATE_INSTANCE = T_INST.update().where(T_INST.c.uuid == sa.bindparam("key")).values(
@@ -78,12 +79,6 @@ def _locked_instance(conn, instance_uuid):
     """The instance's row, locked until the transaction ends (None if unknown)."""
     query = _SELECT_INSTANCE_LOCKED if conn.dialect.name == "postgresql" else _SELECT_INSTANCE
     return conn.execute(query, {"uuid": instance_uuid}).first()
-
-
-def holds_resources(vm_state, task_state):
-    """The records' rule of :attr:`nova_lite.objects.Instance.holds_resources`."""
-    from nova_lite.objects import Instance
-    return Instance.state_holds_resources(vm_state, task_state)
 
 
 def _guard_instance_claim(conn, instance_uuid):
@@ -108,7 +103,8 @@ def _guard_move(conn, migration):
     stored = _locked_instance(conn, migration.instance_uuid)
     if stored is None:
         raise InstanceNotFound(migration.instance_uuid, "in the records")
-    if not holds_resources(stored.vm_state, stored.task_state):
+    if not holds.instance_holds(stored.vm_state, stored.task_state,
+                                placed=stored.host is not None and stored.node is not None):
         raise InstanceStateConflict(
             migration.instance_uuid, stored.vm_state, f"moving ({migration.migration_type})",
             "there is nothing to move")

@@ -271,11 +271,13 @@ class Database:
         self._serialised = threading.RLock() if self.memory else contextlib.nullcontext()
         self._dbapi_error = self.engine.dialect.loaded_dbapi.Error
 
-    def _run(self, op, fn, readonly):
+    def _run(self, op, fn, readonly, snapshot=False):
         def transaction():
             with self._serialised, self.engine.connect() as conn:
                 if readonly:
                     conn = conn.execution_options(nl_readonly=True)
+                if snapshot and self.dialect == "postgresql":
+                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
                     return fn(conn)
         return self._retrying(op, transaction)
@@ -345,6 +347,15 @@ class Database:
     def read(self, op, fn):
         """Run ``fn(conn)`` in a read-only transaction."""
         return self._run(op, fn, readonly=True)
+
+    def read_snapshot(self, op, fn):
+        """:meth:`read`, with every statement of ``fn`` seeing one snapshot.
+
+        REPEATABLE READ on PostgreSQL (a read-only transaction there never
+        fails to serialise); on SQLite one deferred transaction already
+        reads one snapshot of the write-ahead log.
+        """
+        return self._run(op, fn, readonly=True, snapshot=True)
 
     def _abandon(self, pooled, cursor, exc):
         """Roll back after ``exc``; a connection that is gone (or cannot roll

@@ -144,3 +144,13 @@ node_usage = sa.Table(
 #: Resource classes stored in their own allocation columns.
 ALLOCATION_COLUMNS = {"VCPU": "vcpu", "PCPU": "pcpu", "MEMORY_MB": "memory_mb",
                       "DISK_GB": "disk_gb"}
+
+
+# The findings of each host's last leak search, recorded by its compute service.
+host_findings = sa.Table(
+    "host_findings", metadata,
+    sa.Column("host", sa.String(255), primary_key=True),
+    sa.Column("recorded_at", sa.Float, nullable=False),
+    # JSON: a list of finding objects (nova_lite.leaks.Finding as a dict).
+    sa.Column("findings", sa.Text, nullable=False),
+)

@@ -13,6 +13,7 @@ final, one move at a time) run inside the same transactions.
 """
 
 import collections
+import json
 import logging
 import os
 import time
@@ -23,15 +24,17 @@ import sqlalchemy as sa
 
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.node_usage import with_allocation
-from nova_lite.db import audit_writes, claim_writes, heal_writes, migrations, models, rows
+from nova_lite import holds
+from nova_lite.findings import Finding, RecordedFindings
+from nova_lite.db import (
+    audit_writes, claim_writes, heal_writes, holds_sql, migrations, models, rows, snapshot)
 from nova_lite.db.engine import (
     DEFAULT_BUSY_TIMEOUT_S, Database, cause, is_unique_violation, sqlite_file_path)
 from nova_lite.exception import (
-    InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound, SchemaOutdated,
-    StoreError)
+    InstanceNotFound, InstanceStateConflict, InvalidInput, MigrationNotFound, NodeNotFound,
+    SchemaOutdated, StoreError)
 from nova_lite.objects import (
-    DELETED, MIGRATION_IN_PROGRESS, STATES_WITHOUT_RESOURCES, Allocation,
-    Instance, Migration, NodeResources)
+    DELETED, Allocation, Instance, Migration, NodeResources)
 from nova_lite.resources import Inventory
 
 LOG = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ COMPUTE_BINARY = "nova-lite-compute"
 
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
 T_INST, T_MIG, T_SVC = models.instances, models.migrations, models.services
+T_FIND = models.host_findings
 
 
 @attrs.frozen
@@ -451,8 +455,8 @@ class Store:
             stored = _guard_instance_update(conn, instance)
             if stored is None:
                 raise InstanceNotFound(instance.uuid, "in the records")
-            if instance.holds_resources:
-                if not stored.holds_resources and stored.node is None:
+            if holds.instance_holds(instance.vm_state, instance.task_state, placed=False):
+                if not stored.holds_resources:
                     raise InstanceStateConflict(
                         instance.uuid, stored.vm_state, instance.vm_state,
                         "it holds no claim on any node; claim it (unshelve) first")
@@ -465,7 +469,7 @@ class Store:
                 T_ALLOC.c.instance_uuid == instance.uuid)).all()
             moving = conn.execute(sa.select(T_MIG.c.uuid).where(
                 T_MIG.c.instance_uuid == instance.uuid,
-                T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))).scalars().all()
+                holds_sql.migration_holds())).scalars().all()
             offloaded = instance.vm_state != DELETED
             gone = attrs.evolve(instance, host=None if offloaded else stored.host,
                                 node=None if offloaded else stored.node, pci_devices=())
@@ -473,6 +477,42 @@ class Store:
                             [r.consumer_uuid for r in held], instance=gone,
                             migration_status=[(m, "error") for m in moving])
         return self._write(f"record state of instance {instance.uuid}", op)
+
+    def records_snapshot(self, host=None):
+        """The records the leak finder and explain need, read at one moment: a
+        :class:`~nova_lite.db.snapshot.RecordsSnapshot` of ``host`` (None: every host)."""
+        if not self.schema.current:
+            self._read("records snapshot", lambda conn: None)   # SchemaOutdated, named
+        now = time.time()
+        return self.db.read_snapshot(
+            f"read the records of {'every host' if host is None else f'host {host}'}",
+            lambda conn: snapshot.read(conn, host, COMPUTE_BINARY, now))
+
+    # -- findings -------------------------------------------------------------
+    def record_findings(self, host, findings, recorded_at=None):
+        """Record ``host``'s last findings (:class:`~nova_lite.findings.Finding`
+        records) at ``recorded_at`` (epoch s, default now), replacing the last."""
+        recorded_at = time.time() if recorded_at is None else recorded_at
+        text = json.dumps([f.to_dict() for f in findings], sort_keys=True)
+
+        def op(conn):
+            values = dict(recorded_at=recorded_at, findings=text)
+            if not conn.execute(T_FIND.update().where(T_FIND.c.host == host)
+                                .values(**values)).rowcount:
+                conn.execute(T_FIND.insert().values(host=host, **values))
+        self._write(f"record the findings of host {host}", op)
+
+    def recorded_findings(self, host=None):
+        """The :class:`~nova_lite.findings.RecordedFindings` of every host (or
+        ``host``) that recorded some, sorted by host."""
+        def op(conn):
+            query = T_FIND.select().order_by(T_FIND.c.host)
+            if host is not None:
+                query = query.where(T_FIND.c.host == host)
+            return [RecordedFindings(r.host, r.recorded_at, tuple(
+                Finding.from_dict(d) for d in json.loads(r.findings)))
+                for r in conn.execute(query)]
+        return self._read("read the recorded findings", op)
 
     # -- heal -----------------------------------------------------------------
     def heal(self, change):
@@ -487,6 +527,35 @@ class Store:
                                lambda conn: heal_writes.apply(conn, change))
         except heal_writes.HealSkipped as exc:
             return heal_writes.HealResult(applied=False, reason=str(exc))
+
+    def set_migration_status(self, migration_uuid, status):
+        """Record that a move in progress reached ``status`` (one of
+        :data:`nova_lite.holds.MIGRATION_IN_PROGRESS`), now; returns the
+        :class:`~nova_lite.objects.Migration` as recorded.
+
+        Raises :class:`~nova_lite.exception.MigrationNotFound` for an
+        unknown migration and InvalidInput (nothing changed) for a status
+        that is not a step of a move in progress, or a migration that is
+        over: confirm, revert or abort it through the tracker instead.
+        """
+        if status not in holds.MIGRATION_IN_PROGRESS:
+            raise InvalidInput(
+                f"Migration status {status!r} is not a step of a move in progress (one of "
+                f"{', '.join(sorted(holds.MIGRATION_IN_PROGRESS))}); confirm, revert or "
+                "abort the move to end it")
+
+        def op(conn):
+            row = conn.execute(T_MIG.select().where(T_MIG.c.uuid == migration_uuid)).first()
+            if row is None:
+                raise MigrationNotFound(migration_uuid, "in the records")
+            if not conn.execute(T_MIG.update().where(
+                    T_MIG.c.uuid == migration_uuid, holds_sql.migration_holds())
+                    .values(status=status, updated_at=time.time())).rowcount:
+                raise InvalidInput(f"Migration {migration_uuid} is {row.status}: it is over "
+                                   f"and cannot become {status!r}; nothing changed")
+            return rows.migration_from_row(conn.execute(
+                T_MIG.select().where(T_MIG.c.uuid == migration_uuid)).one())
+        return self._write(f"set migration {migration_uuid} {status}", op)
 
     def migration_times(self, in_progress_only=True):
         """``{migration uuid: (created_at, updated_at)}`` in epoch seconds."""
@@ -518,7 +587,8 @@ class Store:
         return self._read(f"get instance {instance_uuid}", op)
 
     def list_instances(self, host=None, node=None, live_only=True):
-        """Instances on ``host``/``node``; ``live_only`` drops deleted/offloaded."""
+        """Instances on ``host``/``node``; ``live_only`` keeps those that hold resources
+        (:func:`nova_lite.holds.instance_holds`)."""
         def op(conn):
             query = T_INST.select()
             if host is not None:
@@ -526,7 +596,7 @@ class Store:
             if node is not None:
                 query = query.where(T_INST.c.node == node)
             if live_only:
-                query = query.where(T_INST.c.vm_state.not_in(STATES_WITHOUT_RESOURCES))
+                query = query.where(holds_sql.instance_holds())
             query = query.order_by(T_INST.c.uuid)
             return [rows.instance_from_row(r) for r in conn.execute(query)]
         return self._read("list instances", op)
@@ -538,7 +608,7 @@ class Store:
             if instance_uuid is not None:
                 query = query.where(T_MIG.c.instance_uuid == instance_uuid)
             if in_progress_only:
-                query = query.where(T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
+                query = query.where(holds_sql.migration_holds())
             query = query.order_by(T_MIG.c.created_at)
             return [rows.migration_from_row(r) for r in conn.execute(query)]
         return self._read("list migrations", op)
@@ -618,7 +688,7 @@ def _release(conn, node_uuids, consumer_uuids, instance=None, migration_status=N
         statuses = [statuses]
     for mig_uuid, status in statuses:
         if not conn.execute(T_MIG.update().where(
-                T_MIG.c.uuid == mig_uuid, T_MIG.c.status.in_(MIGRATION_IN_PROGRESS))
+                T_MIG.c.uuid == mig_uuid, holds_sql.migration_holds())
                 .values(status=status, updated_at=now)).rowcount:
             found = conn.execute(sa.select(T_MIG.c.status).where(
                 T_MIG.c.uuid == mig_uuid)).scalar()

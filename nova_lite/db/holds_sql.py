@@ -1,0 +1,42 @@
+"""The rule of :mod:`nova_lite.holds`, as SQL over the records.
+
+Built from the same sets as the Python rule, so a statement that picks the
+consumers holding resources (the periodic pass's missing and stale
+allocations, heal's re-check, the live listings) agrees with every Python
+reader row for row; ``tests/test_holds.py`` walks the whole table through
+both.
+"""
+
+import sqlalchemy as sa
+
+from nova_lite.db import models
+from nova_lite.holds import (
+    DELETED, MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, UNSHELVE_TASK_STATES)
+
+T_INST, T_MIG = models.instances, models.migrations
+
+
+def instance_holds(table=T_INST):
+    """True for a row of ``table`` (the instances table, or an alias of it) that holds
+    resources on the node it is placed on: :func:`nova_lite.holds.instance_holds` with
+    ``placed`` from the row's host and node."""
+    placed = sa.and_(table.c.host.is_not(None), table.c.node.is_not(None))
+    # Never NULL (task_state may be): the rule is negated for stale allocations.
+    unshelving = sa.and_(table.c.task_state.is_not(None),
+                         table.c.task_state.in_(sorted(UNSHELVE_TASK_STATES)))
+    return sa.and_(table.c.vm_state != DELETED,
+                   sa.or_(table.c.vm_state != SHELVED_OFFLOADED, placed, unshelving))
+
+
+def instance_holds_on(nodes, table=T_INST):
+    """True for an instance row (outer-joined: it may be missing) that holds resources on
+    the row of ``nodes`` (the compute_nodes table); never NULL, so it can be negated."""
+    return sa.and_(table.c.uuid.is_not(None), table.c.host.is_not(None),
+                   table.c.node.is_not(None), table.c.host == nodes.c.host,
+                   table.c.node == nodes.c.nodename, instance_holds(table))
+
+
+def migration_holds(table=T_MIG):
+    """True for a migration row whose status holds its claim
+    (:func:`nova_lite.holds.migration_holds`)."""
+    return table.c.status.in_(sorted(MIGRATION_IN_PROGRESS))
