@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Break each guard of the claim path on purpose and show that the tests fail.
+"""Break each guard of the claim path and of heal on purpose and show that the tests fail.
 
 ``python tools/mutants.py [--list] [--all-guards] [NAME ...]``: for each
 mutant, copy the tree to a temporary directory, apply the mutant (a textual
@@ -33,7 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Every test module that guards the claim path (``--all-guards``).
 GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
                "tests.test_store", "tests.test_claim_concurrency", "tests.test_claim_usage",
-               "tests.test_claim_statements", "tests.test_claim_checked")
+               "tests.test_claim_statements", "tests.test_claim_checked", "tests.test_holds",
+               "tests.test_heal")
 
 MUTANTS = {
     "cas-ignored": (
@@ -105,9 +106,28 @@ MUTANTS = {
         "nova_lite/compute/placement.py",
         "    problems = owner_problems(node, host)\n",
         "    problems = []\n"),
+    "heal-no-consumer-recheck": (
+        "heal removes an allocation on what the finder read, without judging the "
+        "consumer's own record again in its transaction",
+        "nova_lite/db/heal_writes.py",
+        "            _check_still_stale(conn, consumer_uuid, node_uuid)\n",
+        "            pass\n"),
+    "holds-rule-offloaded-placed": (
+        "the Python rule takes a shelve-offloaded instance placed by an unshelve's claim "
+        "for holding nothing (the SQL of the periodic pass still counts it)",
+        "nova_lite/holds.py",
+        "    return bool(placed) or task_state in UNSHELVE_TASK_STATES\n",
+        "    return task_state in UNSHELVE_TASK_STATES\n"),
+    "heal-moves-of-live-services": (
+        "a move older than migration_stuck_age is finished by heal though both of its "
+        "compute services are up",
+        "nova_lite/leaks.py",
+        "    if not down and not named:\n",
+        "    if False:\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
+_HOLDS, _HEAL = "tests.test_holds.TestHoldTableSQLite", "tests.test_heal.TestHealSQLite"
 _CHECKED, _RACES, _USAGE = ("tests.test_claim_checked", "tests.test_claim_races",
                             "tests.test_claim_usage")
 
@@ -125,6 +145,9 @@ GUARDS = {
     "usage-row-of-older-generation": (_USAGE,),
     "move-check-outside": (_RACES,),
     "no-ownership-check": (_HISTORY, _RACES),
+    "heal-no-consumer-recheck": (_HOLDS,),
+    "holds-rule-offloaded-placed": (_HOLDS, _HEAL),
+    "heal-moves-of-live-services": (_HEAL,),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.
