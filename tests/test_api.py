@@ -282,7 +282,8 @@ class ApiTests:
 
     def test_every_response_carries_nosniff_and_the_csp(self):
         cases = [("/", 200), ("/?interval=2", 200), ("/static/page.css", 200),
-                 ("/static/page.js", 200), ("/v1/openapi.json", 200), ("/v1/cluster", 200),
+                 ("/static/page.js", 200), ("/static/favicon.svg", 200),
+                 ("/v1/openapi.json", 200), ("/v1/cluster", 200),
                  ("/v1/hypervisors/h1", 200), ("/v1/findings", 200), ("/v1/nope", 404),
                  ("/static/index.html", 404), ("/favicon.ico", 404),
                  ("/v1/hosts/ghost", 404), ("/v1/findings?host=typo", 404),
@@ -298,12 +299,13 @@ class ApiTests:
                 assert_secure_headers(self, headers, (method, path))
         # The page's own files have the types nosniff needs, and it inlines nothing.
         types = {}
-        for path in ("/static/page.css", "/static/page.js"):
+        for path in ("/static/page.css", "/static/page.js", "/static/favicon.svg"):
             headers = {}
             request(self.server.url + path, headers=headers)
             types[path] = headers["Content-Type"]
         self.assertEqual({"/static/page.css": "text/css; charset=utf-8",
-                          "/static/page.js": "text/javascript; charset=utf-8"}, types)
+                          "/static/page.js": "text/javascript; charset=utf-8",
+                          "/static/favicon.svg": "image/svg+xml"}, types)
         page = self.get("/").decode()
         self.assertNotRegex(page, r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son[a-z]+=")
 

@@ -4,7 +4,9 @@ Routes (every one GET or HEAD; any other method is answered 405):
 
 =====================================  ============================================
 ``/``                                  the overview page (HTML, polls the API)
-``/static/page.css``, ``page.js``      the page's style and script
+``/static/page.css``                   the page's style sheet
+``/static/page.js``                    the page's script
+``/static/favicon.svg``                the page's icon
 ``/v1/openapi.json``                   the OpenAPI 3 document of these routes
 ``/v1/cluster``                        totals per resource class over every node
 ``/v1/hypervisors``                    one row per compute node (``hypervisor list``)
@@ -51,6 +53,7 @@ ROUTES = (
     ("/", "page"),
     ("/static/page.css", "page_css"),
     ("/static/page.js", "page_js"),
+    ("/static/favicon.svg", "favicon"),
     ("/v1/openapi.json", "openapi"),
     ("/v1/cluster", "cluster"),
     ("/v1/hypervisors", "hypervisors"),
@@ -82,7 +85,8 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff",
 #: The page's files: endpoint -> (file in ``nova_lite/api/static``, content type).
 STATIC = {"page": ("index.html", "text/html; charset=utf-8"),
           "page_css": ("page.css", "text/css; charset=utf-8"),
-          "page_js": ("page.js", "text/javascript; charset=utf-8")}
+          "page_js": ("page.js", "text/javascript; charset=utf-8"),
+          "favicon": ("favicon.svg", "image/svg+xml")}
 
 
 def static_file(name: str) -> bytes:
@@ -172,6 +176,9 @@ class ApiApp:
 
     def get_page_js(self, params):
         return self._static_response("page_js")
+
+    def get_favicon(self, params):
+        return self._static_response("favicon")
 
     def get_openapi(self, params):
         return json_response(openapi.document())

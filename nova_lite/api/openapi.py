@@ -167,6 +167,8 @@ def document():
         "/static/page.js": _file("The page's script", "The overview page's script: polls "
                                  "the API every interval seconds, never more often than "
                                  f"every {query.MIN_INTERVAL_S} s.", "text/javascript"),
+        "/static/favicon.svg": _file("The page's icon", "The overview page's icon (SVG).",
+                                     "image/svg+xml"),
         "/v1/openapi.json": _get("This document", "The OpenAPI 3.1 document of the API.",
                                  _ok({"type": "object", "required": ["openapi", "paths"]},
                                      "The document"), errors=("400",)),
