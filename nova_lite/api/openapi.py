@@ -94,9 +94,11 @@ def _file(summary, description, content_type):
 
 def _interval():
     return {"name": "interval", "in": "query", "required": False,
-            "description": f"Seconds between the page's polls: a decimal number from "
-                           f"{query.MIN_INTERVAL_S} to {query.MAX_INTERVAL_S} (400 "
-                           f"otherwise); default {query.DEFAULT_INTERVAL_S}.",
+            "description": f"Seconds between the page's polls: a number from "
+                           f"{query.MIN_INTERVAL_S} to {query.MAX_INTERVAL_S} written as "
+                           f"plain decimal digits with an optional fraction (2, 2.5; no "
+                           f"sign, exponent or spaces), 400 otherwise; default "
+                           f"{query.DEFAULT_INTERVAL_S}.",
             "schema": {"type": "number", "minimum": query.MIN_INTERVAL_S,
                        "maximum": query.MAX_INTERVAL_S,
                        "default": query.DEFAULT_INTERVAL_S}}

@@ -5,8 +5,10 @@ request is answered at once and reads nothing more:
 
 - a parameter the path does not take, one given twice, or an empty one
   is a 400 naming it;
-- ``interval`` (the page's poll period) is a plain decimal number of
-  seconds from :data:`MIN_INTERVAL_S` to :data:`MAX_INTERVAL_S`, else a 400;
+- ``interval`` (the page's poll period) is a number of seconds from
+  :data:`MIN_INTERVAL_S` to :data:`MAX_INTERVAL_S` written as plain decimal
+  digits with an optional fraction (``2``, ``2.5``: no sign, exponent or
+  spaces), else a 400;
 - ``host`` must name a host with a compute service or a compute node
   record, and ``node`` a compute node by name or uuid, else a 404 naming
   it: an unknown name never reads as an empty, clean answer.
@@ -27,7 +29,7 @@ MAX_INTERVAL_S = 3600
 #: The page's poll period when ``interval`` is not given (seconds).
 DEFAULT_INTERVAL_S = 5
 
-_DECIMAL = re.compile(r"[0-9]{1,6}(\.[0-9]{1,3})?")
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 
 def parse_interval(text: str) -> float:

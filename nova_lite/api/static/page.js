@@ -8,7 +8,7 @@ const MAX_INTERVAL_S = 3600;
 const DEFAULT_INTERVAL_S = 5;
 
 function pollSeconds(text) {
-  if (text === null || !/^[0-9]{1,6}(\.[0-9]{1,3})?$/.test(text)) return DEFAULT_INTERVAL_S;
+  if (text === null || !/^[0-9]+(\.[0-9]+)?$/.test(text)) return DEFAULT_INTERVAL_S;
   const seconds = Number(text);
   if (!Number.isFinite(seconds)) return DEFAULT_INTERVAL_S;
   return Math.min(MAX_INTERVAL_S, Math.max(MIN_INTERVAL_S, seconds));
