@@ -2,22 +2,27 @@
 
 Every route is in the OpenAPI document and every response matches its
 schema; the figures are the ones ``hypervisor list|stats -f json`` print;
-unknown nodes are 404, bad query values 400, other methods 405 (nothing
-changes), and a database failure 503, each with a JSON error body.
+unknown nodes and hosts (in the path or in any query parameter) are 404,
+bad query values 400, other methods 405 (nothing changes), and a database
+failure 503 naming no part of the database URL, each with a JSON error
+body listed in the document; every response carries nosniff and the CSP.
 """
 
 import contextlib
 import io
 import json
+import logging
+import os
 import re
 import sqlite3
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import fixtures
 
 from nova_lite.api import app as api_app
-from nova_lite.api import make_app, openapi
+from nova_lite.api import errors, make_app, openapi, query
 from nova_lite.cli import context
 from nova_lite.cli.main import main
 from nova_lite.db import Store
@@ -28,15 +33,35 @@ from tests import base
 from tests.test_heal import snapshot
 
 
-def request(url, method="GET"):
-    """``(status, content type, body bytes)`` of one real HTTP request."""
+def request(url, method="GET", headers=None):
+    """``(status, content type, body bytes)`` of one real HTTP request.
+
+    ``headers``: a dict the response's headers are stored in, if given.
+    """
     req = urllib.request.Request(url, method=method, data=b"{}" if method in (
         "POST", "PUT", "PATCH") else None)
     try:
-        with urllib.request.urlopen(req, timeout=30) as answer:
-            return answer.status, answer.headers.get("Content-Type"), answer.read()
+        answer = urllib.request.urlopen(req, timeout=30)
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type"), exc.read()
+        answer = exc
+    with answer:
+        if headers is not None:
+            headers.update(answer.headers.items())
+        return answer.status, answer.headers.get("Content-Type"), answer.read()
+
+
+#: Values of ``interval`` the page refuses, and why.
+BAD_INTERVALS = ("abc", "Infinity", "-Infinity", "NaN", "", " ", "0", "0.5", "0.999",
+                 "-1", "-5", "3600.5", "3601", "1e3", "1e-9", " 5", "5s", "0x10", "5,0",
+                 "1" * 400)
+GOOD_INTERVALS = ("1", "2.5", "5", "60", "3600", "0001")
+
+
+def assert_secure_headers(test, headers, what):
+    """``headers`` carry nosniff and the API's Content-Security-Policy."""
+    test.assertEqual("nosniff", headers.get("X-Content-Type-Options"), what)
+    test.assertEqual(api_app.CONTENT_SECURITY_POLICY, headers.get("Content-Security-Policy"),
+                     what)
 
 
 def validate(test, schema, data, doc, where="$"):
@@ -88,10 +113,16 @@ class ApiTests:
         self.addCleanup(self.server.stop)
         self.doc = json.loads(request(self.server.url + "/v1/openapi.json")[2])
 
-    def get(self, path, status=200):
-        code, ctype, body = request(self.server.url + path)
-        self.assertEqual(status, code, body)
-        if path == "/":
+    def get(self, path, status=200, method="GET"):
+        """The body of ``path`` (JSON decoded), checked: status, headers, error shape."""
+        headers = {}
+        code, ctype, body = request(self.server.url + path, method, headers)
+        self.assertEqual(status, code, (path, body))
+        assert_secure_headers(self, headers, path)
+        if method == "HEAD":
+            self.assertEqual(b"", body)
+            return None
+        if status == 200 and not ctype.startswith("application/json"):
             return body
         self.assertTrue(ctype.startswith("application/json"), ctype)
         data = json.loads(body)
@@ -112,8 +143,10 @@ class ApiTests:
                 concrete = concrete.replace(key, val)
             answer = item["get"]["responses"]["200"]
             body = self.get(concrete)
-            if path == "/":
-                self.assertIn(b"nova-lite overview", body)
+            if "application/json" not in answer["content"]:
+                self.assertIsInstance(body, bytes)
+                self.assertEqual(set(answer["content"]), {request(
+                    self.server.url + concrete)[1].split(";")[0]})
                 continue
             validate(self, answer["content"]["application/json"]["schema"], body, self.doc,
                      path)
@@ -164,6 +197,148 @@ class ApiTests:
                      "/v1/nodes/h1/explain?verbose=1", "/v1/hypervisors?limit=3"):
             self.get(path, 400)
 
+    def concrete(self, path, name="h1"):
+        """A documented path template with its names filled in (``/`` left as is)."""
+        return re.sub(r"\{(node|host)\}", name, path)
+
+    def test_unknown_host_or_node_in_any_query_parameter_is_404(self):
+        before = snapshot(self.writer)
+        checked = []
+        for path, item in self.doc["paths"].items():
+            for param in item["get"]["parameters"]:
+                if param["in"] != "query" or param["name"] not in ("host", "node"):
+                    continue
+                for value in ("typo", "H1", "h1 ", "\x00", "h1/h1", "'\"<b>", "x" * 300):
+                    url = f"{self.concrete(path)}?{param['name']}={urllib.parse.quote(value)}"
+                    message = self.get(url, 404)["error"]["message"]
+                    self.assertIn(repr(value)[:errors.MAX_ECHO - 4], message, url)
+                    self.assertIn(f"query parameter {param['name']!r}", message, url)
+                    self.assertLessEqual(len(message), 300, url)
+                self.assertIn("404", item["get"]["responses"], path)
+                checked.append((path, param["name"]))
+        # Every endpoint taking a host or node is covered, from the document and the code.
+        expected = {(self.concrete(p, "{node}") if "node" in p else p, n)
+                    for p, item in self.doc["paths"].items()
+                    for n in ("host", "node") if n in {
+                        q["name"] for q in item["get"]["parameters"] if q["in"] == "query"}}
+        self.assertEqual(expected, set(checked))
+        self.assertEqual(sum(n in ("host", "node") for names in api_app.QUERY.values()
+                             for n in names), len(checked))
+        self.assertEqual(before, snapshot(self.writer))
+
+    def test_findings_of_a_typo_host_are_404_never_clean(self):
+        self.assertTrue(self.get("/v1/findings?host=h1")["clean"])
+        data = self.get("/v1/findings?host=typo", 404)
+        self.assertNotIn("clean", data)
+        self.assertIn("'typo'", data["error"]["message"])
+        self.assertIn("'typo'", self.get("/v1/findings?host=h1&node=typo", 404)["error"][
+            "message"])
+        self.assertIn("'typo'", self.get("/v1/findings?host=typo&node=h1", 404)["error"][
+            "message"])
+        # A node known elsewhere, asked on another known host: 404 naming both.
+        message = self.get("/v1/findings?host=h2&node=h1", 404)["error"]["message"]
+        self.assertIn("'h1'", message)
+        self.assertIn("'h2'", message)
+        # By uuid.
+        uuid = next(n.uuid for n in self.writer.get_compute_nodes("h1"))
+        self.assertTrue(self.get(f"/v1/findings?node={uuid}")["clean"])
+        self.get(f"/v1/findings?node={uuid[:-1]}", 404)
+
+    def test_a_host_known_by_its_service_alone_is_known(self):
+        self.get("/v1/findings?host=svc-only", 404)
+        self.writer.heartbeat("svc-only", COMPUTE_BINARY)
+        data = self.get("/v1/findings?host=svc-only")
+        self.assertEqual(([], True), (data["findings"], data["clean"]))
+
+    def test_bad_query_parameters_are_400_and_change_nothing(self):
+        before = snapshot(self.writer)
+        for path in ("/v1/findings?host=h1&host=h1", "/v1/findings?node=h1&node=typo",
+                     "/v1/nodes/h1/explain?host=h1&host=h2", "/?interval=5&interval=5",
+                     "/v1/findings?host", "/v1/openapi.json?x=1", "/static/page.js?v=1"):
+            message = self.get(path, 400)["error"]["message"]
+            self.assertRegex(message, r"'(host|node|interval|x|v)'")
+        for value in BAD_INTERVALS:
+            url = "/?interval=" + urllib.parse.quote(value, safe="")
+            message = self.get(url, 400)["error"]["message"]
+            self.assertIn("'interval'", message)
+            if value.strip():
+                self.assertIn(f"from {query.MIN_INTERVAL_S} to {query.MAX_INTERVAL_S}", message)
+                self.assertIn(repr(value)[:errors.MAX_ECHO - 4], message)
+        for value in GOOD_INTERVALS:
+            self.assertIn(b"nova-lite overview", self.get("/?interval=" + value))
+        self.assertEqual(before, snapshot(self.writer))
+
+    def test_the_page_interval_range_is_documented(self):
+        param = self.doc["paths"]["/"]["get"]["parameters"][0]
+        self.assertEqual(("interval", "number", 1, 3600, 5),
+                         (param["name"], param["schema"]["type"], param["schema"]["minimum"],
+                          param["schema"]["maximum"], param["schema"]["default"]))
+        self.assertEqual((1, 3600, 5), (query.MIN_INTERVAL_S, query.MAX_INTERVAL_S,
+                                         query.DEFAULT_INTERVAL_S))
+        # The page's own clamp uses the same bounds.
+        script = self.get("/static/page.js").decode()
+        for name in ("MIN_INTERVAL_S", "MAX_INTERVAL_S", "DEFAULT_INTERVAL_S"):
+            self.assertIn(f"const {name} = {getattr(query, name)};", script)
+
+    def test_every_response_carries_nosniff_and_the_csp(self):
+        cases = [("/", 200), ("/?interval=2", 200), ("/static/page.css", 200),
+                 ("/static/page.js", 200), ("/static/favicon.svg", 200),
+                 ("/v1/openapi.json", 200), ("/v1/cluster", 200),
+                 ("/v1/hypervisors/h1", 200), ("/v1/findings", 200), ("/v1/nope", 404),
+                 ("/static/index.html", 404), ("/favicon.ico", 404),
+                 ("/v1/hosts/ghost", 404), ("/v1/findings?host=typo", 404),
+                 ("/?interval=abc", 400), ("/v1/cluster?x=1", 400)]
+        for path, status in cases:
+            self.get(path, status)
+            self.get(path, status, method="HEAD")
+        for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+            for path in ("/", "/static/page.js", "/v1/findings", "/v1/nope"):
+                headers = {}
+                code = request(self.server.url + path, method, headers)[0]
+                self.assertIn(code, (404, 405), (method, path))
+                assert_secure_headers(self, headers, (method, path))
+        # The page's own files have the types nosniff needs, and it inlines nothing.
+        types = {}
+        for path in ("/static/page.css", "/static/page.js", "/static/favicon.svg"):
+            headers = {}
+            request(self.server.url + path, headers=headers)
+            types[path] = headers["Content-Type"]
+        self.assertEqual({"/static/page.css": "text/css; charset=utf-8",
+                          "/static/page.js": "text/javascript; charset=utf-8",
+                          "/static/favicon.svg": "image/svg+xml"}, types)
+        page = self.get("/").decode()
+        self.assertNotRegex(page, r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son[a-z]+=")
+
+    def test_documented_errors_are_the_ones_answered(self):
+        for path, item in self.doc["paths"].items():
+            documented = set(item["get"]["responses"])
+            url = self.concrete(path)
+            answered = {"200"}
+            answered.add(str(request(self.server.url + url + "?bogus=1")[0]))
+            answered.add(str(request(self.server.url + url, "POST")[0]))
+            if "{" in path:
+                answered.add(str(request(self.server.url + self.concrete(path, "ghost"))[0]))
+            for param in item["get"]["parameters"]:
+                if param["in"] == "query":
+                    bad = "ghost" if param["name"] in ("host", "node") else "abc"
+                    answered.add(str(request(
+                        f"{self.server.url}{url}?{param['name']}={bad}")[0]))
+            # 503 (database failure) and 500 are answered in their own tests.
+            self.assertEqual(documented - {"500", "503"}, answered, path)
+
+    def test_an_internal_error_is_a_json_500_with_no_details(self):
+        broken = BackgroundServer(make_app(self.reader, None)).start()   # no settings
+        self.addCleanup(broken.stop)
+        logs = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        headers = {}
+        code, ctype, body = request(broken.url + "/v1/hypervisors", headers=headers)
+        self.assertEqual((500, "application/json"), (code, ctype))
+        self.assertEqual({"error": {"code": 500, "title": "Internal Server Error",
+                                    "message": "internal error; the server's log has the "
+                                               "details"}}, json.loads(body))
+        assert_secure_headers(self, headers, "500")
+        self.assertIn("AttributeError", logs.output)
+
     def test_read_only_other_methods_are_405_and_change_nothing(self):
         before = snapshot(self.writer)
         for method in ("POST", "PUT", "DELETE", "PATCH"):
@@ -193,17 +368,31 @@ class TestApiSQLite(ApiTests, base.TestCase):
         self.addCleanup(store.close)
         return store
 
-    def test_database_failure_is_503_with_json(self):
+    def test_database_failure_is_503_naming_no_part_of_the_url(self):
         self.get("/v1/cluster")
-        path = self.url[len("sqlite:///"):]
-        with contextlib.closing(sqlite3.connect(path)) as conn:
+        db_file = self.url[len("sqlite:///"):]
+        with contextlib.closing(sqlite3.connect(db_file)) as conn:
             conn.execute("DROP TABLE allocations")
             conn.execute("DROP TABLE compute_nodes")
             conn.commit()
         self.rt1.store.close()
-        for path in ("/v1/cluster", "/v1/hypervisors", "/v1/findings", "/v1/nodes/h1/explain"):
+        logs = self.useFixture(fixtures.FakeLogger(level=logging.WARNING,
+                                                   format="%(levelname)s %(message)s"))
+        url_parts = [p for p in os.path.abspath(db_file).split(os.sep) if p]
+        for path, template in (("/v1/cluster", "/v1/cluster"),
+                               ("/v1/hypervisors", "/v1/hypervisors"),
+                               ("/v1/findings", "/v1/findings"),
+                               ("/v1/findings?host=h1", "/v1/findings"),
+                               ("/v1/nodes/h1/explain", "/v1/nodes/{node}/explain")):
             data = self.get(path, 503)
-            self.assertIn("database failure", data["error"]["message"])
+            self.assertEqual("database unavailable: schema missing (run nova-lite db sync)",
+                             data["error"]["message"])
+            self.assertIn("503", self.doc["paths"][template]["get"]["responses"])
+            for part in url_parts + ["sqlite", "OperationalError"]:
+                self.assertNotIn(part, json.dumps(data), path)
+        # The server's log has the detail, at WARNING.
+        self.assertRegex(logs.output, r"WARNING API GET /v1/cluster: database unavailable "
+                                      r"\(schema missing .*\): .*no such table")
 
 
 class TestApiPostgreSQL(ApiTests, base.OnPostgreSQL, base.TestCase):

@@ -21,7 +21,7 @@ from tests import base
 from tests.test_cli import CliTestCase
 from tests.test_heal import api_delete
 from tests.test_metrics import parse, scrape, value
-from tests.test_web_page import PageReader
+from tests.test_web_page import POLL_S, PageReader
 
 HOST, DRIVER = "leakhost", "fake.small"
 #: fake.small offers 8192 MB; the default reserved_host_memory_mb is 512.
@@ -72,9 +72,9 @@ class TestLeakThroughTheWeb(CliTestCase, base.TestCase):
         page = None
         if browser.chromium_problem() is None or components.is_required("chromium"):
             browser.use_chromium(self)
-            driver = self.useFixture(browser.Chromium()).driver
-            driver.get(f"{api.url}/?interval=0.3")
-            page = PageReader(self, driver)
+            chromium = self.useFixture(browser.Chromium())
+            chromium.driver.get(f"{api.url}/?interval={POLL_S}")
+            page = PageReader(self, chromium.driver, chromium)
 
         stale = sorted(("stale_allocation", u) for u in deleted)
         lost = (3 * FLAVOR_MB, CAPACITY_MB - 3 * FLAVOR_MB)

@@ -3,19 +3,25 @@
 The page's numbers equal the store's and what ``hypervisor list -f json``
 and ``hypervisor stats -f json`` print; when a host is added and a build
 lands, the page follows (waiting on a condition, never a fixed sleep).
-A screenshot is kept as a test artifact: in ``$NOVA_LITE_TEST_ARTIFACTS``
-if set, else in the test's temporary directory; its path is attached to
-the result as the detail ``screenshot``.
+It works under the API's Content-Security-Policy: the browser's console
+shows no violation and no error.  Whatever ``interval`` a URL gives it,
+the page never polls faster than the minimum.  A screenshot is kept as a
+test artifact: in ``$NOVA_LITE_TEST_ARTIFACTS`` if set, else in the test's
+temporary directory; its path is attached to the result as the detail
+``screenshot``.
 
 Chromium missing: skipped, or failed under ``NOVA_LITE_REQUIRE_ALL=1``.
 """
 
 import os
+import threading
+import time
 
 from testtools import content
+from werkzeug.wrappers import Request
 
 from nova_lite import cluster
-from nova_lite.api import make_app
+from nova_lite.api import make_app, query
 from nova_lite.db import Store
 from nova_lite.db.store import COMPUTE_BINARY
 from nova_lite.testing import browser
@@ -23,8 +29,8 @@ from nova_lite.web_server import BackgroundServer
 from tests import base
 from tests.test_cli import CliTestCase
 
-#: The page polls this often in the tests (seconds).
-POLL_S = 0.3
+#: The page polls this often in the tests (seconds): the shortest period it takes.
+POLL_S = query.MIN_INTERVAL_S
 #: Longest wait for the page to show a change (seconds).
 WAIT_S = 30
 
@@ -39,8 +45,9 @@ def artifact_path(test, name):
 class PageReader:
     """Reads what the page shows (after the poll that satisfied a condition)."""
 
-    def __init__(self, test, driver):
-        self.test, self.driver = test, driver
+    def __init__(self, test, driver, chromium=None):
+        self.test, self.driver, self.chromium = test, driver, chromium
+        self.console = []
 
     #: Reads the DOM in one script run: the page cannot redraw half-way through.
     READ = """
@@ -84,6 +91,24 @@ class PageReader:
     def findings(self):
         return [tuple(f) for f in self.read()["findings"]]
 
+    def interval(self):
+        """The poll period (s) the page uses, as it shows it."""
+        return float(self.driver.find_element("id", "status").get_attribute("data-interval"))
+
+    def read_console(self):
+        """Every console entry so far (kept in ``self.console``)."""
+        self.console += self.chromium.console()
+        return self.console
+
+    def assert_clean_console(self):
+        """No Content-Security-Policy violation, and no error at all, in the console."""
+        entries = self.read_console()
+        violations = [e["message"] for e in entries if e.get("source") == "security"
+                      or "Content Security Policy" in e["message"]]
+        self.test.assertEqual([], violations, "CSP violations in the browser console")
+        self.test.assertEqual([], [e["message"] for e in entries if e["level"] == "SEVERE"],
+                              "errors in the browser console")
+
     def wait_for(self, condition, what):
         """Wait (polling the page, at most WAIT_S s) until ``condition(self)`` holds."""
         from selenium.webdriver.support.ui import WebDriverWait
@@ -106,14 +131,44 @@ class PageReader:
         return path
 
 
-def open_page(test, store, settings):
-    """(PageReader, server) of the page served over ``store``, in a headless Chromium."""
+def open_page(test, store, settings, app=None, query_string=f"interval={POLL_S}"):
+    """(PageReader, server) of the page served over ``store``, in a headless Chromium.
+
+    ``app``: the WSGI application to serve (default the API over ``store``).
+    """
     browser.use_chromium(test)
-    server = BackgroundServer(make_app(store, settings)).start()
+    server = BackgroundServer(app or make_app(store, settings)).start()
     test.addCleanup(server.stop)
-    driver = test.useFixture(browser.Chromium()).driver
-    driver.get(f"{server.url}/?interval={POLL_S}")
-    return PageReader(test, driver), server
+    chromium = test.useFixture(browser.Chromium())
+    chromium.driver.get(f"{server.url}/?{query_string}")
+    return PageReader(test, chromium.driver, chromium), server
+
+
+class PageAnyQuery:
+    """The API, except that the page is served whatever its query says.
+
+    Stands for a page opened by a hand-edited URL the server never
+    checked (a saved copy, a proxy that rewrites the query): what the page's
+    own script does with it is under test.  ``polls`` records when each
+    ``/v1/cluster`` request arrived (monotonic s).  ``inject``: bytes added
+    to the page before ``</body>``.
+    """
+
+    def __init__(self, app, inject=b""):
+        self.app, self.inject = app, inject
+        self.polls = []
+        self._lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") == "/v1/cluster":
+            with self._lock:
+                self.polls.append(time.monotonic())
+        if environ.get("PATH_INFO") == "/":
+            environ = dict(environ, QUERY_STRING="")
+            response = self.app.dispatch(Request(environ))
+            response.set_data(response.get_data().replace(b"</body>", self.inject + b"</body>"))
+            return response(environ, start_response)
+        return self.app(environ, start_response)
 
 
 class TestOverviewPage(CliTestCase, base.TestCase):
@@ -186,3 +241,41 @@ class TestOverviewPage(CliTestCase, base.TestCase):
         path = page.screenshot("overview-page.png")
         with open(path, "rb") as handle:
             self.assertEqual(b"\x89PNG", handle.read(4))
+        self.assertEqual(POLL_S, page.interval())
+        page.assert_clean_console()
+
+    def test_the_console_check_sees_a_violation(self):
+        # The check above is not vacuous: inline script and style are refused and seen.
+        app = PageAnyQuery(make_app(self.reader, self.settings_),
+                           inject=b"<script>document.title = 'x';</script>"
+                                  b"<p style='color: red'>inline</p>")
+        page, _ = open_page(self, self.reader, self.settings_, app=app)
+        page.wait_for(lambda p: set(p.hosts()) == {"h1", "h2"}, "the two hosts")
+        self.assertEqual("nova-lite overview", page.driver.title)   # the script never ran
+        violations = [e for e in page.read_console() if e.get("source") == "security"]
+        self.assertEqual(2, len(violations), violations)
+        self.assertRaises(AssertionError, page.assert_clean_console)
+
+    def test_the_page_never_polls_faster_than_the_minimum(self):
+        app = PageAnyQuery(make_app(self.reader, self.settings_))
+        page, server = open_page(self, self.reader, self.settings_, app=app,
+                                 query_string="interval=0")
+        # The page clamps 0 to the minimum: let it poll three times and time the rounds.
+        page.wait_for(lambda p: p.polls() >= 3, "three polls")
+        self.assertEqual(query.MIN_INTERVAL_S, page.interval())
+        with app._lock:   # noqa: SLF001 - the test's own recorder
+            arrivals = list(app.polls)
+        gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+        self.assertGreaterEqual(len(gaps), 2, arrivals)
+        # Each round waits the period after the previous one ended: never sooner.
+        self.assertGreaterEqual(min(gaps), query.MIN_INTERVAL_S * 0.95, gaps)
+        page.assert_clean_console()
+        # Any other value the server would refuse: the page clamps it or takes its default.
+        expected = {"0.001": 1, "-5": 5, "abc": 5, "Infinity": 5, "NaN": 5, "": 5, "1e-9": 5,
+                    "99999": query.MAX_INTERVAL_S, "2.5": 2.5, "0x10": 5, "%20": 5}
+        shown = {}
+        for value in expected:
+            page.driver.get(f"{server.url}/?interval={value}")
+            page.wait_for(lambda p: p.polls() >= 1, f"the page with interval={value!r}")
+            shown[value] = page.interval()
+        self.assertEqual(expected, shown)

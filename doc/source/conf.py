@@ -81,7 +81,7 @@ autoprogram_cliff_application = "nova-lite"
 # Keep "--option" as typed (no en dashes) in command help and prose.
 smartquotes = False
 
-# Base classes from libraries without an inventory here (cliff, fixtures)
+# Base classes from libraries without an inventory here (cliff, fixtures, werkzeug)
 # and a private base class, shown by "show-inheritance".
 nitpick_ignore = [
     ("py:class", "cliff.app.App"),
@@ -89,6 +89,8 @@ nitpick_ignore = [
     ("py:class", "cliff.columns.FormattableColumn"),
     ("py:class", "fixtures.fixture.Fixture"),
     ("py:class", "prometheus_client.registry.Collector"),
+    ("py:class", "werkzeug.exceptions.BadRequest"),
+    ("py:class", "werkzeug.exceptions.NotFound"),
     ("py:class", "nova_lite.scheduler.filters._AmountFilter"),
 ]
 # The drivers' internal modules are not rendered (reference/drivers.rst shows

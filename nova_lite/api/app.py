@@ -4,6 +4,9 @@ Routes (every one GET or HEAD; any other method is answered 405):
 
 =====================================  ============================================
 ``/``                                  the overview page (HTML, polls the API)
+``/static/page.css``                   the page's style sheet
+``/static/page.js``                    the page's script
+``/static/favicon.svg``                the page's icon
 ``/v1/openapi.json``                   the OpenAPI 3 document of these routes
 ``/v1/cluster``                        totals per resource class over every node
 ``/v1/hypervisors``                    one row per compute node (``hypervisor list``)
@@ -16,14 +19,18 @@ Routes (every one GET or HEAD; any other method is answered 405):
 ``/v1/findings``                       the audit's leak findings (``audit``, records only)
 =====================================  ============================================
 
-Errors are JSON ``{"error": {"code": N, "title": ..., "message": ...}}``:
-404 for an unknown node, host or path, 400 for a bad query parameter, 405
-for a method other than GET/HEAD, 503 when the database fails.  Nothing
-is ever written: the store should be opened read-only.
+Errors are JSON ``{"error": {"code": N, "title": ..., "message": ...}}``
+(:mod:`nova_lite.api.errors`): 404 for an unknown node, host or path (in
+the path or in a query parameter, see :mod:`nova_lite.api.query`), 400 for
+a bad query parameter, 405 for a method other than GET/HEAD, 503 when the
+database fails (naming the kind of failure, never the database URL), 500
+for anything else.  Every response, errors included, carries
+``X-Content-Type-Options: nosniff`` and the :data:`CONTENT_SECURITY_POLICY`
+the page is written to meet (no inline script or style).  Nothing is ever
+written: the store should be opened read-only.
 """
 
 import importlib.resources
-import json
 import logging
 import time
 
@@ -34,7 +41,9 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from nova_lite import cluster, explain, leaks, reports
-from nova_lite.api import openapi
+from nova_lite.api import openapi, query
+from nova_lite.api.errors import UnknownName, database_failure, echo, error_response
+from nova_lite.api.errors import json_response
 from nova_lite.exception import InvalidInput, NodeNotFound, StoreError
 
 LOG = logging.getLogger(__name__)
@@ -42,6 +51,9 @@ LOG = logging.getLogger(__name__)
 #: Every route: (path, endpoint).  The OpenAPI document describes each.
 ROUTES = (
     ("/", "page"),
+    ("/static/page.css", "page_css"),
+    ("/static/page.js", "page_js"),
+    ("/static/favicon.svg", "favicon"),
     ("/v1/openapi.json", "openapi"),
     ("/v1/cluster", "cluster"),
     ("/v1/hypervisors", "hypervisors"),
@@ -55,29 +67,36 @@ ROUTES = (
 )
 
 #: Query parameters each endpoint accepts (any other is a 400).
-QUERY = {"page": ("interval",), "hypervisor": ("host",), "explain": ("host",),
-         "findings": ("host", "node")}
+QUERY = query.QUERY
+
+#: How many known hosts a 404 for an unknown host lists.
+KNOWN_SHOWN = 20
+
+#: The Content-Security-Policy of every response: the page loads its style,
+#: script and data from this server only, runs no inline script or style,
+#: and cannot be framed.
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; "
+                           "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                           "form-action 'none'; frame-ancestors 'none'")
+#: Headers every response carries, errors included.
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff",
+                    "Content-Security-Policy": CONTENT_SECURITY_POLICY}
+
+#: The page's files: endpoint -> (file in ``nova_lite/api/static``, content type).
+STATIC = {"page": ("index.html", "text/html; charset=utf-8"),
+          "page_css": ("page.css", "text/css; charset=utf-8"),
+          "page_js": ("page.js", "text/javascript; charset=utf-8"),
+          "favicon": ("favicon.svg", "image/svg+xml")}
 
 
-class BadQuery(http.BadRequest):
-    """A query parameter that is unknown or has a bad value (400)."""
+def static_file(name: str) -> bytes:
+    """A file of the page shipped with the package (``nova_lite/api/static/<name>``)."""
+    return importlib.resources.files("nova_lite.api").joinpath(f"static/{name}").read_bytes()
 
 
 def page_html() -> bytes:
     """The overview page shipped with the package (``nova_lite/api/static/index.html``)."""
-    return importlib.resources.files("nova_lite.api").joinpath(
-        "static/index.html").read_bytes()
-
-
-def _json(data, status=200) -> Response:
-    return Response(json.dumps(data, sort_keys=True) + "\n", status=status,
-                    mimetype="application/json",
-                    headers={"Cache-Control": "no-store"})
-
-
-def error_response(code: int, title: str, message: str) -> Response:
-    """The JSON error body every failure gets."""
-    return _json({"error": {"code": code, "title": title, "message": message}}, code)
+    return static_file("index.html")
 
 
 class ApiApp:
@@ -93,23 +112,26 @@ class ApiApp:
         self.cache = cluster.NodeCache(store)
         self.url_map = Map([Rule(path, endpoint=endpoint, methods=["GET"])
                             for path, endpoint in ROUTES], strict_slashes=False)
-        self._page = page_html()
+        self._static = {endpoint: (static_file(name), ctype)
+                        for endpoint, (name, ctype) in STATIC.items()}
 
     # -- WSGI ---------------------------------------------------------------------
     def __call__(self, environ, start_response):
         return self.dispatch(Request(environ))(environ, start_response)
 
     def dispatch(self, request: Request) -> Response:
-        """The response to ``request``: the endpoint's, or a JSON error."""
+        """The response to ``request`` (the endpoint's, or a JSON error), with
+        :data:`SECURITY_HEADERS`."""
+        response = self._respond(request)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    def _respond(self, request: Request) -> Response:
         adapter = self.url_map.bind_to_environ(request.environ)
         try:
             endpoint, args = adapter.match()
-            allowed = QUERY.get(endpoint, ())
-            unknown = sorted(set(request.args) - set(allowed))
-            if unknown:
-                raise BadQuery(f"unknown query parameter(s) {', '.join(unknown)}; this path "
-                               f"takes {', '.join(allowed) or 'none'}")
-            return getattr(self, f"get_{endpoint}")(request, **args)
+            params = query.checked(endpoint, request.args, self._records)
+            return getattr(self, f"get_{endpoint}")(params, **args)
         except http.MethodNotAllowed as exc:
             response = error_response(405, "Method Not Allowed",
                                       f"{request.method} is not allowed: this API is "
@@ -123,58 +145,73 @@ class ApiApp:
         except InvalidInput as exc:
             return error_response(400, "Bad Request", str(exc))
         except (StoreError, sa.exc.SQLAlchemyError) as exc:
-            LOG.error("API %s %s: database failure: %s", request.method, request.path, exc)
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return error_response(503, "Service Unavailable", f"database failure: {text}")
+            what = database_failure(exc)
+            LOG.warning("API %s %s: database unavailable (%s): %s", request.method,
+                        request.path, what, exc)
+            return error_response(503, "Service Unavailable", f"database unavailable: {what}")
+        except Exception:
+            LOG.exception("API %s %s: internal error", request.method, request.path)
+            return error_response(500, "Internal Server Error",
+                                  "internal error; the server's log has the details")
 
     # -- helpers ------------------------------------------------------------------
-    def _query(self, request, name):
-        value = request.args.get(name)
-        if value is not None and not value.strip():
-            raise BadQuery(f"query parameter {name!r} must not be empty")
-        return value
+    def _records(self):
+        """``(services, nodes)`` against which a host or node parameter is checked."""
+        return self._services(), self.cache.nodes()
 
     def _services(self):
         from nova_lite.cli.service import list_services
         return list_services(self.store)
 
+    def _static_response(self, endpoint):
+        body, ctype = self._static[endpoint]
+        return Response(body, content_type=ctype, headers={"Cache-Control": "no-store"})
+
     # -- endpoints ----------------------------------------------------------------
-    def get_page(self, request):
-        return Response(self._page, mimetype="text/html",
-                        headers={"Cache-Control": "no-store"})
+    def get_page(self, params):
+        return self._static_response("page")
 
-    def get_openapi(self, request):
-        return _json(openapi.document())
+    def get_page_css(self, params):
+        return self._static_response("page_css")
 
-    def get_cluster(self, request):
+    def get_page_js(self, params):
+        return self._static_response("page_js")
+
+    def get_favicon(self, params):
+        return self._static_response("favicon")
+
+    def get_openapi(self, params):
+        return json_response(openapi.document())
+
+    def get_cluster(self, params):
         totals = self.cache.totals()
-        return _json(dict(totals.to_dict(), generated_at=time.time()))
+        return json_response(dict(totals.to_dict(), generated_at=time.time()))
 
-    def get_hypervisors(self, request):
+    def get_hypervisors(self, params):
         rows = reports.hypervisor_rows(self.store.get_compute_nodes(), self._services(),
                                        self.store.list_instances(),
                                        self.settings.service_down_time)
-        return _json({"hypervisors": [attrs.asdict(r) for r in rows]})
+        return json_response({"hypervisors": [attrs.asdict(r) for r in rows]})
 
-    def get_hypervisor_stats(self, request):
+    def get_hypervisor_stats(self, params):
         stats = reports.hypervisor_stats(self.store.get_compute_nodes(),
                                          self.store.list_instances())
-        return _json({"hypervisor_statistics": attrs.asdict(stats)})
+        return json_response({"hypervisor_statistics": attrs.asdict(stats)})
 
-    def get_hypervisor(self, request, node):
-        host = self._query(request, "host")
+    def get_hypervisor(self, params, node):
+        host = params.get("host")
         found = explain.find_node(self.store, node, host)
         services = [s for s in self._services() if s.host == found.host]
         state, status = reports.service_state(services[0] if services else None,
                                               self.settings.service_down_time)
         lines = reports.resource_lines(found, self.settings)
-        return _json({"hypervisor": {
+        return json_response({"hypervisor": {
             "uuid": found.uuid, "host": found.host, "nodename": found.nodename,
             "generation": found.generation, "state": state, "status": status,
             "last_error": found.last_error,
             "resources": [attrs.asdict(line) for line in lines]}})
 
-    def get_hosts(self, request):
+    def get_hosts(self, params):
         nodes = self.cache.nodes()
         services = {s.host: s for s in self._services()}
         by_host = {}
@@ -188,17 +225,20 @@ class ApiApp:
                           "nodes": len(by_host.get(host, ())),
                           "resources": [attrs.asdict(t) for t in
                                         cluster.class_totals(by_host.get(host, ()))]})
-        return _json({"hosts": hosts})
+        return json_response({"hosts": hosts})
 
-    def get_host(self, request, host):
+    def get_host(self, params, host):
         nodes = self.store.get_compute_nodes()
         if not any(n.host == host for n in nodes):
-            known = ", ".join(sorted({n.host for n in nodes})) or "none"
-            raise http.NotFound(f"No compute nodes on host {host!r}; known hosts: {known}")
+            known = sorted({n.host for n in nodes})
+            shown = ", ".join(known[:KNOWN_SHOWN]) or "none"
+            if len(known) > KNOWN_SHOWN:
+                shown += f" and {len(known) - KNOWN_SHOWN} more (see /v1/hosts)"
+            raise UnknownName(f"No compute nodes on host {echo(host)}; known hosts: {shown}")
         rows = reports.host_describe(host, nodes, self.store.list_instances(host=host))
-        return _json({"host": [attrs.asdict(r) for r in rows]})
+        return json_response({"host": [attrs.asdict(r) for r in rows]})
 
-    def get_services(self, request):
+    def get_services(self, params):
         now = time.time()
         out = []
         for service in self._services():
@@ -207,20 +247,20 @@ class ApiApp:
             out.append({"host": service.host, "binary": service.binary, "state": state,
                         "status": status, "updated_at": service.updated_at,
                         "disabled_reason": service.disabled_reason})
-        return _json({"services": out})
+        return json_response({"services": out})
 
-    def get_explain(self, request, node):
-        host = self._query(request, "host")
+    def get_explain(self, params, node):
+        host = params.get("host")
         result = explain.explain_node(self.store, node, self.settings, host=host)
-        return _json({"explanation": result.to_dict()})
+        return json_response({"explanation": result.to_dict()})
 
-    def get_findings(self, request):
-        host = self._query(request, "host")
-        node = self._query(request, "node")
+    def get_findings(self, params):
+        host = params.get("host")
+        node = params.get("node")
         report = leaks.find_leaks(self.store, self.settings, host=host, nodename=node)
-        return _json({"findings": report.to_dicts(), "clean": report.clean,
-                      "guests_compared": report.guests_compared,
-                      "migration_stuck_age": report.migration_stuck_age})
+        return json_response({"findings": report.to_dicts(), "clean": report.clean,
+                              "guests_compared": report.guests_compared,
+                              "migration_stuck_age": report.migration_stuck_age})
 
 
 def make_app(store, settings) -> ApiApp:
@@ -228,4 +268,5 @@ def make_app(store, settings) -> ApiApp:
     return ApiApp(store, settings)
 
 
-__all__ = ["ApiApp", "make_app", "ROUTES", "page_html", "error_response"]
+__all__ = ["ApiApp", "make_app", "ROUTES", "QUERY", "STATIC", "SECURITY_HEADERS",
+           "CONTENT_SECURITY_POLICY", "page_html", "static_file", "error_response"]

@@ -12,6 +12,7 @@ import typing
 import attrs
 
 from nova_lite import cluster, explain, leaks, reports
+from nova_lite.api import query
 
 VERSION = "1.0.0"
 
@@ -67,10 +68,10 @@ _ERROR = {"$ref": "#/components/responses/Error"}
 
 
 def _get(summary, description, responses, parameters=(), errors=("400", "503")):
+    """A GET operation; every one may also answer 405 and 500."""
     answers = dict(responses)
-    for code in errors:
+    for code in (*errors, "405", "500"):
         answers[code] = _ERROR
-    answers["405"] = _ERROR
     return {"get": {"summary": summary, "description": description,
                     "parameters": list(parameters), "responses": answers}}
 
@@ -81,7 +82,26 @@ def _param(name, where, text, required=False):
 
 
 _NODE = _param("node", "path", "Node name or uuid.")
-_HOST_Q = _param("host", "query", "Host of the node, if its name is on several hosts.")
+_HOST_Q = _param("host", "query", "Host of the node, if its name is on several hosts: a host "
+                 "with a compute service or compute node record (404 otherwise).")
+
+
+def _file(summary, description, content_type):
+    return _get(summary, description,
+                {"200": {"description": content_type, "content": {content_type: {}}}},
+                errors=("400",))
+
+
+def _interval():
+    return {"name": "interval", "in": "query", "required": False,
+            "description": f"Seconds between the page's polls: a number from "
+                           f"{query.MIN_INTERVAL_S} to {query.MAX_INTERVAL_S} written as "
+                           f"plain decimal digits with an optional fraction (2, 2.5; no "
+                           f"sign, exponent or spaces), 400 otherwise; default "
+                           f"{query.DEFAULT_INTERVAL_S}.",
+            "schema": {"type": "number", "minimum": query.MIN_INTERVAL_S,
+                       "maximum": query.MAX_INTERVAL_S,
+                       "default": query.DEFAULT_INTERVAL_S}}
 
 
 def document():
@@ -139,17 +159,21 @@ def document():
                                      "message": {"type": "string"}}}}},
     }
     paths = {
-        "/": {"get": {"summary": "The overview page",
-                      "description": "HTML page that polls this API: cluster totals, a usage "
-                                     "bar per host, the audit's findings.",
-                      "parameters": [_param("interval", "query",
-                                            "Seconds between polls (default 5).")],
-                      "responses": {"200": {"description": "HTML",
-                                            "content": {"text/html": {}}},
-                                    "405": _ERROR}}},
+        "/": _get("The overview page",
+                  "HTML page that polls this API: cluster totals, a usage bar per host, the "
+                  "audit's findings.  Its style and script are the files under /static.",
+                  {"200": {"description": "HTML", "content": {"text/html": {}}}},
+                  [_interval()], errors=("400",)),
+        "/static/page.css": _file("The page's style", "The overview page's style sheet.",
+                                  "text/css"),
+        "/static/page.js": _file("The page's script", "The overview page's script: polls "
+                                 "the API every interval seconds, never more often than "
+                                 f"every {query.MIN_INTERVAL_S} s.", "text/javascript"),
+        "/static/favicon.svg": _file("The page's icon", "The overview page's icon (SVG).",
+                                     "image/svg+xml"),
         "/v1/openapi.json": _get("This document", "The OpenAPI 3.1 document of the API.",
                                  _ok({"type": "object", "required": ["openapi", "paths"]},
-                                     "The document"), errors=()),
+                                     "The document"), errors=("400",)),
         "/v1/cluster": _get(
             "Cluster totals", "Per resource class, summed over every node: total, "
             "reserved, capacity (floor((total - reserved) x ratio) per node), used, free "
@@ -202,14 +226,21 @@ def document():
                                 "clean": {"type": "boolean"},
                                 "guests_compared": {"type": "boolean"},
                                 "migration_stuck_age": {"type": "number"}}}, "Findings"),
-            [_param("host", "query", "Only this host's nodes."),
-             _param("node", "query", "Only this node (name or uuid).")],
+            [_param("host", "query", "Only this host's nodes: a host with a compute service "
+                    "or compute node record (404 otherwise; an unknown host is never "
+                    "reported clean)."),
+             _param("node", "query", "Only this node, by name or uuid (404 if no compute "
+                    "node record has it).")],
             ("400", "404", "503")),
     }
     return {
         "openapi": "3.1.0",
         "info": {"title": "nova-lite read-only API", "version": VERSION,
-                 "description": "Read-only views of the records: GET only."},
+                 "description": "Read-only views of the records: GET (and HEAD) only. "
+                                "Every response, errors included, carries "
+                                "X-Content-Type-Options: nosniff and a "
+                                "Content-Security-Policy allowing this server's own "
+                                "script, style and data only."},
         "paths": paths,
         "components": {
             "schemas": schemas,

@@ -46,6 +46,8 @@ class Chromium(fixtures.Fixture):
     """A headless Chromium driven by selenium; ``driver`` after setUp, quit at cleanup.
 
     ``width``/``height``: the window size in pixels (screenshots have it).
+    The browser's console is recorded: :meth:`console` returns what it
+    logged since the last call.
     """
 
     def __init__(self, width=1280, height=1000):
@@ -63,9 +65,15 @@ class Chromium(fixtures.Fixture):
                     "--disable-dev-shm-usage", f"--window-size={self.width},{self.height}",
                     f"--user-data-dir={profile}", "--no-first-run"):
             options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         service = Service(executable_path=CHROMEDRIVER or shutil.which("chromedriver"))
         self.driver = webdriver.Chrome(options=options, service=service)
         self.addCleanup(self.driver.quit)
+
+    def console(self):
+        """The browser console's entries since the last call: dicts with ``level``
+        (``"SEVERE"``, ``"WARNING"``, ``"INFO"``...), ``message`` and ``source``."""
+        return self.driver.get_log("browser")
 
 
 __all__ = ["Chromium", "use_chromium", "chromium_problem", "CHROMIUM", "CHROMEDRIVER"]

@@ -1,10 +1,12 @@
 """Security basics.
 
-- Database credentials never appear in logs, errors or ``--help``.
-- Network endpoints: nova-lite opens none.  A running ``nova-lite compute``
-  service is inspected through /proc: it holds no listening TCP, UDP or
-  Unix socket (so there is nothing to bind to loopback yet; a future
-  endpoint must make this test bind-check it, see ``_listening``).
+- Database credentials never appear in logs, errors or ``--help``; the
+  read-only API's 503 names no part of the database URL at all (user,
+  host, port, database, query parameters), however the database fails.
+- Network endpoints: a running ``nova-lite compute`` service is inspected
+  through /proc: it holds no listening TCP, UDP or Unix socket.  ``nova-lite
+  api serve`` listens on loopback only unless told otherwise, and its
+  responses carry nosniff and a Content-Security-Policy.
 - State files are created owner-only: the state directory 0700, the
   database file 0600, and SQLite's -wal/-shm files 0600, whatever the umask.
 - CLI commands that delete records refuse without an explicit
@@ -14,24 +16,32 @@
 import contextlib
 import importlib.metadata
 import io
+import json
 import logging
 import os
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 
 import fixtures
 
 from nova_lite import conf
+from nova_lite.api import app as api_app
+from nova_lite.api import make_app
 from nova_lite.cli.main import main as cli_main
 from nova_lite.compute.manager import ComputeService
 from nova_lite.db import Store
 from nova_lite.exception import StoreError
 from nova_lite.testing import components, databases
 from nova_lite.virt import loader
+from nova_lite.web_server import BackgroundServer
 from tests.reliability import base
 
 SECRET = "Sup3r-S3cret-Pw"
@@ -126,6 +136,154 @@ class TestCredentialsStaySecret(base.TestCase):
                          soak.redact_url(f"postgresql://u:{SECRET}@h/db"))
 
 
+class TcpProxy(fixtures.Fixture):
+    """Forwards a loopback port to ``target`` (host, port) until :meth:`cut`.
+
+    After ``cut`` the port refuses connections and every forwarded
+    connection is closed: the database as seen by a client went away.
+    """
+
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+
+    def _setUp(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets = []
+        self.lock = threading.Lock()
+        self.addCleanup(self.cut)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            with self.lock:
+                self.sockets += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def cut(self):
+        """Refuse new connections and close the forwarded ones."""
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        with self.lock:
+            for sock in self.sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+
+def _api_get(url):
+    """``(status, headers, body text)`` of a GET."""
+    try:
+        with urllib.request.urlopen(url, timeout=60) as answer:
+            return answer.status, answer.headers, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.headers, exc.read().decode()
+
+
+class TestApiErrorsNameNoDatabaseUrl(base.TestCase):
+    """A 503 of the API says what failed, never where the database is."""
+
+    log_level = logging.DEBUG
+    PATHS = ("/v1/cluster", "/v1/hypervisors", "/v1/findings", "/v1/services",
+             "/v1/nodes/n0/explain")
+
+    def setUp(self):
+        super().setUp()
+        databases.use_postgresql(self)
+        self.db = self.useFixture(databases.PostgreSQLDatabase())
+        writer = Store(self.db.url)
+        self.addCleanup(writer.close)
+        settings = conf.Settings(host=HOST, state_path=self.useFixture(
+            fixtures.TempDir()).path)
+        driver = loader.load_driver("fake.multinode", settings=settings, nodes=["n0"])
+        ComputeService(HOST, driver, store=writer, settings=settings).run_once()
+        self.settings_ = settings
+
+    def serve(self, url):
+        """The API over a read-only store at ``url``: its base URL, once it answers."""
+        reader = Store(url, readonly=True)
+        self.addCleanup(reader.close)
+        server = BackgroundServer(make_app(reader, self.settings_)).start()
+        self.addCleanup(server.stop)
+        self.assertEqual(200, _api_get(server.url + "/v1/cluster")[0])
+        return server.url
+
+    def url_of(self, port):
+        import sqlalchemy as sa
+        url = sa.engine.make_url(components.postgresql_url())
+        url = url.set(username=url.username or "postgres", password=SECRET, port=port,
+                      database=self.db.name,
+                      query={"application_name": "nl-secret-app", "connect_timeout": "7"})
+        return url, url.render_as_string(hide_password=False)
+
+    def failures(self, api_url, parts):
+        """The 503 messages of every path, checked to name no part of the URL."""
+        messages = []
+        for path in self.PATHS:
+            code, headers, body = _api_get(api_url + path)
+            self.assertEqual(503, code, (path, body))
+            self.assertEqual("nosniff", headers["X-Content-Type-Options"])
+            message = json.loads(body)["error"]["message"]
+            self.assertTrue(message.startswith("database unavailable: "), message)
+            for part in parts:
+                self.assertNotIn(part.lower(), body.lower(), path)
+            messages.append(message)
+        self.assertNotIn(SECRET, self.logs.output)
+        return messages
+
+    def parts(self, url):
+        return [SECRET, url.username, url.host, str(url.port), self.db.name, "nl-secret-app",
+                "connect_timeout", "application_name", "postgresql", "psycopg", "localhost"]
+
+    def test_connection_refused(self):
+        import sqlalchemy as sa
+        real = sa.engine.make_url(components.postgresql_url())
+        proxy = self.useFixture(TcpProxy((real.host or "127.0.0.1", real.port or 5432)))
+        sa_url, url = self.url_of(proxy.port)
+        api_url = self.serve(url)
+        logged = self.useFixture(fixtures.FakeLogger(
+            name="nova_lite.api.app", level=logging.WARNING,
+            format="%(levelname)s %(message)s"))
+        proxy.cut()
+        messages = self.failures(api_url, self.parts(sa_url) + [str(real.port or 5432)])
+        self.assertEqual("database unavailable: connection refused", messages[-1])
+        # The detail is in the server's log, at WARNING (password masked).
+        self.assertRegex(logged.output, r"WARNING API GET /v1/services: database unavailable "
+                                        r"\(connection refused\): .*"
+                                        + f"127.0.0.1:{proxy.port}/{self.db.name}")
+
+    def test_database_dropped(self):
+        import sqlalchemy as sa
+        real = sa.engine.make_url(components.postgresql_url())
+        sa_url, url = self.url_of(real.port)
+        api_url = self.serve(url)
+        databases._admin_execute(components.postgresql_url(),   # noqa: SLF001
+                                 f'DROP DATABASE "{self.db.name}" WITH (FORCE)')
+        messages = self.failures(api_url, self.parts(sa_url))
+        self.assertEqual("database unavailable: the database does not exist", messages[-1])
+
+
 class TestNoNetworkEndpoints(base.SQLiteBackend, base.TestCase):
 
     def test_compute_service_listens_on_nothing(self):
@@ -145,6 +303,30 @@ class TestNoNetworkEndpoints(base.SQLiteBackend, base.TestCase):
         proc.send_signal(signal.SIGTERM)   # and it stops cleanly
         self.assertEqual(0, proc.wait(30), proc.stderr.read())
 
+
+    def test_api_serve_listens_on_loopback_only(self):
+        state = os.path.join(self.useFixture(fixtures.TempDir()).path, "state")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = cli_main(["--state-path", state, "compute", "--once", "--host", HOST])
+        self.assertEqual(0, code, out.getvalue())
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from nova_lite.cli.main import main; "
+             "sys.exit(main())", "--state-path", state, "api", "serve", "--port", "0"],
+            cwd=base.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(_reap, proc)
+        line = proc.stdout.readline()   # printed once the socket is bound
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        self.assertIsNotNone(match, line + (proc.stderr.read() if proc.poll() else ""))
+        found = _listening(proc.pid)
+        self.assertEqual([f"tcp 0100007F:{int(match.group(1)):04X}"], found)
+        for path in ("/", "/v1/cluster", "/v1/nope"):
+            code, headers, _ = _api_get(match.group(0).rstrip("/") + path)
+            self.assertEqual("nosniff", headers["X-Content-Type-Options"], path)
+            self.assertEqual(api_app.CONTENT_SECURITY_POLICY,
+                             headers["Content-Security-Policy"], path)
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(0, proc.wait(30), proc.stderr.read())
 
     def test_the_probe_sees_a_listener(self):
         # The check above is not vacuous: a process that listens is seen.
