@@ -287,15 +287,20 @@ class TestErrorCases(CliTestCase):
                                 "node", "list", state=False)
         self.assertEqual(1, code)
         self.assertEqual(1, err.count("Cannot open database"), err)
+        self.assertIn("Cannot open database postgresql://u:***@127.0.0.1:1/x: ", err)
         self.assertEqual(1, err.count("127.0.0.1:1"), err)
         self.assertNotIn("pw", err)
         with open(os.path.join(self.tmp, "junk.db"), "w") as handle:
             handle.write("not a database\n" * 100)
-        for argv in (["node", "list"], ["compute", "--once"], ["db", "sync"]):
-            code, _, err = self.cli("--database-url", f"sqlite:///{self.tmp}/junk.db",
-                                    *argv, state=False)
+        for url, argv in ((f"sqlite:///{self.tmp}/junk.db", ["node", "list"]),
+                          (f"sqlite:///{self.tmp}/junk.db", ["compute", "--once"]),
+                          (f"sqlite:///{self.tmp}/junk.db", ["db", "sync"]),
+                          (f"sqlite:///{self.newer}", ["node", "list"]),
+                          (f"sqlite:///{self.newer}", ["server", "create", "--flavor",
+                                                       "m1.tiny"])):
+            code, _, err = self.cli("--database-url", url, *argv, state=False)
             self.assertEqual(1, code, argv)
-            self.assertEqual(1, err.count("junk.db"), (argv, err))
+            self.assertEqual(1, err.count(url), (argv, err))
 
 
 class TestNoStateIsCreated(CliTestCase):
