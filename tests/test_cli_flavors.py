@@ -55,6 +55,11 @@ MALFORMED = [
     ("f.ini", "[c]\nvcpus: 1\nram = 1\n", ["is not valid INI", "KEY = VALUE"]),
     ("f.ini", "[u]\nvcpus = 1\nram = 1\nhw = x\n", ["[u]", "unknown key 'hw'"]),
     ("f.ini", "vcpus = 1\n", ["is not valid INI"]),
+    # read, then refused as a claim would refuse it
+    ("f.ini", "[x]\nvcpus = 1\nram = 64\nhw:cpu_policy = bogus\n",
+     ["flavor 'x' extra spec hw:cpu_policy='bogus' must be shared or dedicated"]),
+    ("f.yaml", "x:\n  vcpus: 1\n  ram: 64\n  extra_specs: {'resources:VCPU': lots}\n",
+     ["flavor 'x' extra spec resources:VCPU='lots' is not an integer"]),
 ]
 
 

@@ -1,12 +1,10 @@
 """``nova-lite claim test``: would a flavor fit on a node? (a dry run, nothing written)."""
 
 from nova_lite.cli import flavors
-from nova_lite.cli.context import BadArguments
 from nova_lite.cli.lookup import find_node
 from nova_lite.cli.output import ListColumn, TextColumn
 from nova_lite.cli.typed import ShowOne
 from nova_lite.compute import accounting, placement
-from nova_lite.exception import InvalidInput
 from nova_lite.objects import ZERO_OVERHEAD
 
 FIELDS = ("node", "host", "flavor", "requested", "fits", "reasons")
@@ -36,11 +34,8 @@ class TestClaim(ShowOne):
         flavor = flavors.flavor_from_args(parsed_args)
         store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
-        try:
-            numa = accounting.flavor_numa_request(flavor)
-            requested = accounting.requested_resources(flavor, ZERO_OVERHEAD, numa)
-        except InvalidInput as exc:
-            raise BadArguments(f"Flavor {flavor.name!r}: {exc}") from None
+        numa = accounting.flavor_numa_request(flavor)   # checked by flavor_from_args
+        requested = accounting.requested_resources(flavor, ZERO_OVERHEAD, numa)
         decision = placement.decide(node, requested, None, numa, ())
         fields = {"node": TextColumn(node.nodename), "host": TextColumn(node.host),
                   "flavor": TextColumn(flavor.name),

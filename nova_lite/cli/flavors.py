@@ -30,8 +30,9 @@ import re
 import yaml
 
 from nova_lite.cli.context import BadArguments, CommandError
+from nova_lite.compute import accounting
 from nova_lite.exception import InvalidInput
-from nova_lite.objects import Flavor
+from nova_lite.objects import ZERO_OVERHEAD, Flavor
 
 #: name -> (vcpus, memory_mb, root_gb): Nova's classic sizes.
 BUILTIN = {"m1.tiny": (1, 512, 1), "m1.small": (1, 2048, 20), "m1.medium": (2, 4096, 40),
@@ -175,12 +176,29 @@ def load_flavors(path):
     return _load_ini(path, text)
 
 
-def flavor_from_args(args):
-    """The Flavor the arguments name.
+def check_extra_specs(flavor, where):
+    """Raise :class:`BadArguments` naming ``where`` if a claim could not read
+    ``flavor``'s extra specs (``hw:cpu_policy=bogus``, ``resources:VCPU=lots``)."""
+    try:
+        accounting.requested_resources(flavor, ZERO_OVERHEAD,
+                                       accounting.flavor_numa_request(flavor))
+    except InvalidInput as exc:
+        raise BadArguments(f"{where}: {exc}; nothing was changed") from None
 
-    :class:`BadArguments` if none or both ways are given or a size or file
-    is malformed; :class:`CommandError` if the flavor name is unknown.
+
+def flavor_from_args(args):
+    """The Flavor the arguments name, its extra specs checked as a claim reads them.
+
+    :class:`BadArguments` if none or both ways are given or a size, extra
+    spec or file is malformed; :class:`CommandError` if the flavor name is
+    unknown.
     """
+    flavor = _named_flavor(args)
+    check_extra_specs(flavor, args.flavors_file or "--flavor")
+    return flavor
+
+
+def _named_flavor(args):
     sized = args.vcpus is not None or args.ram is not None
     if args.flavor and sized:
         raise BadArguments("give --flavor NAME or --vcpus/--ram sizes, not both")
