@@ -277,3 +277,25 @@ class TestTablesFitATerminal(CliTestCase):
                 self.assertEqual(list(cls.columns),
                                  [c.strip() for c in header.strip("|").split("|")], argv)
                 self.assertEqual(list(cls.columns), list(self.json(*argv)[0]), argv)
+
+
+class TestConversions(testtools.TestCase):
+    """The three renderings of one value (see nova_lite.cli.typed)."""
+
+    def test_plain_text_and_human(self):
+        from fractions import Fraction
+
+        from nova_lite.cli.output import TextColumn
+        from nova_lite.cli.typed import human, plain, text
+        value = {"ratio": Fraction(7, 10), "ids": ("b", "a"), "set": {2, 1}, "none": None,
+                 "ok": True, 3: TextColumn("n\x1b")}
+        self.assertEqual({"ratio": 0.7, "ids": ["b", "a"], "set": [1, 2], "none": None,
+                          "ok": True, "3": "n\x1b"}, plain(value))
+        self.assertEqual('{"ratio": 0.7, "ids": ["b", "a"], "set": [1, 2], "none": null, '
+                         '"ok": true, "3": "n\\u001b"}', text(value))
+        self.assertEqual(("", "true", 4, 0.7, "x"),
+                         (text(None), text(True), text(4), text(Fraction(7, 10)), text("x")))
+        self.assertEqual(("-", "yes", 4, "0.7", "a, b", "-", "n\\x1b"),
+                         (human(None), human(True), human(4), human(Fraction(7, 10)),
+                          human(["a", "b"]), human([]), human(TextColumn("n\x1b"))))
+        self.assertEqual("VCPU: 1\nMEMORY_MB: [1]", human({"VCPU": 1, "MEMORY_MB": [1]}))

@@ -61,7 +61,8 @@ def plain(value):
     if isinstance(value, str):
         return str(value)
     if isinstance(value, Mapping):
-        return {k if isinstance(k, str) else text(k): plain(v) for k, v in value.items()}
+        return {str(k) if isinstance(k, str) else str(text(k)): plain(v)
+                for k, v in value.items()}
     if isinstance(value, (set, frozenset)):
         return [plain(v) for v in sorted(value)]
     if isinstance(value, (list, tuple)):
