@@ -166,8 +166,9 @@ class ApiTests:
         self.assertEqual(set(listed), set(rows))
         for name, row in rows.items():
             self.assertEqual(
-                (listed[name]["vCPUs"], listed[name]["vCPUs Used"], listed[name]["Memory MB"],
-                 listed[name]["Free RAM MB"], listed[name]["Disk GB"]),
+                (listed[name]["vCPUs (capacity)"], listed[name]["vCPUs Used"],
+                 listed[name]["Memory MB (capacity)"], listed[name]["Free RAM MB"],
+                 listed[name]["Disk GB (capacity)"]),
                 (row["vcpus"], row["vcpus_used"], row["memory_mb"], row["free_ram_mb"],
                  row["local_gb"]))
         self.assertEqual(cli("hypervisor", "stats"),

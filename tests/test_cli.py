@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -80,6 +81,23 @@ class TestGlobal(CliTestCase):
                      "node delete", "audit"):
             self.assertIn(name, out)
 
+    def test_help_gives_each_command_a_whole_sentence(self):
+        import importlib.metadata
+        import inspect
+        _, out, _ = self.cli("--help")
+        for ep in importlib.metadata.entry_points(group="nova_lite.cli"):
+            if not ep.value.startswith("nova_lite.cli."):
+                continue
+            doc = inspect.getdoc(ep.load())
+            first, _, rest = doc.partition("\n")
+            name = ep.name.replace("_", " ")
+            self.assertTrue(first.endswith("."), f"{name}: {first!r}")
+            self.assertFalse(rest and not rest.startswith("\n"),
+                             f"{name}: the summary runs on to a second line")
+            self.assertEqual(first.count("("), first.count(")"), name)
+            self.assertLessEqual(len(first), 95, name)
+            self.assertIn(f"\n  {name}  {first.rstrip('.')}", re.sub(r"  +", "  ", out))
+
     def test_no_command_prints_help_and_fails(self):
         code, out, err = self.cli()
         self.assertEqual(2, code)
@@ -104,7 +122,7 @@ class TestGlobal(CliTestCase):
 
     def test_empty_state_path_is_rejected(self):
         code, _, err = self.cli("--state-path", " ", "node", "list", state=False)
-        self.assertEqual(1, code)
+        self.assertEqual(2, code)
         self.assertIn("--state-path", err)
 
     def test_commands_from_other_distributions(self):
@@ -228,11 +246,14 @@ class TestDriverCommands(CliTestCase):
 
     def test_list_table(self):
         out = self.ok("driver", "list")
-        for column in ("Name", "Distribution", "Version", "API version", "Capabilities",
-                       "Load error"):
+        for column in ("Name", "Distribution", "Version", "API version", "Load error"):
             self.assertIn(column, out)
         for name in ("fake", "fake.small", "fake.medium", "fake.multinode"):
             self.assertIn(f" {name} ", out)
+        self.assertNotIn("Capabilities", out)   # behind --long, as the entry point
+        long = self.ok("driver", "list", "--long")
+        for column in ("Entry point", "Capabilities", "lifecycle"):
+            self.assertIn(column, long)
 
     def test_list_json(self):
         rows = {r["Name"]: r for r in self.json("driver", "list")}
@@ -544,7 +565,7 @@ class TestOverAndEscaping(CliTestCase):
         (row,) = self.json("node", "list")
         self.assertEqual({"used": 10, "capacity": 7, "free": 0, "over": 3},
                          row["Usage"]["DISK_GB"])
-        self.assertIn("DISK_GB: used 10 of 7, free 0, over 3", self.ok("node", "list"))
+        self.assertIn("DISK_GB: 10/7, free 0, over 3", self.ok("node", "list"))
         data = self.json("node", "show", "n1")
         self.assertEqual((0, 3), (data["free"]["DISK_GB"], data["over"]["DISK_GB"]))
         self.assertEqual(0, data["over"]["MEMORY_MB"])

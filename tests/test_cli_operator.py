@@ -123,7 +123,9 @@ class TestScheduledBuilds(OperatorCase):
                                          "--yes-i-really-mean-it"))
         self.assertEqual([], self.json("server", "list"))
         self.assertEqual(0, self.json("hypervisor", "stats")["memory_mb_used"])
-        self.assertEqual(2, self.cli("server", "delete", built[0]["ID"])[0])
+        code, _, err = self.cli("server", "delete", built[0]["ID"], "--yes-i-really-mean-it")
+        self.assertEqual(1, code)   # already deleted: not found, as in Nova
+        self.assertIn("already deleted", err)
 
     def test_flavors_files(self):
         ini = os.path.join(self.state, "flavors.ini")
@@ -145,7 +147,6 @@ class TestScheduledBuilds(OperatorCase):
         node = self.json("hypervisor", "list")[0]["Hypervisor Hostname"]
         before = self.snapshot()
         for argv, text in (
-                (["server", "create", "--flavor", "m9.huge"], "unknown flavor 'm9.huge'"),
                 (["server", "create", "--vcpus", "1"], "--vcpus and --ram"),
                 (["server", "create", "--flavor", "m1.tiny", "--count", "0"], "--count"),
                 (["server", "create", "--flavor", "m1.tiny", "--vcpus", "1", "--ram", "1"],
@@ -153,20 +154,30 @@ class TestScheduledBuilds(OperatorCase):
                 (["server", "create", "--flavors-file", "/nope.yaml", "--flavor", "x"],
                  "/nope.yaml"),
                 (["server", "create", "--count", "x"], "--count"),
-                (["server", "show", "ghost"], "ghost"),
-                (["server", "delete", "ghost"], "ghost"),
-                (["service", "disable", "ghost"], "ghost"),
-                (["service", "enable", "ghost"], "ghost"),
+                (["server", "create", "--flavor", "m1.tiny", "--project", ""], "--project"),
                 (["service", "disable", "hosta", "--reason", " "], "--reason"),
                 (["service", "disable"], "HOST"),
-                (["hypervisor", "show", "ghost"], "ghost"),
                 (["hypervisor", "list", "-f", "xml"], "xml"),
-                (["host", "describe", "ghost"], "ghost"),
-                (["inventory", "list", "ghost"], "ghost"),
-                (["claim", "test", "--node", "ghost", "--flavor", "m1.tiny"], "ghost"),
+                (["hypervisor", "list", "-c", "vCPUs"], "'vCPUs'"),
                 (["claim", "test", "--node", node], "a flavor is required"),
                 (["claim", "test", "--flavor", "m1.tiny"], "--node")):
             err = self.fail(2, *argv)
+            self.assertIn(text, err, argv)
+        self.assertEqual(before, self.snapshot())
+
+    def test_unknown_names_are_errors_and_change_nothing(self):
+        before = self.snapshot()
+        for argv, text in (
+                (["server", "create", "--flavor", "m9.huge"], "unknown flavor 'm9.huge'"),
+                (["server", "show", "ghost"], "ghost"),
+                (["server", "delete", "ghost", "--yes-i-really-mean-it"], "ghost"),
+                (["service", "disable", "ghost"], "ghost"),
+                (["service", "enable", "ghost"], "ghost"),
+                (["hypervisor", "show", "ghost"], "ghost"),
+                (["host", "describe", "ghost"], "ghost"),
+                (["inventory", "list", "ghost"], "ghost"),
+                (["claim", "test", "--node", "ghost", "--flavor", "m1.tiny"], "ghost")):
+            err = self.fail(1, *argv)
             self.assertIn(text, err, argv)
         self.assertEqual(before, self.snapshot())
 
@@ -230,7 +241,7 @@ class TestReportFormats(CliTestCase):
 
     def test_compute_and_audit_take_cliffs_formatters(self):
         self.compute_once()
-        self.assertEqual("True", self.ok("audit", "--host", self.host, "-f", "value",
+        self.assertEqual("true", self.ok("audit", "--host", self.host, "-f", "value",
                                          "-c", "consistent").strip())
         self.assertEqual("fake", self.ok("compute", "--once", "--host", self.host, "-f",
                                          "value", "-c", "driver").strip())

@@ -212,12 +212,13 @@ class TestOverviewPage(CliTestCase, base.TestCase):
         self.assertEqual(sorted({r["Host"] for r in listed}), sorted(bars))
         for host, per_rc in bars.items():
             rows = [r for r in listed if r["Host"] == host]
-            self.assertEqual((sum(r["Memory MB"] for r in rows),
+            self.assertEqual((sum(r["Memory MB (capacity)"] for r in rows),
                               sum(r["Memory MB Used"] for r in rows),
                               sum(r["Free RAM MB"] for r in rows)),
                              tuple(per_rc["MEMORY_MB"][k] for k in ("capacity", "used", "free")),
                              host)
-            self.assertEqual((sum(r["vCPUs"] for r in rows), sum(r["vCPUs Used"] for r in rows)),
+            self.assertEqual((sum(r["vCPUs (capacity)"] for r in rows),
+                              sum(r["vCPUs Used"] for r in rows)),
                              (per_rc["VCPU"]["capacity"], per_rc["VCPU"]["used"]), host)
         return shown
 

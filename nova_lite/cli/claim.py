@@ -1,20 +1,26 @@
 """``nova-lite claim test``: would a flavor fit on a node? (a dry run, nothing written)."""
 
-from cliff import show
-
 from nova_lite.cli import flavors
-from nova_lite.cli.hypervisor import find_node
+from nova_lite.cli.lookup import find_node
 from nova_lite.cli.output import ListColumn, TextColumn
+from nova_lite.cli.typed import ShowOne
 from nova_lite.compute import accounting, placement
-from nova_lite.exception import InvalidInput
 from nova_lite.objects import ZERO_OVERHEAD
-from nova_lite.cli.context import BadArguments
+
+FIELDS = ("node", "host", "flavor", "requested", "fits", "reasons")
 
 
-class TestClaim(show.ShowOne):
-    """Check a flavor against a node's recorded usage, as a claim would (amounts, NUMA,
-    PCI; without the driver's overhead), and print every failing reason.  Nothing
-    is written; the exit status is 0 whether it fits or not."""
+class TestClaim(ShowOne):
+    """Check whether a flavor fits on a node as a claim would, and print every failing reason.
+
+    Checks amounts, NUMA and PCI against the node's recorded usage, without
+    the driver's overhead.  requested maps each resource class to the
+    amount asked for; fits is true or false; reasons lists every failing
+    dimension.  Nothing is written; the exit status is 0 whether it fits or
+    not.
+    """
+
+    columns = FIELDS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -28,14 +34,11 @@ class TestClaim(show.ShowOne):
         flavor = flavors.flavor_from_args(parsed_args)
         store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
-        try:
-            numa = accounting.flavor_numa_request(flavor)
-            requested = accounting.requested_resources(flavor, ZERO_OVERHEAD, numa)
-        except InvalidInput as exc:
-            raise BadArguments(str(exc)) from None
+        numa = accounting.flavor_numa_request(flavor)   # checked by flavor_from_args
+        requested = accounting.requested_resources(flavor, ZERO_OVERHEAD, numa)
         decision = placement.decide(node, requested, None, numa, ())
         fields = {"node": TextColumn(node.nodename), "host": TextColumn(node.host),
                   "flavor": TextColumn(flavor.name),
-                  "requested": ", ".join(f"{rc}={n}" for rc, n in sorted(requested.items())),
+                  "requested": dict(sorted(requested.items())),
                   "fits": not decision.reasons, "reasons": ListColumn(list(decision.reasons))}
-        return tuple(fields), tuple(fields.values())
+        return FIELDS, tuple(fields[name] for name in FIELDS)

@@ -111,17 +111,29 @@ class _StopSignals:
         return False
 
 
-class RunCompute(ReportShowOne):
-    """Run the compute service: audit every node each update_resources_interval.
+#: The fields of the ``compute --once`` report (``demo`` only with --demo).
+REPORT_FIELDS = ("host", "driver", "api_version", "state_path", "database", "audited",
+                 "failed", "orphans_deleted", "orphans_kept", "nodes")
 
-    Without --once it runs until SIGTERM or SIGINT.  With --once it makes
+
+class RunCompute(ReportShowOne):
+    """Run the compute service (with --once: one pass, then print the nodes).
+
+    Without --once it audits every node each update_resources_interval
+    until SIGTERM or SIGINT.  With --once it makes
     one pass (heartbeat, audit, orphan nodes) and prints, per node and
     resource class, total, reserved, ratio, capacity, used, free and over
     (what is held beyond capacity; free is never negative), with
-    the detected, configured and effective values side by side.  --demo
-    (with --once) also makes one claim that is admitted and one that is
-    rejected, prints both, and releases the admitted one.
+    the detected, configured and effective values side by side; exit
+    status 1 if a node failed its audit.  --demo (with --once) also makes
+    one claim that is admitted and one that is rejected, prints both, and
+    releases the admitted one.  -f and -c (with --once) pick the report's
+    fields: host, driver, api_version, state_path, database, audited,
+    failed, orphans_deleted, orphans_kept, nodes and, with --demo, demo.
     """
+
+    def known_columns(self, parsed_args):
+        return REPORT_FIELDS + (("demo",) if parsed_args.demo else ())
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from nova_lite import conf
 from nova_lite.db import Store
+from nova_lite.db.engine import normalize_url
 from nova_lite.virt import loader
 from nova_lite.exception import CommandError, BadArguments  # noqa: F401 - public name here too
 
@@ -57,7 +58,7 @@ def choose_state_path(cli_value=None, config_file=None, environ=None):
     environ = os.environ if environ is None else environ
     if cli_value is not None:
         if not cli_value.strip():
-            raise CommandError("--state-path must not be empty")
+            raise BadArguments("--state-path must not be empty")
         return StatePath(os.path.abspath(cli_value), "--state-path")
     if environ.get(STATE_PATH_ENV, "").strip():
         return StatePath(os.path.abspath(environ[STATE_PATH_ENV]), f"${STATE_PATH_ENV}")
@@ -78,7 +79,7 @@ def build_settings(config_file=None, database_url=None, state_path=None, environ
     value for a bad config file or value.
     """
     if database_url is not None and not database_url.strip():
-        raise CommandError("--database-url must not be empty")
+        raise BadArguments("--database-url must not be empty")
     overrides = {}
     if config_file is not None:
         conf.load_settings(config_file)   # reports a bad file before anything else
@@ -139,16 +140,31 @@ class CliContext:
         url = self.settings.database_url
         if must_exist:
             self.require_database_file()
+        path = _sqlite_file(url)
+        if path is not None and os.path.isdir(path):
+            raise CommandError(f"Cannot open database {self.database}: {path} is a "
+                               "directory, not a SQLite file")
         try:
             store = Store(url, claim_retries=self.settings.claim_retries,
                           busy_timeout=self.settings.database_busy_timeout,
                           readonly=readonly, initialise=initialise)
         except Exception as exc:   # noqa: BLE001 - shown to the operator, redacted
-            cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CommandError(f"Cannot open database {self.database}: "
-                               f"{conf.redact_url(cause)}") from exc
+            raise CommandError(self._open_error(exc)) from exc
         self._stores.append(store)
         return store
+
+    def _open_error(self, exc):
+        """One line saying the database cannot be opened and why, naming it once."""
+        text = str(exc).strip()
+        text = conf.redact_url(text.splitlines()[0]) if text else type(exc).__name__
+        names = {self.database, conf.redact_url(normalize_url(self.settings.database_url))}
+        for name in names:
+            prefix = f"Cannot open database {name}: "
+            if text.startswith(prefix):
+                text = text[len(prefix):]
+        if any(name in text for name in names):
+            return text   # the store's own message already names the database
+        return f"Cannot open database {self.database}: {text}"
 
     def load_driver(self, name, host):
         """Load driver ``name`` with these settings and ``init_host(host)`` it."""

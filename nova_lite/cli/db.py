@@ -2,19 +2,23 @@
 
 import logging
 
-from cliff import show
-
 from nova_lite.cli.context import CommandError
+from nova_lite.cli.output import LinesColumn
+from nova_lite.cli.typed import ShowOne
 from nova_lite.db import migrations
 from nova_lite.db.engine import Database
 
 LOG = logging.getLogger(__name__)
 
 FIELDS = ("Database", "Revision", "Head", "Current", "Pending")
+SYNC_FIELDS = ("Database", "Was", "Now", "Applied")
 
 
 def _pending(state):
-    return ", ".join(f"{r.revision} ({r.description})" for r in state.pending) or "-"
+    """The revisions an upgrade would apply: text lines, and data for machines."""
+    return LinesColumn(([f"{r.revision} ({r.description})" for r in state.pending],
+                        [{"revision": r.revision, "description": r.description}
+                         for r in state.pending]))
 
 
 def read_schema_state(ctx):
@@ -31,22 +35,33 @@ def read_schema_state(ctx):
         db.dispose()
 
 
-class DatabaseVersion(show.ShowOne):
-    """Show the database's schema revision, this nova-lite's newest, and what
-    'db sync' would apply. Changes nothing; exit status 0 either way."""
+class DatabaseVersion(ShowOne):
+    """Show the schema revision, this nova-lite's newest and what 'db sync' would apply.
+
+    Current is true when the schema is this nova-lite's newest; Pending
+    lists the revisions 'db sync' would apply (revision and description).
+    Changes nothing; exit status 0 either way.
+    """
+
+    columns = FIELDS
 
     def take_action(self, parsed_args):
         ctx = self.app.context()
         state = read_schema_state(ctx)
-        return FIELDS, (ctx.database, state.describe(), state.head,
-                        "yes" if state.current else "no", _pending(state))
+        return FIELDS, (ctx.database, state.describe(), state.head, state.current,
+                        _pending(state))
 
 
-class SyncDatabase(show.ShowOne):
-    """Create the schema of a new database, or upgrade an older one to this
-    nova-lite's newest revision (a 0.1.0 database of numbered steps is adopted).
-    Safe to run again and from several hosts at once; a database upgraded by a
-    newer nova-lite is refused."""
+class SyncDatabase(ShowOne):
+    """Create or upgrade the database schema to this nova-lite's newest revision.
+
+    Creates the schema of a new database, or upgrades an older one (a
+    0.1.0 database of numbered steps is adopted).  Safe to run again and
+    from several hosts at once; a database upgraded by a newer nova-lite is
+    refused.  Applied lists the revisions applied (empty: already current).
+    """
+
+    columns = SYNC_FIELDS
 
     def take_action(self, parsed_args):
         ctx = self.app.context()
@@ -55,6 +70,6 @@ class SyncDatabase(show.ShowOne):
         after = store.schema
         LOG.info("Database %s schema: %s -> %s", ctx.database, before.describe(),
                  after.describe())
-        applied = ", ".join(r.revision for r in before.pending) or "nothing (already current)"
-        return ("Database", "Was", "Now", "Applied"), (
-            ctx.database, before.describe(), after.describe(), applied)
+        applied = [r.revision for r in before.pending]
+        return SYNC_FIELDS, (ctx.database, before.describe(), after.describe(), LinesColumn(
+            ([", ".join(applied) or "nothing (already current)"], applied)))

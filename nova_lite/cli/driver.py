@@ -2,11 +2,10 @@
 
 import logging
 
-from cliff import lister, show
-
 from nova_lite import scaffold
 from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.output import CapabilitiesColumn, ListColumn, OptionalColumn
+from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.exception import InvalidInput
 from nova_lite.virt import loader
 
@@ -23,38 +22,45 @@ def _summary(name):
     return doc.splitlines()[0] if doc else ""
 
 
-class ListDrivers(lister.Lister):
-    """List the installed virt drivers, loadable or not.
+#: Every column of ``driver list`` (-f json/yaml/csv/value, or --long).
+LIST_HEADERS = ("Name", "Entry point", "Distribution", "Version", "API version",
+                "Capabilities", "Load error")
+#: The columns of its table without --long.
+DEFAULT_HEADERS = ("Name", "Distribution", "Version", "API version", "Load error")
+#: The fields of ``driver show``.
+SHOW_FIELDS = ("name", "entry_point", "distribution", "version", "api_version",
+               "capabilities", "description", "load_error")
+#: The fields of ``driver scaffold``.
+SCAFFOLD_FIELDS = ("driver", "distribution", "package", "class", "directory", "files",
+                   "next_steps")
+
+
+class ListDrivers(Lister):
+    """List the installed virt drivers, loadable or not, with their load errors.
 
     A driver that fails to load (import error, not a ComputeDriver, an API
     version this core does not speak, a duplicated name) is listed with the
-    reason in "Load error"; the others are unaffected.
+    reason in "Load error" (null when it loads); the others are
+    unaffected.  --long (or -c) adds the entry point and capabilities.
     """
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument("--long", action="store_true",
-                            help="Also show each driver's entry point.")
-        return parser
+    columns = LIST_HEADERS
+    default_columns = DEFAULT_HEADERS
 
     def take_action(self, parsed_args):
-        infos = loader.list_drivers()
-        headers = ["Name", "Distribution", "Version", "API version", "Capabilities",
-                   "Load error"]
-        if parsed_args.long:
-            headers.insert(1, "Entry point")
-        rows = []
-        for info in infos:
-            row = [info.name, info.distribution, info.version, info.api_version,
-                   CapabilitiesColumn(info.capabilities), OptionalColumn(info.error)]
-            if parsed_args.long:
-                row.insert(1, info.entry_point)
-            rows.append(row)
-        return headers, rows
+        return LIST_HEADERS, [
+            (info.name, info.entry_point, info.distribution, info.version, info.api_version,
+             CapabilitiesColumn(info.capabilities), OptionalColumn(info.error))
+            for info in loader.list_drivers()]
 
 
-class ShowDriver(show.ShowOne):
-    """Show one installed virt driver: where it comes from, what it declares, why it fails."""
+class ShowDriver(ShowOne):
+    """Show one installed virt driver: where it comes from, what it declares, why it fails.
+
+    load_error is null when the driver loads.
+    """
+
+    columns = SHOW_FIELDS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -83,10 +89,10 @@ class ShowDriver(show.ShowOne):
             "description": _summary(parsed_args.name) if infos[0].error is None else "",
             "load_error": OptionalColumn(infos[0].error),
         }
-        return tuple(fields), tuple(fields.values())
+        return SHOW_FIELDS, tuple(fields[name] for name in SHOW_FIELDS)
 
 
-class ScaffoldDriver(show.ShowOne):
+class ScaffoldDriver(ShowOne):
     """Create a new virt driver distribution, ready to install and test.
 
     Writes nova-lite-NAME (package nova_lite_NAME, entry point NAME):
@@ -98,6 +104,8 @@ class ScaffoldDriver(show.ShowOne):
     target directory must be new or empty; nothing is written otherwise
     (exit status 2).
     """
+
+    columns = SCAFFOLD_FIELDS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -127,4 +135,4 @@ class ScaffoldDriver(show.ShowOne):
                            f".venv/bin/pip install -e {core} && "
                            f".venv/bin/pip install -e '.[test]' && .venv/bin/stestr run"),
         }
-        return tuple(fields), tuple(fields.values())
+        return SCAFFOLD_FIELDS, tuple(fields[name] for name in SCAFFOLD_FIELDS)

@@ -1,15 +1,24 @@
 """``nova-lite host describe HOST``: Nova's host-describe rows."""
 
-from cliff import lister
-
 from nova_lite import reports
-from nova_lite.cli.context import BadArguments
+from nova_lite.cli.lookup import check_host
 from nova_lite.cli.output import TextColumn
+from nova_lite.cli.typed import Lister
+
+HEADERS = ("HOST", "PROJECT", "cpu", "memory_mb", "disk_gb")
 
 
-class DescribeHost(lister.Lister):
-    """Usage of one host: (total), (used_now) (reserved + allocations), (used_max)
-    (the flavors of its live instances) and one row per project."""
+class DescribeHost(Lister):
+    """Show one host's usage as Nova does: totals, used now, used max, per project.
+
+    Rows: (total) the inventories' totals (before reserved and the
+    allocation ratio, unlike the capacity of 'hypervisor list'),
+    (used_now) reserved plus what the allocations hold, (used_max) the
+    flavors of its live instances, then one row per project.  cpu counts
+    vCPUs, memory_mb is MB, disk_gb GB.
+    """
+
+    columns = HEADERS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -19,12 +28,8 @@ class DescribeHost(lister.Lister):
     def take_action(self, parsed_args):
         store = self.app.context().open_store(must_exist=True, readonly=True)
         nodes = store.get_compute_nodes()
-        if not any(n.host == parsed_args.host for n in nodes):
-            known = ", ".join(sorted({n.host for n in nodes})) or "none"
-            raise BadArguments(f"No compute nodes on host {parsed_args.host!r}; "
-                               f"known hosts: {known}")
+        check_host(nodes, parsed_args.host)
         rows = reports.host_describe(parsed_args.host, nodes,
                                      store.list_instances(host=parsed_args.host))
-        return (("HOST", "PROJECT", "cpu", "memory_mb", "disk_gb"),
-                [(TextColumn(r.host), TextColumn(r.project), r.cpu, r.memory_mb, r.disk_gb)
-                 for r in rows])
+        return (HEADERS, [(TextColumn(r.host), TextColumn(r.project), r.cpu, r.memory_mb,
+                           r.disk_gb) for r in rows])

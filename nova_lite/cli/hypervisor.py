@@ -1,44 +1,41 @@
-"""``nova-lite hypervisor list|show|stats``: compute nodes as an operator sees them."""
+"""``nova-lite hypervisor list|show|stats``: compute nodes as an operator sees them.
+
+``hypervisor list`` and ``hypervisor stats`` show capacity (what can be
+allocated: ``floor((total - reserved) x ratio)``), never the driver's raw
+totals; ``hypervisor show`` has both per resource class.
+"""
 
 import time
 
 import attrs
-from cliff import lister, show
 
 from nova_lite import reports
-from nova_lite.cli.context import BadArguments
-from nova_lite.cli.output import DictColumn, ListColumn, OptionalColumn, TextColumn
+from nova_lite.cli.lookup import find_node, node_arguments
+from nova_lite.cli.output import ListColumn, OptionalColumn, TextColumn
 from nova_lite.cli.service import list_services
+from nova_lite.cli.typed import Lister, ShowOne
 
+#: Every column of ``hypervisor list`` (-f json/yaml/csv/value, or --long).
 LIST_HEADERS = ("ID", "Hypervisor Hostname", "Host", "Hypervisor Type", "State", "Status",
-                "vCPUs Used", "vCPUs", "Memory MB Used", "Memory MB", "Free RAM MB",
-                "Disk GB Used", "Disk GB", "Free Disk GB", "Running VMs")
+                "vCPUs Used", "vCPUs (capacity)", "Memory MB Used", "Memory MB (capacity)",
+                "Free RAM MB", "Disk GB Used", "Disk GB (capacity)", "Free Disk GB",
+                "Running VMs")
+#: The columns of its table without --long.
+DEFAULT_HEADERS = ("Hypervisor Hostname", "Host", "Hypervisor Type", "State", "Status")
 
 
-def find_node(store, ident, host=None):
-    """The node named ``ident`` (name or uuid), on ``host`` if given; BadArguments if
-    none or several match."""
-    nodes = store.get_compute_nodes(host)
-    found = [n for n in nodes if ident in (n.nodename, n.uuid)]
-    if not found:
-        known = ", ".join(f"{n.host}/{n.nodename}" for n in nodes) or "none"
-        where = f" on host {host!r}" if host else ""
-        raise BadArguments(f"Compute node {ident!r} not found{where}. Known nodes: {known}")
-    if len(found) > 1:
-        raise BadArguments(f"Compute node {ident!r} exists on several hosts "
-                           f"({', '.join(sorted(n.host for n in found))}); pass --host")
-    return found[0]
+class ListHypervisors(Lister):
+    """List compute nodes with their state, status, capacity, usage and guests.
 
+    State is up or down (the heartbeat of the node's compute service),
+    status enabled or disabled.  The capacity columns are what can be
+    allocated (floor((total - reserved) x ratio)); "Free" is capacity minus
+    used, never negative.  The table shows the hostname, host, type, state
+    and status; --long (or -c) adds the amounts.
+    """
 
-def node_arguments(parser):
-    parser.add_argument("node", metavar="NODE", help="Node name or uuid.")
-    parser.add_argument("--host", metavar="HOST", help="Host of the node, if the name is "
-                                                       "on several hosts.")
-
-
-class ListHypervisors(lister.Lister):
-    """List compute nodes: state (up/down from the heartbeat), status
-    (enabled/disabled), vCPUs, memory and disk capacity, used and free, running VMs."""
+    columns = LIST_HEADERS
+    default_columns = DEFAULT_HEADERS
 
     def take_action(self, parsed_args):
         ctx = self.app.context()
@@ -52,10 +49,14 @@ class ListHypervisors(lister.Lister):
              r.local_gb_used, r.local_gb, r.free_disk_gb, r.running_vms) for r in rows]
 
 
-class ShowHypervisor(show.ShowOne):
-    """Show one compute node: per resource class the detected (driver), configured
-    (settings) and effective values: total, reserved, ratio, capacity, used, free,
-    over; and its running guests."""
+class ShowHypervisor(ShowOne):
+    """Show one compute node: per resource class detected, configured and effective values.
+
+    Per resource class: detected (the driver's total), configured reserved
+    and ratio (settings), and the effective total, reserved, ratio,
+    capacity, used, free (never negative) and over; then its running
+    guests.
+    """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -77,7 +78,7 @@ class ShowHypervisor(show.ShowOne):
         for line in reports.resource_lines(node, ctx.settings):
             data = attrs.asdict(line)
             del data["resource_class"]
-            fields[line.resource_class] = DictColumn(data)
+            fields[line.resource_class] = dict(sorted(data.items()))
         guests = store.list_instances(host=node.host, node=node.nodename)
         fields["running_vms"] = len(guests)
         fields["running_guests"] = ListColumn([i.uuid for i in guests])
@@ -85,9 +86,15 @@ class ShowHypervisor(show.ShowOne):
         return tuple(fields), tuple(fields.values())
 
 
-class HypervisorStats(show.ShowOne):
-    """Totals across every compute node: capacity, used, free and over (held beyond
-    capacity) of vCPUs, memory (MB) and disk (GB); running VMs."""
+class HypervisorStats(ShowOne):
+    """Show totals across every compute node: capacity, used, free and over; running VMs.
+
+    vCPUs, memory (MB) and disk (GB) are summed as capacity (what can be
+    allocated), used, free (never negative) and over (held beyond
+    capacity).
+    """
+
+    columns = tuple(f.name for f in attrs.fields(reports.HypervisorStats))
 
     def take_action(self, parsed_args):
         store = self.app.context().open_store(must_exist=True, readonly=True)

@@ -1,17 +1,28 @@
 """``nova-lite inventory list NODE``: a node's inventory per resource class."""
 
-from cliff import lister
-
-from nova_lite.cli.hypervisor import find_node, node_arguments
+from nova_lite.cli.lookup import find_node, node_arguments
 from nova_lite.cli.output import ratio_number
+from nova_lite.cli.typed import Lister
 
+#: Every column (-f json/yaml/csv/value, or --long).
 HEADERS = ("Resource Class", "Total", "Reserved", "Min Unit", "Max Unit", "Step Size",
-           "Allocation Ratio", "Capacity", "Used", "Free", "Over")
+           "Ratio", "Capacity", "Used", "Free", "Over")
+#: The columns of the table without --long.
+DEFAULT_HEADERS = ("Resource Class", "Total", "Reserved", "Ratio", "Capacity", "Used", "Free",
+                   "Over")
 
 
-class ListInventory(lister.Lister):
-    """List a node's inventories: total, reserved, units, ratio, capacity
-    (floor((total - reserved) x ratio)), used, free (never negative) and over."""
+class ListInventory(Lister):
+    """List a node's inventories: total, reserved, ratio, capacity, used, free and over.
+
+    Capacity is floor((total - reserved) x ratio); free is capacity minus
+    used, never negative; over is what is held beyond capacity.  --long (or
+    -c) adds the unit rules: min unit, max unit (null: no limit), step
+    size.
+    """
+
+    columns = HEADERS
+    default_columns = DEFAULT_HEADERS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)

@@ -50,7 +50,8 @@ class WriteMetricsTextfile(command.Command):
     def take_action(self, parsed_args):
         directory = os.path.dirname(os.path.abspath(parsed_args.path))
         if not os.path.isdir(directory):
-            raise BadArguments(f"Cannot write {parsed_args.path}: no directory {directory}")
+            raise BadArguments(f"Cannot write {parsed_args.path}: no directory {directory}; "
+                               "nothing was written")
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         metrics.write_textfile(parsed_args.path, metrics.Exporter(store, ctx.settings))

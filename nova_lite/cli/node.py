@@ -2,24 +2,34 @@
 
 import logging
 
-from cliff import command, lister, show
+from cliff import command
 
 from nova_lite import audit, explain
 from nova_lite.cli import views
-from nova_lite.cli.context import BadArguments, CommandError
+from nova_lite.cli.context import BadArguments
+from nova_lite.cli.lookup import find_node, node_arguments
 from nova_lite.cli.output import (
-    DictColumn, LinesColumn, ListColumn, OptionalColumn, TextColumn, cell, render_table)
+    LinesColumn, ListColumn, OptionalColumn, TextColumn, cell, render_table)
 from nova_lite.cli.report_formats import ReportShowOne
+from nova_lite.cli.typed import Lister, ShowOne
 
 LOG = logging.getLogger(__name__)
 
 #: The flag that confirms a deletion.
 CONFIRM_FLAG = "--yes-i-really-mean-it"
+#: Every column of ``node list`` (-f json/yaml/csv/value, or --long).
+LIST_HEADERS = ("Host", "Node", "UUID", "Generation", "Usage", "Last error")
+#: The columns of its table without --long.
+DEFAULT_HEADERS = ("Host", "Node", "Usage", "Last error")
+#: The fields of ``node show``.
+SHOW_FIELDS = ("uuid", "host", "nodename", "generation", "hypervisor_type",
+               "hypervisor_hostname", "inventories", "usage", "free", "over", "instances",
+               "last_error")
 
 
 def _usage_column(node):
     rows = views.inventory_rows(node)
-    lines = [f"{r['resource_class']}: used {r['used']} of {r['capacity']}, free {r['free']}, "
+    lines = [f"{r['resource_class']}: {r['used']}/{r['capacity']}, free {r['free']}, "
              f"over {r['over']}" for r in rows]
     data = {r["resource_class"]: {"used": r["used"], "capacity": r["capacity"],
                                   "free": r["free"], "over": r["over"]} for r in rows}
@@ -38,33 +48,16 @@ def _inventory_column(node):
     return LinesColumn((lines, data))
 
 
-def find_node(store, ident, host=None):
-    """The node record named ``ident`` (node name or uuid), on ``host`` if given.
+class ListNodes(Lister):
+    """List the compute node records: usage per resource class and the last audit error.
 
-    Raises :class:`CommandError` naming the node when none or several match.
+    Usage gives, per resource class, used/capacity, free (never negative)
+    and over (held beyond capacity); -f json gives them by name.  --long
+    (or -c) adds the uuid and generation.
     """
-    nodes = store.get_compute_nodes(host)
-    found = [n for n in nodes if ident in (n.nodename, n.uuid)]
-    where = f" on host {host!r}" if host else ""
-    if not found:
-        known = ", ".join(f"{n.host}/{n.nodename}" for n in nodes) or "none"
-        raise CommandError(f"Compute node {ident!r} not found{where}. Known nodes: {known}")
-    if len(found) > 1:
-        hosts = ", ".join(sorted(n.host for n in found))
-        raise CommandError(f"Compute node {ident!r} exists on several hosts ({hosts}); "
-                           "pass --host")
-    return found[0]
 
-
-def _node_args(parser):
-    parser.add_argument("node", metavar="NODE", help="Node name or uuid.")
-    parser.add_argument("--host", metavar="HOST",
-                        help="Service host of the node (needed if the name is on several).")
-
-
-class ListNodes(lister.Lister):
-    """List the compute node records: generation, usage (used, capacity, free, over) per
-    resource class, last error."""
+    columns = LIST_HEADERS
+    default_columns = DEFAULT_HEADERS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -73,23 +66,25 @@ class ListNodes(lister.Lister):
 
     def take_action(self, parsed_args):
         store = self.app.context().open_store(must_exist=True, readonly=True)
-        headers = ("Host", "Node", "UUID", "Generation", "Usage", "Last error")
         rows = [(TextColumn(n.host), TextColumn(n.nodename), n.uuid, n.generation,
                  _usage_column(n),
                  OptionalColumn(n.last_error))
                 for n in store.get_compute_nodes(parsed_args.host)]
-        return headers, rows
+        return LIST_HEADERS, rows
 
 
-class ShowNode(show.ShowOne):
+class ShowNode(ShowOne):
     """Show one compute node record: inventories, usage, free, over, generation, last error.
 
-    Free is never negative; over is what the node holds beyond its capacity.
+    Free is never negative; over is what the node holds beyond its
+    capacity.  A max_unit of null means no limit.
     """
+
+    columns = SHOW_FIELDS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        _node_args(parser)
+        node_arguments(parser)
         return parser
 
     def take_action(self, parsed_args):
@@ -104,27 +99,28 @@ class ShowNode(show.ShowOne):
             "hypervisor_hostname": OptionalColumn(
                 report.hypervisor_hostname if report else None),
             "inventories": _inventory_column(node),
-            "usage": DictColumn({rc: node.used(rc) for rc in
-                                 sorted(set(node.usage) | set(node.inventories))}),
-            "free": DictColumn({rc: node.free(rc) for rc in sorted(node.inventories)}),
-            "over": DictColumn({rc: node.over(rc) for rc in sorted(node.inventories)}),
+            "usage": {rc: node.used(rc) for rc in
+                      sorted(set(node.usage) | set(node.inventories))},
+            "free": {rc: node.free(rc) for rc in sorted(node.inventories)},
+            "over": {rc: node.over(rc) for rc in sorted(node.inventories)},
             "instances": ListColumn(instances),
             "last_error": OptionalColumn(node.last_error),
         }
-        return tuple(fields), tuple(fields.values())
+        return SHOW_FIELDS, tuple(fields[name] for name in SHOW_FIELDS)
 
 
 class DeleteNode(command.Command):
     """Delete a compute node record with its inventories and allocations.
 
-    Refuses unless --yes-i-really-mean-it is given.  Instance records are
-    kept; if the driver still reports the node, the next audit records it
-    again and rebuilds its allocations from the instances.
+    Refuses unless --yes-i-really-mean-it is given (exit status 2, nothing
+    changed).  Instance records are kept; if the driver still reports the
+    node, the next audit records it again and rebuilds its allocations
+    from the instances.
     """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        _node_args(parser)
+        node_arguments(parser)
         parser.add_argument(CONFIRM_FLAG, dest="confirmed", action="store_true",
                             help="Confirm the deletion (required).")
         return parser
@@ -185,7 +181,7 @@ def render_explanation(data):
 
 
 class ExplainNode(ReportShowOne):
-    """Explain why a node's free amounts are what they are, line by line.
+    """Explain a node's free amounts line by line and name the culprits.
 
     Per resource class: total, minus reserved (and the option or driver
     report that set it), times the allocation ratio (and where it came
@@ -201,7 +197,7 @@ class ExplainNode(ReportShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        _node_args(parser)
+        node_arguments(parser)
         parser.add_argument("--driver", metavar="NAME",
                             help="Also compare the guests this virt driver (entry point "
                                  "name) lists on the node's host; without it the records "
@@ -210,8 +206,6 @@ class ExplainNode(ReportShowOne):
 
     def report(self, parsed_args):
         ctx = self.app.context()
-        if not parsed_args.node.strip():
-            raise BadArguments("NODE must not be empty; nothing was changed")
         store = ctx.open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         guests, note = None, None

@@ -1,9 +1,9 @@
 """Output helpers: text tables, number formatting, report commands.
 
 List and show commands use cliff's own formatters (``-f table|json|yaml|
-value|csv``).  Commands that print a multi-part report (``compute --once``,
-``audit``) derive from :class:`ReportCommand`, which gives them ``-f
-table|json|yaml`` over one JSON-serialisable dict.
+value|csv|shell``) through :mod:`nova_lite.cli.typed`, which gives each
+formatter typed values; the column classes here say how one value reads
+for people (``human_readable``) and for machines (``machine_readable``).
 """
 
 import json
@@ -133,10 +133,10 @@ class CapabilitiesColumn(ListColumn):
 
 
 class OptionalColumn(columns.FormattableColumn):
-    """Text that may be absent: empty for people, null for machines."""
+    """Text that may be absent: ``-`` for people, null for machines."""
 
     def human_readable(self):
-        return "" if self._value is None else safe_text(self._value)
+        return "-" if self._value is None else safe_text(self._value)
 
 
 class LinesColumn(columns.FormattableColumn):

@@ -1,17 +1,19 @@
 """Reports with cliff's formatters: ``-f table|json|yaml|value|csv`` and ``-c``.
 
-A report command (``compute --once``, ``audit``) builds one dict.  It is
-shown as cliff's ShowOne: one field per top-level key, so ``-f json`` and
-``-f yaml`` print the dict, ``-f value -c consistent`` one field; the
+A report command (``compute --once``, ``audit``, ``node explain``) builds
+one dict.  It is shown as a typed ShowOne (:mod:`nova_lite.cli.typed`): one
+field per top-level key, so ``-f json`` and ``-f yaml`` print the dict,
+``-f value -c consistent`` one field (nested values as compact JSON); the
 default table (without ``-c``) is the report's own multi-part text.  Text
 from outside (names, reasons) has its control characters escaped for people.
 """
 
 import json
 
-from cliff import columns, show
+from cliff import columns
 
 from nova_lite.cli.output import TextColumn, escaped
+from nova_lite.cli.typed import ShowOne
 
 
 class DataColumn(columns.FormattableColumn):
@@ -30,7 +32,7 @@ def _column(value):
     return TextColumn(value) if isinstance(value, str) else value
 
 
-class ReportShowOne(show.ShowOne):
+class ReportShowOne(ShowOne):
     """Subclasses implement ``report(parsed_args) -> (data, exit_code)`` and
     ``render(data) -> str``; ``run`` returns the report's exit code."""
 

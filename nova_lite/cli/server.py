@@ -3,27 +3,37 @@
 ``server create`` schedules (``[filter_scheduler]`` settings), claims on the
 chosen node through that host's resource tracker (retrying on an alternate
 if another build took the room first) and spawns through the configured
-driver (``compute_driver``); a failed spawn gives the claim back.
+driver (``compute_driver``); a failed spawn gives the claim back.  Servers
+created without ``--project`` belong to project :data:`DEFAULT_PROJECT`.
 """
 
 import logging
 
 import attrs
-from cliff import command, lister, show
+from cliff import command
 
 from nova_lite import objects
 from nova_lite.cli import flavors
 from nova_lite.cli.context import BadArguments, CommandError
+from nova_lite.cli.lookup import find_instance
 from nova_lite.cli.node import CONFIRM_FLAG
-from nova_lite.cli.output import ListColumn, OptionalColumn, TextColumn
+from nova_lite.cli.output import OptionalColumn, TextColumn
+from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.compute import api
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.exception import InstanceNotFound
 from nova_lite.scheduler import NoValidHost, RequestSpec
 
 LOG = logging.getLogger(__name__)
 
+#: Every column of ``server list`` and ``server create`` (-f json/yaml/csv/value, --long).
 LIST_HEADERS = ("ID", "Status", "Host", "Node", "Project", "Flavor")
+#: The columns of their table without --long.
+DEFAULT_HEADERS = ("ID", "Status", "Host", "Flavor")
+#: The project of a server created without ``--project``.
+DEFAULT_PROJECT = "default"
+#: The fields of ``server show``.
+SHOW_FIELDS = ("id", "status", "host", "node", "project_id", "flavor", "vcpus", "memory_mb",
+               "disk_gb", "allocations")
 
 
 def _row(inst):
@@ -45,29 +55,33 @@ class _Trackers:
         return self.made[host]
 
 
-def find_instance(store, ident):
-    """The instance with uuid ``ident``; BadArguments if there is none."""
-    try:
-        return store.get_instance(ident)
-    except InstanceNotFound:
-        raise BadArguments(f"No server {ident!r}; nothing was changed") from None
+class CreateServer(Lister):
+    """Build COUNT servers of a flavor: schedule, claim on the chosen nodes, spawn.
 
+    With --count > 1 on one node, all its claims are made together or
+    none.  Prints the servers as 'server list' does.  Without --project
+    they belong to project "default".
+    """
 
-class CreateServer(lister.Lister):
-    """Build COUNT servers of a flavor: schedule, claim, spawn.  With --count > 1
-    on one node, all its claims are made together or none."""
+    columns = LIST_HEADERS
+    default_columns = DEFAULT_HEADERS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         flavors.add_arguments(parser)
         parser.add_argument("--count", type=int, default=1, metavar="N",
                             help="Number of servers (default 1).")
-        parser.add_argument("--project", default="", metavar="ID", help="Owner project id.")
+        parser.add_argument("--project", default=DEFAULT_PROJECT, metavar="ID",
+                            help=f"Owner project id (default: {DEFAULT_PROJECT!r}).")
         return parser
 
     def take_action(self, parsed_args):
         if parsed_args.count < 1:
-            raise BadArguments(f"--count must be at least 1, got {parsed_args.count}")
+            raise BadArguments(f"--count must be at least 1, got {parsed_args.count}; "
+                               "nothing was changed")
+        if not parsed_args.project.strip():
+            raise BadArguments("--project must not be empty (omit it for project "
+                               f"{DEFAULT_PROJECT!r}); nothing was changed")
         flavor = flavors.flavor_from_args(parsed_args)
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
@@ -80,8 +94,14 @@ class CreateServer(lister.Lister):
         return LIST_HEADERS, [_row(i) for i in result.instances]
 
 
-class ListServers(lister.Lister):
-    """List the servers (live ones; --all adds deleted and offloaded)."""
+class ListServers(Lister):
+    """List the servers: id, status, host and flavor (--long adds the node and project).
+
+    Live servers only; --all adds deleted and shelved-offloaded ones.
+    """
+
+    columns = LIST_HEADERS
+    default_columns = DEFAULT_HEADERS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -96,8 +116,14 @@ class ListServers(lister.Lister):
             host=parsed_args.host, live_only=not parsed_args.all)]
 
 
-class ShowServer(show.ShowOne):
-    """Show one server: placement, state, flavor and what it holds per node."""
+class ShowServer(ShowOne):
+    """Show one server: placement, state, flavor and what it holds per node.
+
+    allocations maps each node uuid to what the server holds there
+    (resource class: amount).
+    """
+
+    columns = SHOW_FIELDS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -107,7 +133,7 @@ class ShowServer(show.ShowOne):
     def take_action(self, parsed_args):
         store = self.app.context().open_store(must_exist=True, readonly=True)
         inst = find_instance(store, parsed_args.server)
-        held = {a.node_uuid: dict(a.resources)
+        held = {a.node_uuid: dict(sorted(a.resources.items()))
                 for a in store.list_allocations(instance_uuid=inst.uuid)}
         f = inst.flavor
         fields = {"id": inst.uuid, "status": inst.vm_state,
@@ -115,14 +141,16 @@ class ShowServer(show.ShowOne):
                   "project_id": TextColumn(inst.project_id), "flavor": TextColumn(f.name),
                   "vcpus": f.vcpus, "memory_mb": f.memory_mb,
                   "disk_gb": f.root_gb + f.ephemeral_gb,
-                  "allocations": ListColumn([f"{n}: {r}" for n, r in sorted(held.items())])}
-        return tuple(fields), tuple(fields.values())
+                  "allocations": dict(sorted(held.items()))}
+        return SHOW_FIELDS, tuple(fields[name] for name in SHOW_FIELDS)
 
 
 class DeleteServer(command.Command):
     """Delete a server: destroy its guest through the driver and free its resources.
 
-    Refuses unless --yes-i-really-mean-it is given (exit status 2, nothing changed).
+    Refuses unless --yes-i-really-mean-it is given (exit status 2, nothing
+    changed).  An unknown or already deleted server is an error (exit
+    status 1, nothing changed).
     """
 
     def get_parser(self, prog_name):
@@ -135,10 +163,7 @@ class DeleteServer(command.Command):
     def take_action(self, parsed_args):
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
-        inst = find_instance(store, parsed_args.server)
-        if not inst.holds_resources:
-            raise BadArguments(f"Server {inst.uuid} is already {inst.vm_state}; "
-                               "nothing was changed")
+        inst = find_instance(store, parsed_args.server, live=True)
         if not parsed_args.confirmed:
             raise BadArguments(f"Refusing to delete server {inst.uuid} on {inst.host}/"
                                f"{inst.node} without {CONFIRM_FLAG}; nothing was changed")

@@ -4,17 +4,19 @@ import logging
 import time
 from typing import ClassVar
 
-from cliff import lister, show
-
 from nova_lite import reports
-from nova_lite.cli.context import BadArguments
+from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.output import OptionalColumn, TextColumn
+from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.db import queries
 from nova_lite.db.store import COMPUTE_BINARY
 
 LOG = logging.getLogger(__name__)
 
+#: Every column (-f json/yaml/csv/value, or --long).
 HEADERS = ("Binary", "Host", "Status", "State", "Updated At", "Disabled Reason")
+#: The columns of ``service list``'s table without --long.
+DEFAULT_HEADERS = HEADERS[1:]
 
 
 def _row(service, settings, now):
@@ -30,9 +32,15 @@ def list_services(store, host=None):
         conn, COMPUTE_BINARY, host))
 
 
-class ListServices(lister.Lister):
-    """List the compute services: enabled or disabled, up or down (heartbeat within
-    service_down_time seconds), last heartbeat, and why disabled."""
+class ListServices(Lister):
+    """List the compute services: enabled or disabled, up or down, last heartbeat, why disabled.
+
+    A service is up when its last heartbeat (Updated At, UTC) is within
+    service_down_time seconds.  --long (or -c) adds the binary.
+    """
+
+    columns = HEADERS
+    default_columns = DEFAULT_HEADERS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -47,9 +55,10 @@ class ListServices(lister.Lister):
                          for s in list_services(store, parsed_args.host)]
 
 
-class _SetService(show.ShowOne):
+class _SetService(ShowOne):
     #: What the command sets the service's ``disabled`` flag to.
     disabled: ClassVar[bool | None] = None
+    columns = HEADERS
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -57,18 +66,18 @@ class _SetService(show.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
-        ctx = self.app.context()
-        store = ctx.open_store(must_exist=True)
         reason = getattr(parsed_args, "reason", None)
         if reason is not None and not reason.strip():
-            raise BadArguments("--reason must not be empty")
+            raise BadArguments("--reason must not be empty; nothing was changed")
+        ctx = self.app.context()
+        store = ctx.open_store(must_exist=True)
         changed = store.db.write(
             f"set service {parsed_args.host} disabled={self.disabled}",
             lambda conn: queries.set_service_disabled(
                 conn, parsed_args.host, COMPUTE_BINARY, self.disabled, reason))
         if not changed:
             known = ", ".join(s.host for s in list_services(store)) or "none"
-            raise BadArguments(f"No compute service on host {parsed_args.host!r}; "
+            raise CommandError(f"No compute service on host {parsed_args.host!r}; "
                                f"known hosts: {known}. Nothing was changed")
         LOG.info("Compute service on %s %s", parsed_args.host,
                  "disabled" if self.disabled else "enabled")
@@ -77,14 +86,20 @@ class _SetService(show.ShowOne):
 
 
 class EnableService(_SetService):
-    """Enable the compute service of HOST: the scheduler may choose its nodes again."""
+    """Enable the compute service of HOST: the scheduler may choose its nodes again.
+
+    Prints the service as 'service list' shows it.
+    """
 
     disabled = False
 
 
 class DisableService(_SetService):
-    """Disable the compute service of HOST: the scheduler no longer chooses its nodes
-    (instances on them keep running and keep their resources)."""
+    """Disable the compute service of HOST: the scheduler no longer chooses its nodes.
+
+    Instances on them keep running and keep their resources.  Prints the
+    service as 'service list' shows it.
+    """
 
     disabled = True
 

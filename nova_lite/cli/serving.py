@@ -6,7 +6,7 @@ import threading
 
 from cliff import command
 
-from nova_lite.exception import BadArguments
+from nova_lite.exception import BadArguments, CommandError
 from nova_lite.web_server import DEFAULT_BIND, make_server, serve
 
 LOG = logging.getLogger(__name__)
@@ -25,7 +25,8 @@ def add_server_arguments(parser, default_port):
 def check_port(port):
     """Raise BadArguments (exit status 2) unless ``port`` is 0..65535."""
     if not 0 <= port <= 65535:
-        raise BadArguments(f"--port must be between 0 and 65535, got {port}")
+        raise BadArguments(f"--port must be between 0 and 65535, got {port}; nothing was "
+                           "started")
 
 
 def serve_until_signal(server, stdout, what):
@@ -75,13 +76,14 @@ class ServeCommand(command.Command):
 
     def take_action(self, parsed_args):
         check_port(parsed_args.port)
-        self.app.service_logging()
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         try:
             server = make_server(self.make_app(store, ctx.settings), parsed_args.bind,
                                  parsed_args.port)
-        except OSError as exc:
-            raise BadArguments(f"Cannot listen on {parsed_args.bind}:{parsed_args.port}: "
-                               f"{exc.strerror or exc}") from exc
+        except (OSError, ValueError) as exc:   # in use, not an address of this host
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise CommandError(f"Cannot listen on {parsed_args.bind}:{parsed_args.port}: "
+                               f"{reason}") from exc
+        self.app.service_logging()
         return serve_until_signal(server, self.app.stdout, self.what)

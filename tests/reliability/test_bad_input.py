@@ -373,13 +373,13 @@ CLI = [
 ]
 
 CLI_GLOBAL = [
-    ("empty_database_url", ["--database-url", "", "node", "list"], 1,
+    ("empty_database_url", ["--database-url", "", "node", "list"], 2,
      ["--database-url must not be empty"]),
     ("missing_config_file", ["--config-file", "/nonexistent/nova-lite.conf", "node", "list"],
      1, ["/nonexistent/nova-lite.conf", "cannot be read"]),
     ("bad_config_value", ["--config-file", "{bad_conf}", "node", "list"], 1,
      ["[DEFAULT] reserved_host_memory_mb", "lots"]),
-    ("empty_state_path", ["--state-path", "", "node", "list"], 1,
+    ("empty_state_path", ["--state-path", "", "node", "list"], 2,
      ["--state-path must not be empty"]),
 ]
 
