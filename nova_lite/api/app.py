@@ -258,9 +258,12 @@ class ApiApp:
         host = params.get("host")
         node = params.get("node")
         report = leaks.find_leaks(self.store, self.settings, host=host, nodename=node)
+        recorded = [{"host": r.host, "recorded_at": r.recorded_at, "counts": r.counts()}
+                    for r in self.store.recorded_findings(host)]
         return json_response({"findings": report.to_dicts(), "clean": report.clean,
                               "guests_compared": report.guests_compared,
-                              "migration_stuck_age": report.migration_stuck_age})
+                              "migration_stuck_age": report.migration_stuck_age,
+                              "recorded": recorded})
 
 
 def make_app(store, settings) -> ApiApp:

@@ -40,6 +40,14 @@ def _field_schema(tp, nullable=False):
     return {}
 
 
+#: One host's recorded findings in /v1/findings.
+_RECORDED = {"type": "object", "required": ["host", "recorded_at", "counts"],
+             "properties": {"host": {"type": "string"},
+                            "recorded_at": {"type": "number"},
+                            "counts": {"type": "object",
+                                       "additionalProperties": {"type": "integer"}}}}
+
+
 def _ref(cls):
     return {"$ref": f"#/components/schemas/{cls.__name__}"}
 
@@ -217,15 +225,19 @@ def document():
                      "$ref": "#/components/schemas/NodeExplanation"}}}, "The explanation"),
             [_NODE, _HOST_Q], ("400", "404", "503")),
         "/v1/findings": _get(
-            "Leak findings", "The audit's findings from the records (stale allocations, "
-            "stuck migrations, instances whose node is gone, nodes over capacity), as "
-            "'audit' lists them; guests are not compared.",
+            "Leak findings", "The audit's findings from one snapshot of the records (stale "
+            "allocations, stuck and waiting moves, instances whose node is gone, nodes over "
+            "capacity), as 'audit' lists them; guests are not compared.  'recorded' gives, "
+            "per host, the counts of each kind its compute service recorded at its last "
+            "pass (the figures of the metrics).",
             _ok({"type": "object", "required": ["findings", "clean", "guests_compared",
-                                                "migration_stuck_age"],
+                                                "migration_stuck_age", "recorded"],
                  "properties": {"findings": {"type": "array", "items": _ref(leaks.Finding)},
                                 "clean": {"type": "boolean"},
                                 "guests_compared": {"type": "boolean"},
-                                "migration_stuck_age": {"type": "number"}}}, "Findings"),
+                                "migration_stuck_age": {"type": "number"},
+                                "recorded": {"type": "array", "items": _RECORDED}}},
+                "Findings"),
             [_param("host", "query", "Only this host's nodes: a host with a compute service "
                     "or compute node record (404 otherwise; an unknown host is never "
                     "reported clean)."),
