@@ -17,6 +17,7 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite import conf, leaks
+from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store, models
 from nova_lite.exception import InvalidConfig, InvalidInput, MigrationNotFound, NodeNotFound
@@ -114,6 +115,28 @@ class HealTests:
         self.assertEqual(leaks.APPLIED, again.outcome)
         self.assertEqual({newcomer.uuid}, {a.consumer_uuid
                                            for a in rt.store.list_allocations()})
+
+    def test_an_unshelve_claim_is_never_healed(self):
+        """Nova's unshelve: offloaded, then claimed again (with or without its task)."""
+        rt = self.tracker(nodes=["n1"], memory_mb=1024)
+        for task in (None, "unshelving", "spawning"):
+            inst = self.claim(rt, "n1")
+            rt.update_usage(attrs.evolve(inst, vm_state="shelved_offloaded", task_state=None))
+            self.assertEqual([], rt.store.list_allocations())
+            again = rt.instance_claim(attrs.evolve(
+                rt.store.get_instance(inst.uuid), host=None, node=None, task_state=task),
+                "n1").instance
+            report = leaks.find_leaks(rt.store, rt.settings, host=self.host)
+            self.assertTrue(report.clean, report.findings)
+            self.assertEqual((), leaks.heal(rt.store, report))
+            rt.update_available_resource()   # the periodic pass agrees: nothing to change
+            self.assertEqual([again.uuid], [a.consumer_uuid
+                                            for a in rt.store.list_allocations()])
+            # The node is full: nothing else fits beside the unshelved instance.
+            self.assertRaises(ComputeResourcesUnavailable, self.claim, rt, "n1", 1024)
+            rt.update_usage(attrs.evolve(again, vm_state="active", task_state=None))
+            self.assertEqual(1, len(rt.store.list_allocations()))
+            rt.update_usage(attrs.evolve(again, vm_state="deleted"))
 
     def _two_moves(self, rt):
         old_inst, young_inst = self.claim(rt, "n1"), self.claim(rt, "n1")
