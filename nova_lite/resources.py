@@ -55,7 +55,6 @@ DISK_GB = "DISK_GB"
 
 
 STANDARD_CLASSES = frozenset(orc.STANDARDS)
-CUSTOM_PREFIX = orc.CUSTOM_NAMESPACE
 _CUSTOM_RE = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 
 

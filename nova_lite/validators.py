@@ -128,10 +128,3 @@ def records(kind: type[T], value: Iterable[T] | None) -> tuple[T, ...]:
             raise InvalidInput(
                 f"expected {kind.__name__} records, got {type(item).__name__} {item!r}")
     return items
-
-
-def tuple_of(kind: type[T]) -> Callable[[Iterable[T] | None], tuple[T, ...]]:
-    """Converter: an iterable of ``kind`` records to a tuple, checking each."""
-    def convert(value: Iterable[T] | None) -> tuple[T, ...]:
-        return records(kind, value)
-    return convert

@@ -168,11 +168,6 @@ class Store:
                 "'nova-lite db sync'")
         self._report_texts = collections.defaultdict(dict)   # see audit_writes.report_text()
 
-    @property
-    def schema_revision(self):
-        """The alembic revision of the database's schema (e.g. ``"0001"``)."""
-        return self.schema.revision
-
     def _write(self, op, fn):
         """A writing transaction; the first one upgrades an older schema."""
         if not self.schema.current:
@@ -503,11 +498,6 @@ class Store:
         return self._read(f"load node {node_uuid}", lambda conn: rows.load_node(conn, node_uuid))
 
     # -- instances, migrations, allocations ------------------------------------
-    def save_instance(self, instance):
-        """Insert or update an instance row."""
-        self._write(f"save instance {instance.uuid}",
-                      lambda conn: rows.upsert_instance(conn, instance, time.time()))
-
     def get_instance(self, instance_uuid):
         """The instance row as an Instance; raises :class:`InstanceNotFound`."""
         def op(conn):

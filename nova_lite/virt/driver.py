@@ -49,10 +49,6 @@ class Capabilities:
         return tuple(f.name for f in attrs.fields(type(self)) if getattr(self, f.name))
 
 
-#: The methods every driver must implement (abstract in :class:`ComputeDriver`).
-REQUIRED_METHODS = ("init_host", "get_available_nodes", "get_available_resource")
-
-
 def missing_methods(driver_class):
     """Names of the abstract methods ``driver_class`` leaves unimplemented, sorted."""
     return tuple(sorted(getattr(driver_class, "__abstractmethods__", ())))
