@@ -2,7 +2,7 @@
 
 List and show commands use cliff's own formatters (``-f table|json|yaml|
 value|csv``); commands that print a multi-part report build on
-:mod:`nova_lite.cli.report_formats`.
+``nova_lite.cli.report_formats``.
 """
 
 import logging

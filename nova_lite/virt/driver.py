@@ -13,6 +13,7 @@ import abc
 import attrs
 
 from nova_lite import conf
+from nova_lite import validators as v
 from nova_lite.objects import (  # noqa: F401  (re-exported for driver authors)
     ZERO_OVERHEAD, CpuInfo, Flavor, Instance, NodeResources, NUMACell, NUMATopology,
     Overhead, PciDevice, SupportedInstance)
@@ -74,6 +75,7 @@ class ComputeDriver(abc.ABC):
         if kwargs:
             raise TypeError(
                 f"{type(self).__name__} got unexpected arguments: {sorted(kwargs)}")
+        v.check_type(settings, conf.Settings, f"{type(self).__name__} settings", optional=True)
         self.settings = settings if settings is not None else conf.Settings()
         self.host = None
         #: The contract version negotiated at load time (set by the loader).
