@@ -15,6 +15,7 @@ import testtools
 from nova_lite import conf, resources, validators
 from nova_lite.compute.manager import ComputeService
 from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.db import COMPUTE_BINARY, queries
 from nova_lite.exception import (
     InstanceNotFound, InvalidConfig, InvalidInput, InvalidType, NodeNotFound)
 from nova_lite.objects import Instance, NodeResources
@@ -184,6 +185,21 @@ class NameTests:
         self.assertEqual([], store.list_allocations(node_uuid="n" * 37))
         self.assertIn("str", str(self.assertRaises(InvalidType, store.get_instance, None)))
 
+    def test_a_disabled_reason_fits_its_column(self):
+        store = self.make_store()
+        store.heartbeat("host1")
+        for reason, words in BAD_NAMES:
+            exc = self.assertRaises(
+                InvalidInput, store.db.write, "disable",
+                lambda conn, reason=reason: queries.set_service_disabled(
+                    conn, "host1", COMPUTE_BINARY, True, reason))
+            self.assertIn("disabled reason", str(exc))
+            self.assertIn(words, str(exc))
+        self.assertEqual([False], [s.disabled for s in store.list_services()])
+        store.db.write("disable", lambda conn: queries.set_service_disabled(
+            conn, "host1", COMPUTE_BINARY, True, "r" * 255))
+        self.assertEqual([True], [s.disabled for s in store.list_services()])
+
     def test_a_nul_byte_in_a_driver_error_fails_the_node_alone(self):
         rt = self.tracker(["good1", "bad", "good2"])
         rt.update_available_resource()
@@ -202,7 +218,7 @@ class TestNamesPostgreSQL(base.OnPostgreSQL, NameTests, base.TestCase):
     pass
 
 
-class TestComputeHostOption(CliTestCase):
+class TestCommandLineNames(CliTestCase):
 
     def check_refused(self, *global_args):
         for host, words in [("x" * 10240, "10240 characters long; at most 255"),
@@ -225,3 +241,12 @@ class TestComputeHostOption(CliTestCase):
         self.addCleanup(store.close)
         self.check_refused("--database-url", url)
         self.assertEqual([], store.list_services())
+
+    def test_a_disabled_reason_that_does_not_fit_is_bad_arguments(self):
+        self.ok("compute", "--once", "--host", self.host)
+        for reason, words in [("r" * 256, "at most 255"), ("a\x1b[2Jb", "U+001B")]:
+            code, _, err = self.cli("service", "disable", self.host, "--reason", reason)
+            self.assertEqual(2, code, err)
+            self.assertIn("--reason", err)
+            self.assertIn(words, err)
+        self.assertEqual(["enabled"], [row["Status"] for row in self.json("service", "list")])

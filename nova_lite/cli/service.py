@@ -7,6 +7,7 @@ from typing import ClassVar
 from cliff import lister, show
 
 from nova_lite import reports
+from nova_lite import validators as v
 from nova_lite.cli.context import BadArguments
 from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.db import queries
@@ -60,8 +61,9 @@ class _SetService(show.ShowOne):
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
         reason = getattr(parsed_args, "reason", None)
-        if reason is not None and not reason.strip():
-            raise BadArguments("--reason must not be empty")
+        problem = None if reason is None else v.text_problem(reason, "--reason")
+        if problem is not None:
+            raise BadArguments(problem)
         changed = store.db.write(
             f"set service {parsed_args.host} disabled={self.disabled}",
             lambda conn: queries.set_service_disabled(
@@ -90,5 +92,6 @@ class DisableService(_SetService):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument("--reason", metavar="TEXT", help="Why (shown by service list).")
+        parser.add_argument("--reason", metavar="TEXT",
+                            help="Why (shown by service list; at most 255 characters).")
         return parser
