@@ -40,6 +40,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from nova_lite import validators as v
 from nova_lite.exception import InvalidConfig, InvalidCPUSpec
 from nova_lite.resources import to_ratio
 
@@ -131,6 +132,15 @@ def _str_option(instance, attribute, value):
         raise InvalidConfig(attribute.name, value, "must be a non-empty string")
 
 
+def _name_option(instance, attribute, value):
+    """A name the records hold (the service's host): see
+    :func:`nova_lite.validators.text_reason`."""
+    reason = v.text_reason(value)
+    if reason is not None:
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:40] + "..."
+        raise InvalidConfig(attribute.name, shown, f"the value {reason}")
+
+
 def _default_database_url(settings):
     return "sqlite:///" + os.path.join(settings.state_path, "nova-lite.db")
 
@@ -220,10 +230,11 @@ class Settings:
     """
 
     host: str = attrs.field(
-        factory=socket.gethostname, validator=_str_option,
+        factory=socket.gethostname, validator=_name_option,
         metadata=option("DEFAULT", "host", """
             Name of this compute service.  The single node of the fake and
-            libvirt drivers is named after it.""",
+            libvirt drivers is named after it.  At most 255 characters, none
+            of them a control character.""",
             default_text="the machine's host name", nova="same name and default"))
     compute_driver: str = attrs.field(
         default="fake", validator=_str_option,

@@ -13,6 +13,14 @@ class InvalidInput(NovaLiteError, ValueError):
     """A value given to nova-lite is malformed; the message names it."""
 
 
+class InvalidType(InvalidInput, TypeError):
+    """A value of the wrong type was given; the message names the argument or
+    field, what it must be, and what it got.
+
+    Both an :class:`InvalidInput` and a :class:`TypeError`.
+    """
+
+
 class InvalidNodeResources(InvalidInput):
     """A driver's resource report is malformed.
 

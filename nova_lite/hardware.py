@@ -7,21 +7,13 @@ an inclusive range (``"0-7"``) or an exclusion of either (``"^3"``,
 so ``"^1,0-3"`` is ``{0, 2, 3}``.  Blank items (``"1,,2"``, a trailing comma)
 are ignored, and spaces may surround items and the ``-`` of a range.
 
-NUMA fitting lives in :mod:`nova_lite.numa`; its public functions are
-re-exported here because callers think of both as "hardware".
+NUMA fitting lives in :mod:`nova_lite.numa`.
 """
 
 import re
 from collections.abc import Iterable
 
 from nova_lite.exception import InvalidCPUSpec, InvalidInput
-from nova_lite.numa import (  # noqa: F401  (re-exported public API)
-    NUMA_FIT_FAILED,
-    NUMA_PCI_FIT_FAILED,
-    fit_instance_to_host,
-    numa_fit_problem,
-    numa_usage_for,
-)
 
 #: Highest CPU id a spec may name.  Linux supports at most 8192 CPUs; the
 #: bound keeps a typo such as ``"0-99999999"`` from building a huge set.

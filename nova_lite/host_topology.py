@@ -56,11 +56,11 @@ class CpuInfo:
     model: str = attrs.field(default="", validator=v.string)
     vendor: str = attrs.field(default="", validator=v.string)
     topology: CpuTopology = attrs.field(factory=CpuTopology,
-                                        validator=attrs.validators.instance_of(CpuTopology))
+                                        validator=v.instance_of(CpuTopology))
     features: frozenset[str] = attrs.field(factory=frozenset, converter=_features)
     maxphysaddr: MaxPhysAddr | None = attrs.field(
         default=None, validator=attrs.validators.optional(
-            attrs.validators.instance_of(MaxPhysAddr)))
+            v.instance_of(MaxPhysAddr)))
 
 
 @attrs.frozen
@@ -86,7 +86,7 @@ def _sibling_sets(value: Iterable[Iterable[int]]) -> tuple[frozenset[int], ...]:
 
 
 def _mempages(value: Iterable[MemPage] | None) -> tuple[MemPage, ...]:
-    return v.records(MemPage, value)
+    return v.records(MemPage, value, "NUMACell.mempages")
 
 
 @attrs.frozen
@@ -112,7 +112,7 @@ class NUMACell:
 
 
 def _numa_cells(value: Iterable[NUMACell] | None) -> tuple[NUMACell, ...]:
-    return v.records(NUMACell, value)
+    return v.records(NUMACell, value, "NUMATopology.cells")
 
 
 @attrs.frozen

@@ -29,7 +29,7 @@ LOG = logging.getLogger(__name__)
 def _reserved_mapping(value: Mapping[str, int] | None) -> "types.MappingProxyType[str, int]":
     if not value:   # what almost every report carries
         return v.frozen_mapping(None)
-    proxy = v.frozen_mapping(value)
+    proxy = v.frozen_mapping(value, "NodeResources.reserved")
     out: dict[str, int] = {}
     for rc, amount in proxy.items():
         rc = validate_resource_class(str(rc))
@@ -40,13 +40,17 @@ def _reserved_mapping(value: Mapping[str, int] | None) -> "types.MappingProxyTyp
     return v.frozen_mapping(out)
 
 
+def _stats(value: Mapping[str, object] | None) -> Mapping[str, str]:
+    return v.str_mapping(value, "NodeResources.stats")
+
+
 def _pci_devices(value: Iterable[PciDevice] | None) -> tuple[PciDevice, ...]:
-    return v.records(PciDevice, value)
+    return v.records(PciDevice, value, "NodeResources.pci_devices")
 
 
 def _supported_instances(
         value: Iterable[SupportedInstance] | None) -> tuple[SupportedInstance, ...]:
-    return v.records(SupportedInstance, value)
+    return v.records(SupportedInstance, value, "NodeResources.supported_instances")
 
 
 @attrs.frozen
@@ -73,16 +77,16 @@ class NodeResources:
     hypervisor_version: int = attrs.field(default=0, validator=v.non_negative_int)
     hypervisor_hostname: str = attrs.field(default="", validator=v.string)
     cpu_info: CpuInfo | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(CpuInfo)))
+        default=None, validator=v.optional(v.instance_of(CpuInfo)))
     numa_topology: NUMATopology | None = attrs.field(
         default=None,
-        validator=attrs.validators.optional(attrs.validators.instance_of(NUMATopology)))
+        validator=v.optional(v.instance_of(NUMATopology)))
     pci_devices: tuple[PciDevice, ...] = attrs.field(factory=tuple, converter=_pci_devices)
-    stats: Mapping[str, str] = attrs.field(factory=dict, converter=v.str_mapping, hash=False)
+    stats: Mapping[str, str] = attrs.field(factory=dict, converter=_stats, hash=False)
     supported_instances: tuple[SupportedInstance, ...] = attrs.field(
         factory=tuple, converter=_supported_instances)
     resource_class: str | None = attrs.field(
-        default=None, validator=v.optional(v.non_empty_str))
+        default=None, validator=v.optional(v.name()))
     uuid: str | None = attrs.field(default=None, validator=v.optional(v.non_empty_str))
     pcpus: int = attrs.field(default=0, validator=v.non_negative_int)
     reserved: Mapping[str, int] = attrs.field(

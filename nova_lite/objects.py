@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from nova_lite import validators as v
+from nova_lite.exception import InvalidType
 from nova_lite.holds import (  # noqa: F401 - public names of this module
     ACTIVE, BUILDING, DELETED, ERROR, MIGRATION_IN_PROGRESS, PAUSED, RESCUED, RESIZED,
     SHELVED, SHELVED_OFFLOADED, SOFT_DELETED, STATES_WITHOUT_RESOURCES, STOPPED, SUSPENDED,
@@ -63,7 +64,7 @@ class InstanceNUMACell:
 
 def _instance_numa_cells(
         value: Iterable[InstanceNUMACell] | None) -> tuple[InstanceNUMACell, ...]:
-    return v.records(InstanceNUMACell, value)
+    return v.records(InstanceNUMACell, value, "InstanceNUMATopology.cells")
 
 
 @attrs.frozen
@@ -90,15 +91,18 @@ class PciRequest:
 
 
 def _pci_requests(value: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:
-    return v.records(PciRequest, value)
+    return v.records(PciRequest, value, "Instance.pci_requests")
 
 
 def _addresses(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise InvalidType(f"pci_devices must be a sequence of PCI addresses, got "
+                          f"{type(value).__name__} {value!r:.60}")
     return tuple(value)
 
 
 def _flavor_extra_specs(value: Mapping[str, object] | None) -> Mapping[str, str]:
-    return v.str_mapping(value)
+    return v.str_mapping(value, "Flavor.extra_specs")
 
 
 @attrs.frozen(cache_hash=True)   # hashed on every claim (cached JSON)
@@ -126,20 +130,22 @@ class Instance:
     """An instance as the tracker sees it.
 
     ``host``/``node`` are where it lives once claimed; ``vm_state`` uses
-    Nova's strings (``objects.ACTIVE``, ``objects.DELETED``, ...).
+    Nova's strings (``objects.ACTIVE``, ``objects.DELETED``, ...).  The
+    strings the records hold are checked as they are recorded: ``uuid`` at
+    most 36 characters, the others at most 255, none with a control
+    character (:func:`nova_lite.validators.text_problem`).
     """
 
-    uuid: str = attrs.field(validator=v.non_empty_str)
-    flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
-    project_id: str = attrs.field(default="", validator=v.string)
-    user_id: str = attrs.field(default="", validator=v.string)
-    host: str | None = attrs.field(default=None, validator=v.optional(v.string))
-    node: str | None = attrs.field(default=None, validator=v.optional(v.string))
+    uuid: str = attrs.field(validator=v.name(v.UUID_LENGTH))
+    flavor: Flavor = attrs.field(validator=v.instance_of(Flavor))
+    project_id: str = attrs.field(default="", validator=v.name(empty=True))
+    user_id: str = attrs.field(default="", validator=v.name(empty=True))
+    host: str | None = attrs.field(default=None, validator=v.optional(v.name()))
+    node: str | None = attrs.field(default=None, validator=v.optional(v.name()))
     vm_state: str = attrs.field(default=BUILDING, validator=v.one_of(VM_STATES))
-    task_state: str | None = attrs.field(default=None, validator=v.optional(v.string))
+    task_state: str | None = attrs.field(default=None, validator=v.optional(v.name()))
     numa_topology: InstanceNUMATopology | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.instance_of(InstanceNUMATopology)))
+        default=None, validator=v.optional(v.instance_of(InstanceNUMATopology)))
     pci_requests: tuple[PciRequest, ...] = attrs.field(factory=tuple, converter=_pci_requests)
     pci_devices: tuple[str, ...] = attrs.field(factory=tuple, converter=_addresses)
     display_name: str = attrs.field(default="", validator=v.string)
@@ -168,17 +174,20 @@ class Instance:
 
 @attrs.frozen
 class Migration:
-    """A resize or migration between (or within) nodes."""
+    """A resize or migration between (or within) nodes.
 
-    uuid: str = attrs.field(validator=v.non_empty_str)
-    instance_uuid: str = attrs.field(validator=v.non_empty_str)
-    source_compute: str = attrs.field(validator=v.string)
-    source_node: str = attrs.field(validator=v.string)
-    dest_compute: str = attrs.field(validator=v.string)
-    dest_node: str = attrs.field(validator=v.string)
-    old_flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
-    new_flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
-    status: str = attrs.field(default="pre-migrating", validator=v.string)
+    Its strings are checked as :class:`Instance`'s are.
+    """
+
+    uuid: str = attrs.field(validator=v.name(v.UUID_LENGTH))
+    instance_uuid: str = attrs.field(validator=v.name(v.UUID_LENGTH))
+    source_compute: str = attrs.field(validator=v.name())
+    source_node: str = attrs.field(validator=v.name())
+    dest_compute: str = attrs.field(validator=v.name())
+    dest_node: str = attrs.field(validator=v.name())
+    old_flavor: Flavor = attrs.field(validator=v.instance_of(Flavor))
+    new_flavor: Flavor = attrs.field(validator=v.instance_of(Flavor))
+    status: str = attrs.field(default="pre-migrating", validator=v.name())
     migration_type: str = attrs.field(
         default="resize", validator=v.one_of({"resize", "migration", "live-migration",
                                               "evacuation"}))

@@ -14,6 +14,7 @@ from typing import cast
 import attrs
 import os_resource_classes as orc
 
+from nova_lite import validators as v
 from nova_lite.exception import CapacityExceeded, InvalidInput
 
 __all__ = [
@@ -55,7 +56,6 @@ DISK_GB = "DISK_GB"
 
 
 STANDARD_CLASSES = frozenset(orc.STANDARDS)
-CUSTOM_PREFIX = orc.CUSTOM_NAMESPACE
 _CUSTOM_RE = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 
 
@@ -73,21 +73,25 @@ def normalize_resource_class(name: object) -> str:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(f"Resource class name must be a non-empty string, got {name!r}")
     if name in STANDARD_CLASSES or _CUSTOM_RE.match(name):
-        return name
-    return orc.normalize_name(name)
+        return validate_resource_class(name)
+    return validate_resource_class(orc.normalize_name(name))
 
 
 def validate_resource_class(name: object) -> str:
-    """Return ``name`` as a string if it is a standard or ``CUSTOM_*`` class.
+    """Return ``name`` as a string if it is a standard or ``CUSTOM_*`` class
+    of at most :data:`nova_lite.validators.NAME_LENGTH` characters (the
+    records' limit, and Placement's).
 
     Raises :class:`InvalidInput` naming the bad class otherwise.
     """
     if isinstance(name, ResourceClass):
         return name.value
-    if isinstance(name, str) and (name in STANDARD_CLASSES or _CUSTOM_RE.match(name)):
+    if isinstance(name, str) and name in STANDARD_CLASSES:
         return name
+    if isinstance(name, str) and _CUSTOM_RE.match(name):
+        return v.check_text(name, "Resource class")
     raise InvalidInput(
-        f"Unknown resource class {name!r}: use a standard class or CUSTOM_[A-Z0-9_]+")
+        f"Unknown resource class {name!r:.80}: use a standard class or CUSTOM_[A-Z0-9_]+")
 
 
 def to_ratio(value, option="allocation_ratio"):

@@ -2,15 +2,23 @@
 
 Each validator raises :class:`~nova_lite.exception.InvalidInput` whose
 message names the record, the field and the value it got.
+
+Names and uuids are checked here once, for every way they come in
+(records, the tracker, the store, settings, a driver's node list), before
+anything is written, so that SQLite and PostgreSQL refuse the same values:
+a recorded name is a non-blank string of at most :data:`NAME_LENGTH`
+characters (a uuid at most :data:`UUID_LENGTH`) with no control or format
+character (see :func:`text_reason`).
 """
 
 import types
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import attrs
 
-from nova_lite.exception import InvalidInput
+from nova_lite.exception import InvalidInput, InvalidType
 
 T = TypeVar("T")
 
@@ -19,6 +27,18 @@ Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 # Anything above this is not a plausible size in MB, GB or CPUs; it is a typo.
 MAX_AMOUNT = 2 ** 53
+
+#: Longest name the records hold (host, node, project, user, states, resource
+#: class: the ``String(255)`` columns of ``nova_lite.db.models``).
+NAME_LENGTH = 255
+#: Longest uuid the records hold (``String(36)``: a canonical UUID's length).
+UUID_LENGTH = 36
+
+# Unicode categories refused in a recorded name: control characters (C0, DEL,
+# C1: newlines, ANSI escapes, NUL), format characters (bidirectional
+# overrides, zero-width spaces), surrogates (no UTF-8 form) and the line and
+# paragraph separators.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _where(instance: Any, attribute: "attrs.Attribute[Any]") -> str:
@@ -73,6 +93,130 @@ def string(instance: Any, attribute: "attrs.Attribute[Any]", value: Any) -> None
         raise InvalidInput(f"{_where(instance, attribute)} must be a string, got {value!r}")
 
 
+def printable(value: Any) -> str:
+    """``value`` with control characters escaped, for logs and terminals."""
+    text = value if isinstance(value, str) else repr(value)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _shown(value: Any) -> str:
+    """``value`` quoted and escaped for a message, cut to its first 40 characters."""
+    if not isinstance(value, str):
+        return repr(value)[:60]
+    cut = value if len(value) <= 40 else value[:40] + "..."
+    return f"'{printable(cut)}'"
+
+
+def text_reason(value: Any, limit: int = NAME_LENGTH, empty: bool = False) -> str | None:
+    """Why ``value`` cannot be recorded as a name of at most ``limit``
+    characters (None if it can), as a phrase: "is empty", "is 300 characters
+    long; at most 255 are recorded", "contains control character U+000A at
+    position 1", ...
+
+    ``empty``: the empty string is accepted (a blank one never is).
+    """
+    if not isinstance(value, str):
+        return f"is of type {type(value).__name__}, not a string"
+    if not value.strip() and (value or not empty):
+        return "is empty" if not value else "is blank"
+    if len(value) > limit:
+        return f"is {len(value)} characters long; at most {limit} are recorded"
+    if not value.isprintable():
+        for position, char in enumerate(value):
+            if unicodedata.category(char) in _REFUSED_CATEGORIES:
+                if char == "\x00":
+                    return f"contains a NUL byte (U+0000) at position {position}"
+                return f"contains control character U+{ord(char):04X} at position {position}"
+    return None
+
+
+def text_problem(value: Any, what: str, limit: int = NAME_LENGTH,
+                 empty: bool = False) -> str | None:
+    """Why ``value`` cannot be recorded as ``what`` (None if it can).
+
+    A sentence naming ``what`` and the value (escaped, cut short): see
+    :func:`text_reason` for the rules.
+    """
+    reason = text_reason(value, limit, empty)
+    return None if reason is None else f"{what} {_shown(value)} {reason}"
+
+
+def check_text(value: Any, what: str, limit: int = NAME_LENGTH, empty: bool = False) -> Any:
+    """Return ``value`` if it can be recorded as ``what``, else raise
+    :class:`~nova_lite.exception.InvalidInput` saying why (see :func:`text_problem`):
+    :class:`~nova_lite.exception.InvalidType` if it is not a string at all."""
+    problem = text_problem(value, what, limit, empty)
+    if problem is not None:
+        raise (InvalidInput if isinstance(value, str) else InvalidType)(problem)
+    return value
+
+
+def name(limit: int = NAME_LENGTH, empty: bool = False) -> Validator:
+    """Accept a string that can be recorded in a column of ``limit`` characters.
+
+    No control or format character, not blank (nor empty unless ``empty``),
+    at most ``limit`` characters: see :func:`text_reason`.
+    """
+    def check(instance: Any, attribute: "attrs.Attribute[Any]", value: Any) -> None:
+        # The common case first, without building a message: records are
+        # made by the thousand when the records are read.
+        if value.__class__ is str and len(value) <= limit and value.isprintable() \
+                and (not value.isspace() if value else empty):
+            return
+        check_text(value, _where(instance, attribute), limit, empty)
+    return check
+
+
+_BUILTIN_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a mapping",
+                  bool: "a bool", list: "a list", tuple: "a tuple"}
+
+
+def _type_name(kind: type) -> str:
+    """``kind`` for a message: "a string", "an integer", "a Flavor", ..."""
+    named = _BUILTIN_NAMES.get(kind)
+    if named is not None:
+        return named
+    article = "an" if kind.__name__[:1].upper() in "AEIOU" else "a"
+    return f"{article} {kind.__name__}"
+
+
+def check_type(value: Any, kind: type | tuple[type, ...], what: str,
+               optional: bool = False) -> Any:
+    """Return ``value`` if it is a ``kind`` (or None, when ``optional``).
+
+    Otherwise raise :class:`~nova_lite.exception.InvalidType` (an
+    InvalidInput and a TypeError) naming ``what`` (an argument, or a
+    ``Record.field``), the type expected and what was given.
+    """
+    if isinstance(value, kind) or (optional and value is None):
+        return value
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    expected = " or ".join(_type_name(k) for k in kinds) + (" or None" if optional else "")
+    raise InvalidType(f"{what} must be {expected}, got {type(value).__name__} "
+                      f"{_shown(value)}")
+
+
+def check_seconds(value: Any, what: str) -> Any:
+    """Return ``value`` if it is a finite number of seconds >= 0 (not a bool).
+
+    Otherwise raise :class:`~nova_lite.exception.InvalidType` (not a
+    number) or :class:`~nova_lite.exception.InvalidInput` naming ``what``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidType(f"{what} must be a number of seconds, got {type(value).__name__} "
+                          f"{_shown(value)}")
+    if not 0 <= value < float("inf"):
+        raise InvalidInput(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return value
+
+
+def instance_of(kind: type) -> Validator:
+    """Accept only an instance of ``kind`` (see :func:`check_type`)."""
+    def check(instance: Any, attribute: "attrs.Attribute[Any]", value: Any) -> None:
+        check_type(value, kind, _where(instance, attribute))
+    return check
+
+
 def one_of(choices: Iterable[Any]) -> Validator:
     """Accept only a value from ``choices``."""
     def check(instance: Any, attribute: "attrs.Attribute[Any]", value: Any) -> None:
@@ -94,44 +238,49 @@ def frozen_int_set(value: Iterable[int]) -> frozenset[int]:
     return result
 
 
-def frozen_mapping(value: Mapping[Any, Any] | None) -> "types.MappingProxyType[Any, Any]":
-    """Convert a mapping to a read-only mapping proxy over a copy."""
+def frozen_mapping(value: Mapping[Any, Any] | None,
+                   what: str = "a mapping field") -> "types.MappingProxyType[Any, Any]":
+    """Convert a mapping to a read-only mapping proxy over a copy (None is empty).
+
+    Anything else raises :class:`~nova_lite.exception.InvalidType` naming
+    ``what`` (the converter of a ``Record.field`` passes that name).
+    """
     if value is None:
         value = {}
     if not hasattr(value, "items"):
-        raise InvalidInput(f"expected a mapping, got {value!r}")
+        raise InvalidType(f"{what} must be a mapping, got {type(value).__name__} "
+                          f"{_shown(value)}")
     return types.MappingProxyType(dict(value))
 
 
-def str_mapping(value: Mapping[str, Any] | None) -> "types.MappingProxyType[str, str]":
+def str_mapping(value: Mapping[str, Any] | None,
+                what: str = "a mapping field") -> "types.MappingProxyType[str, str]":
     """A read-only mapping of str to str (values are converted with str)."""
-    proxy = frozen_mapping(value)
+    proxy = frozen_mapping(value, what)
     for key in proxy:
         if not isinstance(key, str):
-            raise InvalidInput(f"mapping keys must be strings, got {key!r}")
+            raise InvalidType(f"{what} keys must be strings, got {type(key).__name__} "
+                              f"{_shown(key)}")
     return types.MappingProxyType({k: str(v) for k, v in proxy.items()})
 
 
-def records(kind: type[T], value: Iterable[T] | None) -> tuple[T, ...]:
+def records(kind: type[T], value: Iterable[T] | None,
+            what: str = "a record field") -> tuple[T, ...]:
     """An iterable of ``kind`` records as a tuple, checking each (None is empty).
 
-    attrs converters call it from small named functions, one per record
-    type, so that type checkers see what the field holds.
+    attrs converters call it from small named functions, one per field,
+    so that type checkers see what the field holds; they pass the field's
+    name as ``what``, which a wrong value's
+    :class:`~nova_lite.exception.InvalidType` names.
     """
     if value is None:
         return ()
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise InvalidInput(f"expected a sequence of {kind.__name__}, got {value!r}")
+        raise InvalidType(f"{what} must be a sequence of {kind.__name__} records, got "
+                          f"{type(value).__name__} {_shown(value)}")
     items = tuple(value)
     for item in items:
         if not isinstance(item, kind):
-            raise InvalidInput(
-                f"expected {kind.__name__} records, got {type(item).__name__} {item!r}")
+            raise InvalidType(f"{what} must hold {kind.__name__} records, got "
+                              f"{type(item).__name__} {_shown(item)}")
     return items
-
-
-def tuple_of(kind: type[T]) -> Callable[[Iterable[T] | None], tuple[T, ...]]:
-    """Converter: an iterable of ``kind`` records to a tuple, checking each."""
-    def convert(value: Iterable[T] | None) -> tuple[T, ...]:
-        return records(kind, value)
-    return convert

@@ -1,5 +1,6 @@
 """Shared helpers of the core tests: records, trackers on real stores."""
 
+import time
 import uuid
 
 import fixtures
@@ -7,7 +8,7 @@ import testtools
 
 from nova_lite import conf, objects
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import Store
+from nova_lite.db import Store, rows
 from nova_lite.testing import databases
 from nova_lite.virt import loader
 
@@ -27,6 +28,16 @@ def dedicated_request(cpus=1, memory_mb=512):
     """An instance NUMA request for ``cpus`` pinned CPUs in one cell."""
     return objects.InstanceNUMATopology(cells=[objects.InstanceNUMACell(
         id=0, cpuset=set(range(cpus)), memory_mb=memory_mb, cpu_policy="dedicated")])
+
+
+def write_instance_row(store, inst):
+    """Write ``inst``'s row as it is, leaving every allocation alone.
+
+    Unlike ``ResourceTracker.update_usage`` nothing is freed: a deleted
+    instance written this way leaves a leaked allocation behind.
+    """
+    store.db.write(f"write instance {inst.uuid}",
+                   lambda conn: rows.upsert_instance(conn, inst, time.time()))
 
 
 class TestCase(testtools.TestCase):

@@ -91,7 +91,8 @@ class TestAudit(base.TestCase):
         driver, rt = self.make_tracker()
         inst = self.spawn_claimed(driver, rt)
         driver.destroy(inst)
-        rt.store.save_instance(attrs.evolve(inst, vm_state="deleted"))   # allocation leaks
+        # The allocation leaks.
+        base.write_instance_row(rt.store, attrs.evolve(inst, vm_state="deleted"))
         report = audit.audit_host(rt)
         self.assertEqual({(audit.ALLOCATION_WITHOUT_RECORD, inst.uuid)}, kinds(report))
         rows = {r.resource_class: r for r in report.nodes[0].resources}
@@ -105,7 +106,7 @@ class TestAudit(base.TestCase):
     def test_record_without_allocation_is_named(self):
         driver, rt = self.make_tracker()
         inst = base.instance(host=self.host, node=self.host, vm_state="active")
-        rt.store.save_instance(inst)
+        base.write_instance_row(rt.store, inst)
         driver.spawn(inst)
         report = audit.audit_host(rt)
         self.assertEqual({(audit.RECORD_WITHOUT_ALLOCATION, inst.uuid)}, kinds(report))
@@ -115,7 +116,7 @@ class TestAudit(base.TestCase):
     def test_allocation_mismatch_is_named(self):
         driver, rt = self.make_tracker()
         inst = self.spawn_claimed(driver, rt)
-        rt.store.save_instance(attrs.evolve(inst, flavor=base.flavor(vcpus=2)))
+        base.write_instance_row(rt.store, attrs.evolve(inst, flavor=base.flavor(vcpus=2)))
         report = audit.audit_host(rt)
         self.assertEqual({(audit.ALLOCATION_MISMATCH, inst.uuid)}, kinds(report))
         self.assertIn("VCPU=2", report.nodes[0].differences[0].detail)

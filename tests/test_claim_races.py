@@ -300,7 +300,7 @@ class TestRacesSQLite(RaceMixin, base.SQLiteBackend, base.TestCase):
     def test_processes_creating_one_database_at_once_all_open_it(self):
         path = os.path.join(self.useFixture(base.fixtures.TempDir()).path, "new", "n.db")
         opener = ("import sys; from nova_lite.db import Store; s = Store(sys.argv[1]); "
-                  "s.heartbeat(sys.argv[2]); print(s.schema_revision)")
+                  "s.heartbeat(sys.argv[2]); print(s.schema.revision)")
         procs = [subprocess.Popen([sys.executable, "-c", opener, f"sqlite:///{path}", f"h{n}"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for n in range(6)]

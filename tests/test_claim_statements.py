@@ -21,6 +21,7 @@ from nova_lite.db.store import ClaimPlan, ClaimRequest
 from nova_lite.exception import InstanceStateConflict, InvalidInput
 from nova_lite.objects import DELETED, Allocation
 from tests import test_claim_races as races
+from tests.base import write_instance_row
 from tests.reliability import base
 
 T_NODES, T_INST, T_ALLOC = models.compute_nodes, models.instances, models.allocations
@@ -159,7 +160,7 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
     def test_a_known_instance_is_guarded_by_the_transaction(self):
         node = self.a.get_node("a")
         inst = races.instance()
-        self.store.save_instance(attrs.evolve(inst, vm_state=DELETED))
+        write_instance_row(self.store, attrs.evolve(inst, vm_state=DELETED))
         before = base.dump(self.store)
         exc = self.assertRaises(InstanceStateConflict, self.claim, node, inst)
         self.assertIn("deleted is final", str(exc))
@@ -168,7 +169,7 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
     def test_a_known_live_instance_is_claimed_by_the_transaction(self):
         node = self.a.get_node("a")
         inst = races.instance()
-        self.store.save_instance(inst)
+        write_instance_row(self.store, inst)
         after, _ = self.claim(node, inst)
         self.assertEqual(node.generation + 1, after.generation)
         self.assertEqual("a", self.store.get_instance(inst.uuid).node)

@@ -23,7 +23,7 @@ from tests.test_cli import CliTestCase
 def api_delete(store, inst):
     """Delete an instance the way an API does while its compute service is down:
     the record says deleted; no tracker frees its claim."""
-    store.save_instance(attrs.evolve(store.get_instance(inst.uuid), vm_state=DELETED))
+    base.write_instance_row(store, attrs.evolve(store.get_instance(inst.uuid), vm_state=DELETED))
 
 
 def drop_instance_row(store, inst):

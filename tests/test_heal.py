@@ -30,7 +30,7 @@ from tests.test_cli import CliTestCase
 
 def api_delete(store, uuid):
     """Mark an instance deleted the way an API does while its compute service is down."""
-    store.save_instance(attrs.evolve(store.get_instance(uuid), vm_state=DELETED))
+    base.write_instance_row(store, attrs.evolve(store.get_instance(uuid), vm_state=DELETED))
 
 
 def snapshot(store):

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import testtools
 
-from nova_lite import hardware, numa, pci
+from nova_lite import numa, pci
 from nova_lite.exception import InvalidInput
 from nova_lite.objects import (
     InstanceNUMACell,
@@ -51,7 +51,7 @@ def dedicated(cid, vcpus, memory_mb=1024):
 
 
 def fit(host, req, usage=None, **kwargs):
-    return hardware.fit_instance_to_host(host, req, usage, **kwargs)
+    return numa.fit_instance_to_host(host, req, usage, **kwargs)
 
 
 class MemoryFitTest(testtools.TestCase):
@@ -135,12 +135,12 @@ class PageFitTest(testtools.TestCase):
         host = NUMATopology(cells=[host_cell(0, [0], 4096,
                                              mempages=[MemPage(size_kb=1048576, total=4)])])
         self.assertIsNone(fit(host, req))
-        self.assertIn("not a multiple", hardware.numa_fit_problem(host, req))
+        self.assertIn("not a multiple", numa.numa_fit_problem(host, req))
 
     def test_unknown_page_size(self):
         req = request(shared(0, [0], 1024, pagesize_kb=1048576))
         self.assertIsNone(fit(self.host(), req))
-        self.assertIn("no 1048576 KiB pages", hardware.numa_fit_problem(self.host(), req))
+        self.assertIn("no 1048576 KiB pages", numa.numa_fit_problem(self.host(), req))
 
 
 class SharedCPUFitTest(testtools.TestCase):
@@ -165,11 +165,11 @@ class SharedCPUFitTest(testtools.TestCase):
     def test_cell_cannot_have_more_vcpus_than_host_cell_cpus(self):
         req = request(shared(0, range(5)))
         self.assertIsNone(fit(two_cell_host(), req, cpu_allocation_ratio=16))
-        self.assertIn("exceed", hardware.numa_fit_problem(two_cell_host(), req))
+        self.assertIn("exceed", numa.numa_fit_problem(two_cell_host(), req))
 
     def test_shared_cells_do_not_use_dedicated_cpus(self):
         self.assertIsNone(fit(pinning_host(), request(shared(0, [0]))))
-        self.assertIn("no shared CPUs", hardware.numa_fit_problem(pinning_host(),
+        self.assertIn("no shared CPUs", numa.numa_fit_problem(pinning_host(),
                                                                  request(shared(0, [0]))))
 
 
@@ -200,7 +200,7 @@ class DedicatedCPUFitTest(testtools.TestCase):
         req = request(dedicated(0, [0, 1]))
         self.assertIsNone(fit(pinning_host(), req, usage, cpu_allocation_ratio=16))
         self.assertIn("free dedicated CPUs 1 < requested 2",
-                      hardware.numa_fit_problem(pinning_host(), req, usage))
+                      numa.numa_fit_problem(pinning_host(), req, usage))
 
     def test_without_siblings(self):
         host = NUMATopology(cells=[host_cell(0, pcpus=[3, 1, 2])])
@@ -231,13 +231,13 @@ class MultiCellFitTest(testtools.TestCase):
         req = request(shared(0, [0], 512), shared(1, [1], 512), shared(2, [2], 512))
         self.assertIsNone(fit(two_cell_host(), req))
         self.assertIn("3 instance cells but only 2 host cells",
-                      hardware.numa_fit_problem(two_cell_host(), req))
+                      numa.numa_fit_problem(two_cell_host(), req))
 
     def test_two_cells_that_both_want_the_same_host_cell(self):
         usage = [NUMACellUsage(id=1, memory_mb=4096)]
         req = request(shared(0, [0], 512), shared(1, [1], 512))
         self.assertIsNone(fit(two_cell_host(), req, usage))
-        self.assertIn("no distinct host cell", hardware.numa_fit_problem(two_cell_host(), req,
+        self.assertIn("no distinct host cell", numa.numa_fit_problem(two_cell_host(), req,
                                                                         usage))
 
     def test_dedicated_two_cells(self):
@@ -247,21 +247,21 @@ class MultiCellFitTest(testtools.TestCase):
 
     def test_no_host_topology(self):
         self.assertIsNone(fit(None, request(shared(0, [0]))))
-        self.assertIn("no NUMA topology", hardware.numa_fit_problem(None, request(shared(0, [0]))))
+        self.assertIn("no NUMA topology", numa.numa_fit_problem(None, request(shared(0, [0]))))
 
     def test_empty_request_fits_trivially(self):
         self.assertEqual(request(), fit(two_cell_host(), request()))
 
     def test_problem_names_cells_and_reasons(self):
         req = request(shared(0, [0], 8192))
-        problem = hardware.numa_fit_problem(two_cell_host(), req)
+        problem = numa.numa_fit_problem(two_cell_host(), req)
         self.assertTrue(problem.startswith(numa.NUMA_FIT_FAILED + ": "), problem)
         self.assertIn("instance cell 0 fits no host cell", problem)
         self.assertIn("host cell 0: free memory 4096 MB < requested 8192 MB", problem)
         self.assertIn("host cell 1: free memory 4096 MB < requested 8192 MB", problem)
 
     def test_no_problem_when_it_fits(self):
-        self.assertIsNone(hardware.numa_fit_problem(two_cell_host(), request(shared(0, [0]))))
+        self.assertIsNone(numa.numa_fit_problem(two_cell_host(), request(shared(0, [0]))))
 
     def test_wrong_argument_types(self):
         self.assertRaises(InvalidInput, fit, two_cell_host(), [shared(0, [0])])
@@ -300,7 +300,7 @@ class PciAffinityFitTest(testtools.TestCase):
         req = request(shared(0, [0]))
         self.assertIsNone(fit(two_cell_host(), req, usage, pci=self.stats(),
                               pci_requests=[gpu_request()]))
-        self.assertEqual(numa.NUMA_PCI_FIT_FAILED, hardware.numa_fit_problem(
+        self.assertEqual(numa.NUMA_PCI_FIT_FAILED, numa.numa_fit_problem(
             two_cell_host(), req, usage, pci=self.stats(), pci_requests=[gpu_request()]))
 
     def test_preferred_prefers_the_device_cell(self):
@@ -340,7 +340,7 @@ class NUMAUsageTest(testtools.TestCase):
             host_cell(1, [4, 5], pcpus=[6, 7])])
         first = fit(host, request(dedicated(0, [0, 1], 512)))
         second = fit(host, request(shared(0, [0], 1024, pagesize_kb=2048), shared(1, [1, 2], 256)))
-        usage = hardware.numa_usage_for(host, [first, second])
+        usage = numa.numa_usage_for(host, [first, second])
         self.assertEqual(2, len(usage))
         cell0, cell1 = usage
         self.assertEqual((0, frozenset({2, 3}), 1, 1536, {2048: 512}),
@@ -355,15 +355,15 @@ class NUMAUsageTest(testtools.TestCase):
         placed = []
         for _ in range(4):
             placed.append(fit(host, request(dedicated(0, [0, 1])),
-                              hardware.numa_usage_for(host, placed)))
+                              numa.numa_usage_for(host, placed)))
         self.assertEqual([0, 0, 1, 1], [p.cells[0].host_cell for p in placed])
         pinned = [cpu for p in placed for cpu in p.cells[0].pinned_host_cpus]
         self.assertEqual(list(range(8)), sorted(pinned))
         self.assertIsNone(fit(host, request(dedicated(0, [0])),
-                              hardware.numa_usage_for(host, placed)))
+                              numa.numa_usage_for(host, placed)))
 
     def test_unplaced_and_missing_are_skipped(self):
         host = two_cell_host()
-        usage = hardware.numa_usage_for(host, [None, request(shared(0, [0]))])
+        usage = numa.numa_usage_for(host, [None, request(shared(0, [0]))])
         self.assertEqual((NUMACellUsage(id=0), NUMACellUsage(id=1)), usage)
-        self.assertEqual(usage, hardware.numa_usage_for(host, []))
+        self.assertEqual(usage, numa.numa_usage_for(host, []))

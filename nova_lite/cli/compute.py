@@ -4,6 +4,7 @@ import logging
 import signal
 import threading
 
+from nova_lite import validators as v
 from nova_lite.cli import demo, views
 from nova_lite.cli.output import cell, render_table
 from nova_lite.cli.report_formats import ReportShowOne
@@ -160,8 +161,9 @@ class RunCompute(ReportShowOne):
         ctx = self.app.context()
         settings = ctx.settings
         host = parsed_args.host if parsed_args.host is not None else settings.host
-        if not host.strip():
-            self.parser.error("--host must not be empty")
+        problem = v.text_problem(host, "--host")
+        if problem is not None:
+            self.parser.error(problem)
         name = parsed_args.driver or settings.compute_driver
         driver = ctx.load_driver(name, host)
         store = ctx.open_store()

@@ -1,4 +1,4 @@
-"""Output helpers: text tables, number formatting, report commands.
+"""Output helpers: text tables, number formatting, escaping for terminals.
 
 List and show commands use cliff's own formatters (``-f table|json|yaml|
 value|csv|shell``) through :mod:`nova_lite.cli.typed`, which gives each
@@ -6,17 +6,13 @@ formatter typed values; the column classes here say how one value reads
 for people (``human_readable``) and for machines (``machine_readable``).
 """
 
-import json
 import logging
 import re
 from fractions import Fraction
 
-from cliff import columns, command
+from cliff import columns
 
 LOG = logging.getLogger(__name__)
-
-FORMATS = ("table", "json", "yaml")
-
 
 def format_ratio(ratio):
     """An allocation ratio as text: ``Fraction(7, 10)`` -> ``"0.7"``, 4 -> ``"4.0"``."""
@@ -162,43 +158,3 @@ def escaped(data):
     if isinstance(data, (list, tuple)):
         return [escaped(v) for v in data]
     return data
-
-
-class ReportCommand(command.Command):
-    """A command whose result is one report: a table for people, or JSON/YAML.
-
-    Subclasses implement :meth:`report` returning ``(data, exit_code)``
-    and :meth:`render` turning ``data`` into text.
-    """
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument(
-            "-f", "--format", dest="formatter", choices=FORMATS, default="table",
-            help="Output format (default: table).")
-        self.parser = parser
-        return parser
-
-    def report(self, parsed_args):
-        """``(data, exit_code)``: a JSON-serialisable dict and the exit status."""
-        raise NotImplementedError
-
-    def render(self, data):
-        """Human-readable text for ``data``."""
-        raise NotImplementedError
-
-    def emit(self, parsed_args, data):
-        """Write ``data`` to stdout in the format asked for."""
-        if parsed_args.formatter == "json":
-            text = json.dumps(data, indent=2, sort_keys=False)
-        elif parsed_args.formatter == "yaml":
-            import yaml   # a cliff dependency
-            text = yaml.safe_dump(data, default_flow_style=False, sort_keys=False).rstrip()
-        else:
-            text = self.render(escaped(data))
-        self.app.stdout.write(text + "\n")
-
-    def take_action(self, parsed_args):
-        data, code = self.report(parsed_args)
-        self.emit(parsed_args, data)
-        return code

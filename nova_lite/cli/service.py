@@ -5,6 +5,7 @@ import time
 from typing import ClassVar
 
 from nova_lite import reports
+from nova_lite import validators as v
 from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.cli.typed import Lister, ShowOne
@@ -69,6 +70,9 @@ class _SetService(ShowOne):
         reason = getattr(parsed_args, "reason", None)
         if reason is not None and not reason.strip():
             raise BadArguments("--reason must not be empty; nothing was changed")
+        problem = None if reason is None else v.text_problem(reason, "--reason")
+        if problem is not None:
+            raise BadArguments(problem)
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
         changed = store.db.write(
@@ -105,5 +109,6 @@ class DisableService(_SetService):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument("--reason", metavar="TEXT", help="Why (shown by service list).")
+        parser.add_argument("--reason", metavar="TEXT",
+                            help="Why (shown by service list; at most 255 characters).")
         return parser

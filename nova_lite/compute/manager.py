@@ -21,7 +21,7 @@ import attrs
 
 from nova_lite import audit as audit_views
 from nova_lite import conf, leaks, metrics
-from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.compute.resource_tracker import ResourceTracker, check_service_arguments
 from nova_lite.db.store import COMPUTE_BINARY, Store
 from nova_lite.exception import NovaLiteError
 from nova_lite.findings import HEALABLE
@@ -46,10 +46,14 @@ class ComputeService:
     """Runs the resource tracker of ``host`` on a schedule.
 
     ``driver`` must be loaded; ``init_host`` is called on construction.
-    ``store`` defaults to ``Store(settings.database_url)``.
+    ``store`` defaults to ``Store(settings.database_url)``.  A wrong
+    argument (``host`` not a recordable name, ``driver`` not a
+    ComputeDriver, ...) raises :class:`~nova_lite.exception.InvalidInput`
+    naming it before anything is opened or written.
     """
 
     def __init__(self, host, driver, store=None, settings=None):
+        check_service_arguments("ComputeService", host, driver, store, settings)
         self.host = host
         self.driver = driver
         self.settings = settings or getattr(driver, "settings", None) or conf.Settings()

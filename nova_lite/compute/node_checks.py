@@ -1,10 +1,11 @@
 """What a driver says about its nodes, checked before anything is recorded.
 
 The same limits on every backend (SQLite stores what PostgreSQL refuses):
-a node name is a non-empty string of at most 255 characters with no NUL
-byte; a node uuid is a canonical UUID.  A bad node is reported by name;
-the others are recorded.  (Other control characters are recorded as they
-are and escaped wherever a name is shown.)
+a node name is a name as :func:`nova_lite.validators.text_problem` checks
+it (a non-blank string of at most 255 characters with no control
+character); a node uuid is a canonical UUID; a resource class fits its
+column.  A bad node is reported by name (escaped) in the audit's failed
+nodes; the others are recorded.
 """
 
 import logging
@@ -12,12 +13,10 @@ import uuid as uuidlib
 
 import attrs
 
+from nova_lite import validators as v
 from nova_lite.exception import InvalidInput, InvalidNodeResources
 
 LOG = logging.getLogger(__name__)
-
-#: Longest host or node name the records hold (Nova's String(255)).
-MAX_NAME_LENGTH = 255
 
 
 @attrs.frozen
@@ -29,24 +28,9 @@ class NodeListing:
     invalid: dict[str, str] = attrs.field(factory=dict)
 
 
-def printable(value):
-    """``value`` with control characters escaped, for logs and terminals."""
-    text = value if isinstance(value, str) else repr(value)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def name_problem(name, what="node name"):
     """Why ``name`` cannot be recorded as a host or node name (None if it can)."""
-    if not isinstance(name, str):
-        return f"{what} {name!r} is a {type(name).__name__}, not a string"
-    if not name.strip():
-        return f"{what} {name!r} is empty"
-    if len(name) > MAX_NAME_LENGTH:
-        return (f"{what} {printable(name[:40])}... is {len(name)} characters long; at most "
-                f"{MAX_NAME_LENGTH} are recorded")
-    if "\x00" in name:
-        return f"{what} {printable(name)!r} contains a NUL byte"
-    return None
+    return v.text_problem(name, what, v.NAME_LENGTH)
 
 
 def storable(name):
@@ -64,18 +48,18 @@ def node_names(listing, host):
     if isinstance(listing, (str, bytes)) or not isinstance(listing, (list, tuple, set,
                                                                        frozenset)):
         raise InvalidInput(f"get_available_nodes() of the virt driver of host {host} returned "
-                           f"{type(listing).__name__} {printable(repr(listing)[:80])}, not a "
+                           f"{type(listing).__name__} {v.printable(repr(listing)[:80])}, not a "
                            "list of node names")
     valid, invalid, seen = [], {}, set()
     for name in listing:
         problem = name_problem(name)
         if problem is not None:
-            invalid[printable(name)] = f"InvalidNodeName: {problem}"
+            invalid[v.printable(name)] = f"InvalidNodeName: {problem}"
             LOG.error("Skipping a node of host %s in this audit: %s", host, problem)
             continue
         if name in seen:
             LOG.warning("The virt driver of host %s lists node %s more than once; recording "
-                        "it once", host, printable(name))
+                        "it once", host, v.printable(name))
             continue
         seen.add(name)
         valid.append(name)
@@ -91,7 +75,7 @@ def check_report(nodename, report):
         except ValueError:
             canonical = None
         if canonical != str(report.uuid).lower() or len(str(report.uuid)) != 36:
-            problems.append(f"'uuid' {printable(str(report.uuid)[:60])!r} is not a canonical "
+            problems.append(f"'uuid' {v.printable(str(report.uuid)[:60])!r} is not a canonical "
                             "UUID (36 characters, 8-4-4-4-12 hex digits)")
     for field in ("hypervisor_hostname", "hypervisor_type", "resource_class"):
         value = getattr(report, field, None)

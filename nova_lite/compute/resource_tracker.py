@@ -13,6 +13,7 @@ import uuid as uuidlib
 import attrs
 
 from nova_lite import conf, metrics
+from nova_lite import validators as v
 from nova_lite.compute import accounting, node_checks, node_usage, placement
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveClaim, NopClaim
 from nova_lite.compute.driver_calls import DriverCaller
@@ -20,6 +21,7 @@ from nova_lite.compute.locks import NodeLocks
 from nova_lite.db.store import AuditedNode, ClaimRequest, Store
 from nova_lite.exception import DriverNotReady, InstanceNotFound, InvalidInput, NodeNotFound
 from nova_lite.objects import ComputeNode, Flavor, Instance, Migration, NodeResources
+from nova_lite.virt.driver import ComputeDriver
 
 LOG = logging.getLogger(__name__)
 
@@ -55,12 +57,18 @@ class Released:
 class ResourceTracker:
     """Tracks the nodes of one compute service (``host``).
 
-    ``driver``: a ComputeDriver, ``init_host``-ed; ``store``: a
-    :class:`~nova_lite.db.Store` (default: an in-memory one); ``settings``:
-    :class:`~nova_lite.conf.Settings` (default: the driver's).
+    ``host``: the service's name (a recordable name, see
+    :func:`nova_lite.validators.text_problem`); ``driver``: a
+    :class:`~nova_lite.virt.driver.ComputeDriver`, ``init_host``-ed;
+    ``store``: a :class:`~nova_lite.db.Store` (default: an in-memory one);
+    ``settings``: :class:`~nova_lite.conf.Settings` (default: the
+    driver's).  A wrong argument raises
+    :class:`~nova_lite.exception.InvalidInput` naming it (an
+    :class:`~nova_lite.exception.InvalidType` for a wrong type).
     """
 
     def __init__(self, host, driver, store=None, settings=None):
+        check_service_arguments("ResourceTracker", host, driver, store, settings)
         self.host = host
         self.driver = driver
         self.settings = settings or getattr(driver, "settings", None) or conf.Settings()
@@ -133,6 +141,7 @@ class ResourceTracker:
     def _update_available_resource(self, nodename):
         failed, listed = {}, None
         if nodename is not None:
+            v.check_text(nodename, "Cannot audit: nodename")
             names = [nodename]
         else:
             try:
@@ -161,7 +170,7 @@ class ResourceTracker:
             except Exception as exc:   # noqa: BLE001 - one node's failure is reported
                 failed[name] = f"{type(exc).__name__}: {exc}"
                 LOG.error("Skipping node %s of host %s in this audit: %s",
-                          node_checks.printable(name), self.host, failed[name])
+                          v.printable(name), self.host, v.printable(failed[name]))
         audits = _refuse_shared_uuids(audits, failed, self.host)
         only = None if nodename is None else [nodename]
         rebuilt = self._rebuild_missing(only)
@@ -524,9 +533,21 @@ def _refuse_shared_uuids(audits, failed, host):
     return kept
 
 
+def check_service_arguments(what, host, driver, store, settings):
+    """Raise InvalidInput naming the first wrong argument of ``what``'s constructor.
+
+    Shared by :class:`ResourceTracker` and the compute service: ``host``
+    must be a recordable name, ``driver`` a ComputeDriver, ``store`` None or
+    a Store, ``settings`` None or Settings.
+    """
+    v.check_text(host, f"{what} host")
+    v.check_type(driver, ComputeDriver, f"{what} driver")
+    v.check_type(store, Store, f"{what} store", optional=True)
+    v.check_type(settings, conf.Settings, f"{what} settings", optional=True)
+
+
 def _check_instance(instance):
-    if not isinstance(instance, Instance):
-        raise InvalidInput(f"expected an Instance record, got {type(instance).__name__}")
+    v.check_type(instance, Instance, "instance")
 
 
 def _log_final_view(node):

@@ -3,14 +3,9 @@
 Every statement of the store is written with SQLAlchemy Core.  Most run
 through SQLAlchemy's Connection; the claim's transaction runs them here
 instead: each statement is compiled once per dialect and executed on the
-driver's own cursor, with no result processing.  Measured with
-``bench.claims`` (the store's part of 1,000 claims from one process, old
-and new code alternately in one hour on a loaded 2-vCPU machine): on a
-SQLite file 1,066 and 1,389 claims/s through SQLAlchemy's Connection
-against 1,864 and 2,744/s on the cursor; on PostgreSQL, with the
-one-statement claim of ``nova_lite.db.claim_writes``, 212 and 443/s
-against 466 and 721/s.  The claim is the one path whose rate is a product
-goal, so it is the one path that skips that layer.
+driver's own cursor, with no result processing.  The claim is the one
+path whose rate is a product goal, so it is the one path that skips that
+layer (measured figures: doc/source/benchmarks.rst).
 
 Values must be plain DBAPI types (str, int, float, None) and results come
 back as the driver returns them (SQLite booleans as 0/1, PostgreSQL sums as

@@ -7,7 +7,8 @@ Plain functions on a SQLAlchemy connection, run through
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import models
+from nova_lite import validators as v
+from nova_lite.db import arguments, models
 
 T_NODES, T_SVC = models.compute_nodes, models.services
 
@@ -129,8 +130,13 @@ def set_service_disabled(conn, host, binary, disabled, reason=None):
     """Enable or disable the (host, binary) service; returns the number of rows changed.
 
     A write: run it with ``store.db.write``.  ``reason`` is kept only while
-    disabled (and only if the schema has ``disabled_reason``).
+    disabled (and only if the schema has ``disabled_reason``); a reason the
+    records cannot hold (over 255 characters, a control character) raises
+    InvalidInput before any statement, on every backend.
     """
+    arguments.check_lookup(host=host, binary=binary)
+    if reason is not None:
+        v.check_text(reason, "disabled reason")
     values = {"disabled": bool(disabled)}
     if "disabled_reason" in T_SVC.c:
         values["disabled_reason"] = reason if disabled else None

@@ -22,12 +22,14 @@ from collections.abc import Mapping
 import attrs
 import sqlalchemy as sa
 
+from nova_lite import holds
+from nova_lite import validators as v
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.node_usage import with_allocation
-from nova_lite import holds
-from nova_lite.findings import Finding, RecordedFindings
 from nova_lite.db import (
-    audit_writes, claim_writes, heal_writes, holds_sql, migrations, models, rows, snapshot)
+    arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models, rows,
+    snapshot)
+from nova_lite.findings import Finding, RecordedFindings
 from nova_lite.db.engine import (
     DEFAULT_BUSY_TIMEOUT_S, Database, cause, is_unique_violation, sqlite_file_path)
 from nova_lite.exception import (
@@ -122,10 +124,16 @@ class Store:
     by a read.  A SQLite file that exists but is empty (0 bytes) is refused
     unless ``initialise`` is set: an empty file where a database was
     expected is more likely a truncated one than a new one.
+
+    A ``url`` that is not a non-empty string, or ``claim_retries`` /
+    ``busy_timeout`` that are not numbers >= 0, raise
+    :class:`~nova_lite.exception.InvalidInput` naming the argument
+    (:class:`~nova_lite.exception.InvalidType` for a wrong type).
     """
 
     def __init__(self, url, claim_retries=10, busy_timeout=DEFAULT_BUSY_TIMEOUT_S,
                  readonly=False, initialise=False):
+        arguments.check_store(url, claim_retries, busy_timeout)
         path, _ = sqlite_file_path(url)
         if path and not initialise and os.path.exists(path) and \
                 os.path.getsize(path) == 0 and _sqlite_sidecars_empty(path):
@@ -172,11 +180,6 @@ class Store:
                 "'nova-lite db sync'")
         self._report_texts = collections.defaultdict(dict)   # see audit_writes.report_text()
 
-    @property
-    def schema_revision(self):
-        """The alembic revision of the database's schema (e.g. ``"0001"``)."""
-        return self.schema.revision
-
     def _write(self, op, fn):
         """A writing transaction; the first one upgrades an older schema."""
         if not self.schema.current:
@@ -207,7 +210,14 @@ class Store:
 
     # -- services -----------------------------------------------------------
     def heartbeat(self, host, binary=COMPUTE_BINARY):
-        """Create or refresh the (host, binary) service row; returns it."""
+        """Create or refresh the (host, binary) service row; returns it.
+
+        ``host`` and ``binary`` are checked first
+        (:func:`nova_lite.validators.check_text`): a name no backend can
+        record raises InvalidInput and writes nothing.
+        """
+        arguments.check_names(host=host, binary=binary)
+
         def op(conn):
             now = time.time()
             res = conn.execute(T_SVC.update().where(
@@ -224,6 +234,8 @@ class Store:
 
     def list_services(self, binary=COMPUTE_BINARY):
         """Every service row of ``binary``, sorted by host."""
+        arguments.check_lookup(binary=binary)
+
         def op(conn):
             found = conn.execute(T_SVC.select().where(T_SVC.c.binary == binary)
                                  .order_by(T_SVC.c.host))
@@ -233,10 +245,12 @@ class Store:
     # -- compute nodes --------------------------------------------------------
     def get_compute_nodes(self, host=None):
         """Live compute node records (of ``host``, or all), sorted by host and name."""
+        arguments.check_lookup(optional=True, host=host)
         return self._read("list compute nodes", lambda conn: rows.load_nodes(conn, host))
 
     def get_compute_node(self, host, nodename):
         """One node record; raises :class:`NodeNotFound` naming it."""
+        arguments.check_lookup(host=host, nodename=nodename)
         for node in self._read(f"get compute node {nodename}",
                                  lambda conn: rows.load_nodes(conn, host, nodename)):
             return node
@@ -244,6 +258,8 @@ class Store:
 
     def delete_compute_node(self, host, nodename):
         """Delete a node record with its inventories and allocations."""
+        arguments.check_lookup(host=host, nodename=nodename)
+
         def op(conn):
             row = conn.execute(sa.select(T_NODES.c.uuid).where(
                 T_NODES.c.host == host, T_NODES.c.nodename == nodename)).first()
@@ -255,7 +271,15 @@ class Store:
         self._write(f"delete compute node {host}/{nodename}", op)
 
     def set_node_error(self, host, nodename, error):
-        """Record (or clear, with None) why the last audit of a node failed."""
+        """Record (or clear, with None) why the last audit of a node failed.
+
+        A NUL byte in ``error`` (a driver's exception text) is recorded as
+        ``\\x00`` on every backend: PostgreSQL holds no NUL in text.
+        """
+        arguments.check_lookup(host=host, nodename=nodename)
+        if error is not None:
+            error = v.check_type(error, str, "error").replace("\x00", "\\x00")
+
         def op(conn):
             conn.execute(T_NODES.update().where(
                 T_NODES.c.host == host, T_NODES.c.nodename == nodename,
@@ -270,6 +294,9 @@ class Store:
         estimate is a driver call: never inside a write transaction) and
         hands the result to :meth:`record_audit`.
         """
+        arguments.check_lookup(host=host)
+        for nodename in nodenames or ():
+            arguments.check_lookup(nodename=nodename)
         return self._read(f"find missing allocations of host {host}",
                           lambda conn: audit_writes.missing_allocations(conn, host, nodenames))
 
@@ -286,8 +313,14 @@ class Store:
         Allocation}``, see :meth:`missing_allocations`), each logged at
         WARNING.  Every change a claim decides on bumps the node's
         generation.  Returns ``{nodename: ComputeNode}`` for the audited
-        nodes.
+        nodes.  ``host`` and every node name are checked first
+        (:func:`nova_lite.validators.check_text`): a name no backend can
+        record raises InvalidInput and writes nothing.
         """
+        arguments.check_names(host=host)
+        for audit in audits:
+            arguments.check_names(nodename=audit.nodename)
+
         def op(conn):
             audit_writes.serialise_host(conn, host)
             audit_writes.lock_adopted_consumers(conn, host, audits)
@@ -451,6 +484,8 @@ class Store:
         ``{node_uuid: ComputeNode}`` of the nodes whose usage changed.
         Raises :class:`InstanceNotFound` if the instance has no record.
         """
+        v.check_type(instance, Instance, "record_instance_state instance")
+
         def op(conn):
             stored = _guard_instance_update(conn, instance)
             if stored is None:
@@ -564,21 +599,20 @@ class Store:
 
     def node_generation(self, node_uuid):
         """The node's generation as recorded now (one small read)."""
+        arguments.check_lookup(node_uuid=node_uuid)
         return self._read(f"generation of node {node_uuid}",
                           lambda conn: rows.node_generation(conn, node_uuid))
 
     def load_node(self, node_uuid):
         """The :class:`~nova_lite.objects.ComputeNode` with this uuid, as recorded now."""
+        arguments.check_lookup(node_uuid=node_uuid)
         return self._read(f"load node {node_uuid}", lambda conn: rows.load_node(conn, node_uuid))
 
     # -- instances, migrations, allocations ------------------------------------
-    def save_instance(self, instance):
-        """Insert or update an instance row."""
-        self._write(f"save instance {instance.uuid}",
-                      lambda conn: rows.upsert_instance(conn, instance, time.time()))
-
     def get_instance(self, instance_uuid):
         """The instance row as an Instance; raises :class:`InstanceNotFound`."""
+        arguments.check_lookup(instance_uuid=instance_uuid)
+
         def op(conn):
             row = conn.execute(T_INST.select().where(T_INST.c.uuid == instance_uuid)).first()
             if row is None:
@@ -589,6 +623,8 @@ class Store:
     def list_instances(self, host=None, node=None, live_only=True):
         """Instances on ``host``/``node``; ``live_only`` keeps those that hold resources
         (:func:`nova_lite.holds.instance_holds`)."""
+        arguments.check_lookup(optional=True, host=host, node=node)
+
         def op(conn):
             query = T_INST.select()
             if host is not None:
@@ -603,6 +639,8 @@ class Store:
 
     def list_migrations(self, instance_uuid=None, in_progress_only=False):
         """Migration rows (of one instance, or all)."""
+        arguments.check_lookup(optional=True, instance_uuid=instance_uuid)
+
         def op(conn):
             query = T_MIG.select()
             if instance_uuid is not None:
@@ -615,6 +653,8 @@ class Store:
 
     def list_allocations(self, node_uuid=None, instance_uuid=None):
         """Allocation records, filtered by node and/or instance."""
+        arguments.check_lookup(optional=True, node_uuid=node_uuid, instance_uuid=instance_uuid)
+
         def op(conn):
             query = T_ALLOC.select()
             if node_uuid is not None:

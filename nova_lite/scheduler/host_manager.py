@@ -22,9 +22,10 @@ import attrs
 import stevedore
 
 from nova_lite import conf
+from nova_lite import validators as v
 from nova_lite.db import queries
 from nova_lite.db.node_changes import NodeChangeTracker
-from nova_lite.db.store import COMPUTE_BINARY
+from nova_lite.db.store import COMPUTE_BINARY, Store
 from nova_lite.exception import InvalidConfig, InvalidInput
 from nova_lite.scheduler import host_checks
 from nova_lite.scheduler.host_index import HostIndex
@@ -91,12 +92,19 @@ class HostManager:
     that time the view counts this manager's own picks but not other
     schedulers' claims nor service changes; a claim still decides on the
     records in its transaction, and a lost one moves to the next alternate.
+    A wrong argument raises :class:`~nova_lite.exception.InvalidInput`
+    naming it (:class:`~nova_lite.exception.InvalidType` for a wrong type).
     """
 
     def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE,
                  indexed=True, nodes_max_age=None):
+        v.check_type(store, Store, "HostManager store")
+        v.check_type(settings, conf.Settings, "HostManager settings", optional=True)
+        v.check_seconds(services_max_age, "HostManager services_max_age")
+        if nodes_max_age is not None:
+            v.check_seconds(nodes_max_age, "HostManager nodes_max_age")
         self.store = store
-        self.settings = settings or conf.Settings()
+        self.settings = settings if settings is not None else conf.Settings()
         self.filters = _load(FILTER_GROUP, self.settings.enabled_filters,
                              "[filter_scheduler] enabled_filters", self.settings)
         self.weighers = _load(WEIGHER_GROUP, self.settings.weight_classes,

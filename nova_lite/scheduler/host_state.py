@@ -5,7 +5,6 @@ the scheduler just placed there, so back-to-back requests see it before
 the next refresh from the records.
 """
 
-import attrs
 
 from nova_lite.compute import accounting, placement
 from nova_lite.compute.node_usage import with_allocation
@@ -84,12 +83,3 @@ class HostState:
     def __repr__(self):
         return (f"HostState({self.host}/{self.nodename}: ram {self.free_ram_mb} MB, "
                 f"disk {self.free_disk_gb} GB, vcpus {self.free_vcpus})")
-
-
-@attrs.frozen
-class Rejection:
-    """One host a filter removed, and why."""
-
-    host: str
-    nodename: str
-    reason: str

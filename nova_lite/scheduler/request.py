@@ -6,18 +6,26 @@ import attrs
 
 from nova_lite import validators as v
 from nova_lite.compute import accounting
-from nova_lite.exception import InvalidInput
+from nova_lite.exception import InvalidInput, InvalidType
 from nova_lite.objects import ZERO_OVERHEAD, Flavor, InstanceNUMATopology, PciRequest
 
 
 def _names(value: str | Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
-    return tuple(value)
+    if isinstance(value, bytes) or not hasattr(value, "__iter__"):
+        raise InvalidType(f"expected a host name or a sequence of host names, got "
+                          f"{type(value).__name__} {value!r:.60}")
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise InvalidType(f"host names must be strings, got {type(name).__name__} "
+                              f"{name!r:.60}")
+    return names
 
 
 def _pci_requests(value: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:
-    return v.records(PciRequest, value)
+    return v.records(PciRequest, value, "RequestSpec.pci_requests")
 
 
 @attrs.frozen
@@ -28,14 +36,15 @@ class RequestSpec:
     instances); ``numa_topology``: an InstanceNUMATopology (default: the one
     the flavor's ``hw:`` extra specs imply); ``pci_requests``: PciRequest
     records; ``ignore_hosts``: hosts never chosen; ``force_hosts``: if given,
-    only these hosts are considered.
+    only these hosts are considered (a host name or a sequence of them).  A
+    wrong value raises :class:`~nova_lite.exception.InvalidInput` naming the
+    field (:class:`~nova_lite.exception.InvalidType` for a wrong type).
     """
 
-    flavor: Flavor = attrs.field(validator=attrs.validators.instance_of(Flavor))
-    project_id: str | None = attrs.field(default=None, validator=v.optional(v.string))
+    flavor: Flavor = attrs.field(validator=v.instance_of(Flavor))
+    project_id: str | None = attrs.field(default=None, validator=v.optional(v.name(empty=True)))
     numa_topology: InstanceNUMATopology | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.instance_of(InstanceNUMATopology)))
+        default=None, validator=v.optional(v.instance_of(InstanceNUMATopology)))
     pci_requests: tuple[PciRequest, ...] = attrs.field(factory=tuple, converter=_pci_requests)
     ignore_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
     force_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)

@@ -13,6 +13,7 @@ import abc
 import attrs
 
 from nova_lite import conf
+from nova_lite import validators as v
 from nova_lite.objects import (  # noqa: F401  (re-exported for driver authors)
     ZERO_OVERHEAD, CpuInfo, Flavor, Instance, NodeResources, NUMACell, NUMATopology,
     Overhead, PciDevice, SupportedInstance)
@@ -49,10 +50,6 @@ class Capabilities:
         return tuple(f.name for f in attrs.fields(type(self)) if getattr(self, f.name))
 
 
-#: The methods every driver must implement (abstract in :class:`ComputeDriver`).
-REQUIRED_METHODS = ("init_host", "get_available_nodes", "get_available_resource")
-
-
 def missing_methods(driver_class):
     """Names of the abstract methods ``driver_class`` leaves unimplemented, sorted."""
     return tuple(sorted(getattr(driver_class, "__abstractmethods__", ())))
@@ -78,6 +75,7 @@ class ComputeDriver(abc.ABC):
         if kwargs:
             raise TypeError(
                 f"{type(self).__name__} got unexpected arguments: {sorted(kwargs)}")
+        v.check_type(settings, conf.Settings, f"{type(self).__name__} settings", optional=True)
         self.settings = settings if settings is not None else conf.Settings()
         self.host = None
         #: The contract version negotiated at load time (set by the loader).

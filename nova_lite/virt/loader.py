@@ -20,6 +20,8 @@ import logging
 import attrs
 import stevedore
 
+from nova_lite import conf
+from nova_lite import validators as v
 from nova_lite.exception import DriverLoadError
 from nova_lite.virt import driver as driver_api
 
@@ -175,11 +177,13 @@ def load_driver_class(name):
 def load_driver(name, settings=None, **kwargs):
     """Load and construct the driver registered as ``name``.
 
-    ``settings`` (a :class:`nova_lite.conf.Settings`) and any extra keyword
-    arguments go to the driver's constructor.  Raises
-    :class:`DriverLoadError` naming the driver, its entry point, the cause
-    and the installed drivers.
+    ``settings`` (a :class:`nova_lite.conf.Settings`, or None for the
+    defaults) and any extra keyword arguments go to the driver's
+    constructor.  Raises :class:`DriverLoadError` naming the driver, its
+    entry point, the cause and the installed drivers; ``settings`` of
+    another type raises :class:`~nova_lite.exception.InvalidType` naming it.
     """
+    v.check_type(settings, conf.Settings, f"load_driver({name!r}) settings", optional=True)
     plugin, version = load_driver_class(name)
     try:
         instance = plugin(settings=settings, **kwargs)

@@ -3,7 +3,7 @@
 Used by the functional tests and the bench.  Nodes use the ``fake-hardware``
 type; actions are sent to every node first and then awaited together with
 one listing per poll, so a batch of N nodes costs N requests per action plus
-a few polls (enrolling is about 30-40 ms a node on a 2-core machine).
+a few polls.
 """
 
 import concurrent.futures
