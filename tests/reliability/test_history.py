@@ -5,9 +5,13 @@ fault it must name; then 4 processes act at random on shared nodes and
 instances (claims, deletes, shelve and unshelve, resizes, confirms and
 reverts, audits that grow, shrink or move a node to the other host) on a
 SQLite file and on PostgreSQL, and every admission and every refusal they
-logged is replayed against the node as it was at that generation.
+logged is replayed against the node as it was at that generation.  Then 4
+processes churn (claims, deletes, shelves, unshelves, resizes, leaks) while
+2 others heal in a loop beside them, and no live consumer may lose its
+allocation to heal.
 """
 
+import collections
 import json
 import os
 import subprocess
@@ -40,6 +44,26 @@ def _claim(generation, seq, consumer, amounts=ONE, result="admitted", host=HOST_
 def _free(generation, seq, instance):
     return dict(op="free", instance=instance, result="ok", generations={"u0": generation},
                 pid=1, seq=seq, migration=None)
+
+
+def _resize(generation, seq, migration, instance, amounts=ONE):
+    return _event("resize", generation, seq, consumer=migration, instance=instance,
+                  amounts=dict(amounts), result="admitted")
+
+
+def _leak(seq, instance, started, ended):
+    return dict(op="leak", instance=instance, result="ok", started=started, ended=ended,
+                pid=1, seq=seq)
+
+
+def _heal(generation, seq, subject, instance=None, kind="remove_allocation", removed=None,
+          read=(100.0, 101.0), up=(HOST_A, HOST_B), record=None):
+    """A heal step applied at ``generation`` of node u0, by pid 2."""
+    return dict(op="heal", kind=kind, subject=subject, instance=instance or subject,
+                result="ok", generations={"u0": generation},
+                removed=[[subject, "u0"]] if removed is None else removed,
+                read_at=read[0], read_done=read[1], services_up=list(up), nodes={"u0": "n0"},
+                record=record, detail=f"remove the allocation of {subject}", pid=2, seq=seq)
 
 
 NO_PROBLEMS = {"deleted_holding": [], "double_moves": []}
@@ -118,11 +142,108 @@ class TestChecker(base.TestCase):
                   _claim(5, 5, "i2", amounts={"VCPU": 2}), _free(6, 6, "i1")]
         self.assertEqual([], self.check(events, {"VCPU": 2}))
 
+    def test_a_heal_of_a_live_instance_is_named_with_its_state_and_the_step(self):
+        record = dict(instance="i1", vm_state="shelved_offloaded", task_state=None,
+                      on=f"{HOST_A}/n0")
+        events = [_audit(1, 1), _event("unshelve", 2, 2, consumer="i1", instance="i1",
+                                       amounts=dict(ONE), result="admitted"),
+                  _heal(3, 1, "i1", record=record)]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("generation 3: heal remove_allocation i1 by pid 2 seq 1", problems[0])
+        self.assertIn("removed the allocation of live instance i1", problems[0])
+        self.assertIn("since unshelve admitted at generation 2 (pid 1 seq 2)", problems[0])
+        self.assertIn(f"instance i1 shelved_offloaded, task None, on {HOST_A}/n0",
+                      problems[0])
+
+    def test_a_heal_of_a_deleted_instance_is_fine_and_moves_the_generation(self):
+        events = [_audit(1, 1), _claim(2, 2, "i1"), _leak(3, "i1", 50.0, 51.0),
+                  _heal(3, 1, "i1"), _claim(4, 4, "i2")]
+        self.assertEqual([], self.check(events, ONE))
+
+    def test_a_heal_that_read_before_the_delete_is_named(self):
+        events = [_audit(1, 1), _claim(2, 2, "i1"), _leak(3, "i1", 150.0, 151.0),
+                  _heal(3, 1, "i1")]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("live instance i1 (heal read it from", problems[0])
+
+    def test_a_heal_that_overlaps_the_delete_is_not_told_apart(self):
+        events = [_audit(1, 1), _claim(2, 2, "i1"), _leak(3, "i1", 100.5, 102.0),
+                  _heal(3, 1, "i1")]
+        self.assertEqual([], self.check(events, {}))
+
+    def test_a_heal_of_a_migration_in_progress_is_named_unless_a_service_is_down(self):
+        record = dict(migration="m1", status="error", hosts=[HOST_A, HOST_B],
+                      **{"from": f"{HOST_A}/n1", "to": f"{HOST_B}/n0"})
+        events = [_audit(1, 1), _resize(2, 2, "m1", "i1"),
+                  _heal(3, 1, "m1", instance="i1", kind="finish_migration", record=record)]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("heal finish_migration m1", problems[0])
+        self.assertIn(f"live migration m1 of instance i1 (in progress, services {HOST_A}, "
+                      f"{HOST_B} up)", problems[0])
+        self.assertIn(f"migration m1 error, from {HOST_A}/n1 to {HOST_B}/n0", problems[0])
+        events[-1] = _heal(3, 1, "m1", instance="i1", kind="finish_migration",
+                           record=record, up=[HOST_B])
+        self.assertEqual([], self.check(events, {}))
+
+    def test_a_finish_that_removed_nothing_is_named_if_services_were_up(self):
+        record = dict(migration="m1", status="error", hosts=[HOST_A, HOST_B],
+                      **{"from": f"{HOST_A}/n1", "to": f"{HOST_B}/n0"})
+        events = [_audit(1, 1), _heal(2, 1, "m1", instance="i1", kind="finish_migration",
+                                      removed=[], record=record)]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("finished migration m1 of instance i1 while it was in progress",
+                      problems[0])
+
+    def test_a_heal_of_what_the_node_does_not_hold_is_named(self):
+        events = [_audit(1, 1), _heal(2, 1, "i9")]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("which the history does not hold", problems[0])
+
+    def test_a_heal_without_generations_cannot_be_placed(self):
+        step = dict(_heal(2, 1, "i1"), generations=None)
+        problems = self.check([_audit(1, 1), _claim(2, 2, "i1"), step], ONE)
+        self.assertIn("logged no generations", "\n".join(problems))
+
+    def test_live_consumers_without_their_allocation_at_the_end_are_named(self):
+        def inst(uuid, vm_state, node, task_state=None):
+            return dict(uuid=uuid, vm_state=vm_state, task_state=task_state, host=HOST_A,
+                        node=node)
+        records = dict(NO_PROBLEMS, usage={"u0": {}}, allocations=[["i0", "n0"], ["m0", "n1"]],
+                       instances=[inst("i0", "active", "n0"), inst("i1", "active", "n0"),
+                                  inst("i2", "shelved_offloaded", "n1", "unshelving"),
+                                  inst("i3", "shelved_offloaded", None, "spawning"),
+                                  inst("i4", "deleted", "n0")],
+                       migrations=[dict(uuid=u, instance="i0", status="pre-migrating",
+                                        dest_compute=HOST_B, dest_node="n1")
+                                   for u in ("m0", "m1")])
+        events = [_audit(1, 1), _claim(2, 2, "i1"), _heal(3, 1, "i1")]
+        problems = history.check(events, records)
+        self.assertIn("removed the allocation of live instance i1", problems[0])
+        self.assertEqual([
+            f"live instance i1 (active, task None, on {HOST_A}/n0) holds no allocation on "
+            "n0; removed by heal remove_allocation i1 by pid 2 seq 1 at generation 3 of "
+            "node n0",
+            f"live instance i2 (shelved_offloaded, task unshelving, on {HOST_A}/n1) holds no "
+            "allocation on n1",
+            f"migration m1 of instance i0 (pre-migrating) holds no allocation on its "
+            f"destination {HOST_B}/n1"], problems[1:])
+
     def test_deleted_holders_and_double_moves_are_named(self):
         problems = history.check([], {"usage": {}, "deleted_holding": ["i9"],
                                       "double_moves": ["i8"]})
         self.assertEqual(["deleted instance i9 still holds an allocation",
                           "instance i8 has more than one move in progress"], problems)
+
+
+def _run(*args):
+    return subprocess.Popen([sys.executable, "-m", "tests.reliability.chaos", *args],
+                            cwd=base.REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 class ChaosMixin:
@@ -132,9 +253,7 @@ class ChaosMixin:
     ops = 120
 
     def _run(self, *args):
-        return subprocess.Popen([sys.executable, "-m", "tests.reliability.chaos", *args],
-                                cwd=base.REPO_ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return _run(*args)
 
     def test_chaos_history_has_no_violation(self):
         url = self.database_url()
@@ -166,6 +285,56 @@ class ChaosMixin:
         self.addDetail("history", _text("\n".join(json.dumps(e) for e in events[-200:])))
 
 
+class HealChaosMixin:
+    """4 churning processes and 2 healing ones on one store: heal frees no live consumer."""
+
+    processes = 4
+    healers = 2
+    ops = 80
+
+    def _wait(self, process, timeout=300):
+        out, err = process.communicate(timeout=timeout)
+        self.assertEqual(0, process.returncode, err[-4000:])
+        return out
+
+    def test_heal_beside_the_churn_frees_no_live_consumer(self):
+        url = self.database_url()
+        logs = self.useFixture(base.fixtures.TempDir()).path
+        paths = [os.path.join(logs, "setup.log")]
+        self._wait(_run("setup-split", url, paths[0]))
+        stop = os.path.join(logs, "stop")
+        workers, healers = [], []
+        for n in range(self.processes):
+            paths.append(os.path.join(logs, f"churn-{n}.log"))
+            workers.append(_run("churn", url, paths[-1], str(2000 + n), str(self.ops)))
+        for n in range(self.healers):
+            paths.append(os.path.join(logs, f"heal-{n}.log"))
+            healers.append(_run("heal", url, paths[-1], str(n), stop))
+        try:
+            for worker in workers:
+                self._wait(worker)
+        finally:
+            open(stop, "w").close()   # the healers make one last pass, then stop
+            passes = [json.loads(self._wait(healer)) for healer in healers]
+        events = history.read_logs(paths)
+        self.addDetail("heal", _text("\n".join(json.dumps(e) for e in events
+                                               if e["op"] == "heal")))
+        store = Store(url)
+        self.addCleanup(store.close)
+        problems = history.check(events, chaos.records(store))
+        self.assertEqual([], problems, f"{len(problems)} violations; the first 20:\n"
+                         + "\n".join(problems[:20]))
+        self.assertNoRecordProblems(store)
+        # The run did what it is for: every kind of operation committed, heal
+        # passed many times beside it and removed the leaked allocations.
+        done = collections.Counter((e["op"], e.get("result")) for e in events)
+        for op, result in (("claim", "admitted"), ("unshelve", "admitted"),
+                           ("resize", "admitted"), ("free", "ok"), ("confirm", "ok"),
+                           ("revert", "ok"), ("leak", "ok"), ("heal", "ok")):
+            self.assertTrue(done[(op, result)], f"no {op} {result} in {dict(done)}")
+        self.assertGreater(sum(p["passes"] for p in passes), 2 * self.healers, passes)
+
+
 def _text(value):
     from testtools.content import text_content
     return text_content(value)
@@ -176,4 +345,12 @@ class TestChaosSQLite(ChaosMixin, base.SQLiteBackend, base.TestCase):
 
 
 class TestChaosPostgreSQL(ChaosMixin, base.PostgreSQLBackend, base.TestCase):
+    pass
+
+
+class TestHealChaosSQLite(HealChaosMixin, base.SQLiteBackend, base.TestCase):
+    pass
+
+
+class TestHealChaosPostgreSQL(HealChaosMixin, base.PostgreSQLBackend, base.TestCase):
     pass
