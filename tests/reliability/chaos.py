@@ -242,6 +242,9 @@ class Worker:
         except NovaLiteError as exc:
             return self.write(op=op, instance=instance, result="error",
                               error=f"{type(exc).__name__}: {exc}", **extra)
+        if released.migration_uuid is not None:   # what became of it (final: read after)
+            extra["status"] = next((m.status for m in self.store.list_migrations(instance)
+                                    if m.uuid == released.migration_uuid), None)
         self.write(op=op, instance=instance, result="ok", generations=released.generations,
                    migration=released.migration_uuid, **extra)
 

@@ -14,6 +14,9 @@ by generation, are its whole history:
 - a claim refused at ``g`` must not fit the node at ``g``;
 - two writes at one generation, or a generation no logged write explains,
   are violations (something committed that nobody decided);
+- a confirm or revert is replayed as what its migration became (a confirm
+  by the old flavor of a same-node move whose instance holds another one now
+  reverts it: see the ``status`` it logs);
 - an audit sets the node's capacity and owner (it is idempotent, so one
   that changed nothing may share its generation with the write before it);
 - a heal step applied at ``g`` (it logs the generations it committed at and
@@ -45,15 +48,13 @@ MULTI_NODE = ("free", "confirm", "revert", "heal")
 
 
 def holds_resources(vm_state, node):
-    """Whether an instance record in ``vm_state``, placed on ``node``, holds resources.
+    """Whether an instance record in ``vm_state``, placed on ``node``, holds resources there.
 
-    Deleted never does; shelved-offloaded only while an unshelve claim has
-    placed it on a node (shelve-offload clears the node), whatever its task
-    state; any other state does.
+    Never without a node, nor deleted; shelved-offloaded only while an
+    unshelve claim has placed it on a node (shelve-offload clears the node),
+    whatever its task state; placed in any other state, it does.
     """
-    if vm_state == "deleted":
-        return False
-    return vm_state != "shelved_offloaded" or node is not None
+    return node is not None and vm_state != "deleted"
 
 
 @attrs.define
@@ -137,7 +138,7 @@ def replay(events):
     renames = {}   # migration uuid -> instance uuid, once a resize is confirmed
     leaked = {}    # instance uuid -> its leak event
     for event in events:
-        if event["op"] == "confirm" and event.get("result") == "ok":
+        if _done(event) == "confirm" and event.get("result") == "ok":
             renames[event["migration"]] = event["instance"]
         elif event["op"] == "leak" and event.get("result") == "ok":
             leaked[event["instance"]] = event
@@ -184,8 +185,14 @@ def replay(events):
     return violations, states, renames
 
 
+def _done(event):
+    """What a confirm or revert did, by the status its migration ended in."""
+    return {"confirmed": "confirm", "reverted": "revert"}.get(event.get("status"),
+                                                              event["op"])
+
+
 def _apply(state, event, renames, where, violations):
-    op = event["op"]
+    op = _done(event)
     if op in ("claim", "resize", "unshelve"):
         problems = state.problems(event["host"], event["amounts"])
         if problems:

@@ -233,6 +233,15 @@ class TestChecker(base.TestCase):
             f"migration m1 of instance i0 (pre-migrating) holds no allocation on its "
             f"destination {HOST_B}/n1"], problems[1:])
 
+    def test_a_confirm_is_replayed_as_what_its_migration_became(self):
+        migration = _resize(3, 3, "m1", "i1", amounts={"VCPU": 2})
+        confirm = dict(op="confirm", instance="i1", migration="m1", result="ok",
+                       generations={"u0": 4}, pid=1, seq=4, status="reverted")
+        events = [_audit(1, 1), _claim(2, 2, "i1"), migration, confirm]
+        self.assertEqual([], self.check(events, ONE))
+        self.assertIn("the records hold", "\n".join(
+            self.check(events, {"VCPU": 2})))
+
     def test_deleted_holders_and_double_moves_are_named(self):
         problems = history.check([], {"usage": {}, "deleted_holding": ["i9"],
                                       "double_moves": ["i8"]})
