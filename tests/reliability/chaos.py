@@ -18,9 +18,7 @@ Each churn worker first makes two consumers that live all along and that no
 other worker touches (an unshelve placed but not spawned, a move in
 progress), so that the last heal pass always has live consumers to leave
 alone.  Its ``setup-split`` gives each host one node; both services beat.
-``heal URL LOG SEED STOP`` finds leaks and heals them in a loop, with a
-``migration_stuck_age`` of 10 ms so every move in progress is a candidate,
-until the file ``STOP`` exists; then it makes one last pass.
+:mod:`tests.reliability.healer` heals beside it, in processes of its own.
 
 Every operation is logged whether it was admitted, refused (with the
 generation its final decision saw) or failed with an error (which must have
@@ -36,7 +34,7 @@ import uuid
 
 import attrs
 
-from nova_lite import conf, leaks, objects
+from nova_lite import conf, objects
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
@@ -89,9 +87,9 @@ def capacity(size):
 class Worker:
     """Two hosts' trackers on one store, and a log."""
 
-    def __init__(self, url, log_path, seed, store_class=Store):
+    def __init__(self, url, log_path, seed):
         self.random = random.Random(seed)
-        self.store = store_class(url, busy_timeout=30)
+        self.store = Store(url, busy_timeout=30)
         self.log = open(log_path, "a", buffering=1)
         self.pid = os.getpid()
         self.seq = 0
@@ -336,93 +334,6 @@ class Worker:
         return None
 
 
-class RecordingStore(Store):
-    """A Store that keeps each heal step it was asked for and its
-    :class:`~nova_lite.db.heal_writes.HealResult` (the generations it committed at,
-    which a :class:`~nova_lite.leaks.HealAction` does not carry)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.heal_steps = []
-
-    def heal(self, change):
-        result = super().heal(change)
-        self.heal_steps.append((change, result))
-        return result
-
-
-class Healer(Worker):
-    """``nova-lite audit --heal`` in a loop, logging every step it took."""
-
-    def __init__(self, url, log_path, seed):
-        super().__init__(url, log_path, seed, store_class=RecordingStore)
-        self.settings = settings(HOSTS[0], migration_stuck_age=0.01)
-
-    def heal_pass(self):
-        """One find_leaks + heal; returns the number of steps applied."""
-        store = self.store
-        try:
-            up = [s.host for s in store.list_services()
-                  if s.is_up(self.settings.service_down_time)]
-            names = {n.uuid: n.nodename for n in store.get_compute_nodes()}
-            read_at = time.time()
-            report = leaks.find_leaks(store, self.settings)
-            read_done = time.time()
-            store.heal_steps.clear()
-            actions = leaks.heal(store, report)
-        except NovaLiteError as exc:
-            self.write(op="heal", result="error", error=f"{type(exc).__name__}: {exc}")
-            return 0
-        steps = {(change.kind, change.subject): (change, result)
-                 for change, result in store.heal_steps}
-        for action in actions:
-            base = dict(op="heal", kind=action.kind, subject=action.subject,
-                        instance=action.instance_uuid, host=action.host, node=action.nodename,
-                        detail=action.detail)
-            if action.outcome != leaks.APPLIED:
-                self.write(**base, result="skipped", reason=action.reason)
-                continue
-            change, result = steps.get((action.kind, action.subject), (None, None))
-            self.write(**base, result="ok", read_at=read_at, read_done=read_done,
-                       services_up=up, nodes=names,
-                       generations=result.generations if result else None,
-                       removed=[list(a) for a in change.allocations] if change else None,
-                       record=self.record_of(action.subject, action.instance_uuid))
-        return sum(a.outcome == leaks.APPLIED for a in actions)
-
-    def record_of(self, subject, instance_uuid):
-        """The consumer's record as read after the step (for the checker's messages)."""
-        try:
-            if subject != instance_uuid:
-                mig = next(m for m in self.store.list_migrations(instance_uuid=instance_uuid)
-                           if m.uuid == subject)
-                return {"migration": mig.uuid, "status": mig.status,
-                        "hosts": sorted({mig.source_compute, mig.dest_compute}),
-                        "from": f"{mig.source_compute}/{mig.source_node}",
-                        "to": f"{mig.dest_compute}/{mig.dest_node}"}
-            inst = self.store.get_instance(instance_uuid)
-        except (NovaLiteError, StopIteration):
-            return None
-        return {"instance": inst.uuid, "vm_state": inst.vm_state,
-                "task_state": inst.task_state, "on": f"{inst.host}/{inst.node}"}
-
-    def run(self, stop_path, last_passes=5):
-        """Heal until ``stop_path`` exists, then until a pass applies nothing
-        (at most ``last_passes`` more).  Returns (passes, steps applied)."""
-        os.nice(5)   # beside the churn, not ahead of it: on 2 cores it would halve its pace
-        passes = applied = 0
-        while not os.path.exists(stop_path):
-            applied += self.heal_pass()
-            passes += 1
-        for _ in range(last_passes):   # every worker had stopped: the records are still
-            passes += 1
-            done = self.heal_pass()
-            applied += done
-            if not done:
-                break
-        return passes, applied
-
-
 def records(store):
     """What the checker compares the history with, read after every worker stopped."""
     nodes = store.get_compute_nodes()
@@ -450,7 +361,7 @@ def records(store):
 def main(argv):
     command, url, log_path = argv[0], argv[1], argv[2]
     seed = int(argv[3]) if len(argv) > 3 else 0
-    worker = (Healer if command == "heal" else Worker)(url, log_path, seed=seed)
+    worker = Worker(url, log_path, seed=seed)
     worker.churn = command in ("churn", "setup-split")
     try:
         if command == "setup":
@@ -460,9 +371,6 @@ def main(argv):
             worker.heartbeat()
             for host, node in zip(HOSTS, NODES):
                 worker.audit(host=host, node=node, size=CHURN_SIZE)
-        elif command == "heal":
-            passes, applied = worker.run(argv[4])
-            print(json.dumps({"passes": passes, "applied": applied}), flush=True)
         else:
             print("ready", flush=True)
             if worker.churn:
