@@ -5,13 +5,10 @@ fault it must name; then 4 processes act at random on shared nodes and
 instances (claims, deletes, shelve and unshelve, resizes, confirms and
 reverts, audits that grow, shrink or move a node to the other host) on a
 SQLite file and on PostgreSQL, and every admission and every refusal they
-logged is replayed against the node as it was at that generation.  Then 4
-processes churn (claims, deletes, shelves, unshelves, resizes, leaks) while
-2 others heal in a loop beside them, and no live consumer may lose its
-allocation to heal.
+logged is replayed against the node as it was at that generation.  The
+heal processes beside a churn are in :mod:`tests.reliability.test_heal_history`.
 """
 
-import collections
 import json
 import os
 import subprocess
@@ -249,14 +246,6 @@ class TestChecker(base.TestCase):
                           "instance i8 has more than one move in progress"], problems)
 
 
-def _run(command, *args):
-    module = "tests.reliability." + ("healer" if command == "heal" else "chaos")
-    args = args if command == "heal" else (command, *args)
-    return subprocess.Popen([sys.executable, "-m", module, *args],
-                            cwd=base.REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
 class ChaosMixin:
     """4 chaos processes on one store; the checker replays what they logged."""
 
@@ -264,7 +253,9 @@ class ChaosMixin:
     ops = 120
 
     def _run(self, *args):
-        return _run(*args)
+        return subprocess.Popen([sys.executable, "-m", "tests.reliability.chaos", *args],
+                                cwd=base.REPO_ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
 
     def test_chaos_history_has_no_violation(self):
         url = self.database_url()
@@ -296,62 +287,6 @@ class ChaosMixin:
         self.addDetail("history", _text("\n".join(json.dumps(e) for e in events[-200:])))
 
 
-class HealChaosMixin:
-    """4 churning processes and 2 healing ones on one store: heal frees no live consumer."""
-
-    processes = 4
-    healers = 2
-    ops = 80
-
-    def _wait(self, process, timeout=300):
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            raise
-        self.assertEqual(0, process.returncode, err[-4000:])
-        return out
-
-    def test_heal_beside_the_churn_frees_no_live_consumer(self):
-        url = self.database_url()
-        logs = self.useFixture(base.fixtures.TempDir()).path
-        paths = [os.path.join(logs, "setup.log")]
-        self._wait(_run("setup-split", url, paths[0]))
-        stop = os.path.join(logs, "stop")
-        workers, healers = [], []
-        for n in range(self.processes):
-            paths.append(os.path.join(logs, f"churn-{n}.log"))
-            workers.append(_run("churn", url, paths[-1], str(2000 + n), str(self.ops)))
-        for n in range(self.healers):
-            paths.append(os.path.join(logs, f"heal-{n}.log"))
-            healers.append(_run("heal", url, paths[-1], stop))
-        try:
-            for worker in workers:
-                self._wait(worker)
-        finally:
-            open(stop, "w").close()   # the healers make one last pass, then stop
-            passes = [json.loads(self._wait(healer)) for healer in healers]
-        events = history.read_logs(paths)
-        self.addDetail("heal steps applied", _text("\n".join(
-            json.dumps(e) for e in events if e["op"] == "heal" and e.get("result") == "ok")))
-        store = Store(url)
-        self.addCleanup(store.close)
-        problems = history.check(events, chaos.records(store))
-        self.assertEqual([], problems, f"{len(problems)} violations; the first 20:\n"
-                         + "\n".join(problems[:20]))
-        self.assertNoRecordProblems(store)
-        # The run did what it is for: every kind of operation committed, heal
-        # passed many times beside it and removed the leaked allocations.
-        done = collections.Counter((e["op"], e.get("result")) for e in events)
-        for op, result in (("claim", "admitted"), ("unshelve", "admitted"),
-                           ("resize", "admitted"), ("free", "ok"), ("leak", "ok"),
-                           ("heal", "ok")):
-            self.assertTrue(done[(op, result)], f"no {op} {result} in {dict(done)}")
-        self.assertTrue(done[("confirm", "ok")] + done[("revert", "ok")], dict(done))
-        self.assertGreaterEqual(sum(p["beside"] for p in passes), self.healers, passes)
-
-
 def _text(value):
     from testtools.content import text_content
     return text_content(value)
@@ -362,12 +297,4 @@ class TestChaosSQLite(ChaosMixin, base.SQLiteBackend, base.TestCase):
 
 
 class TestChaosPostgreSQL(ChaosMixin, base.PostgreSQLBackend, base.TestCase):
-    pass
-
-
-class TestHealChaosSQLite(HealChaosMixin, base.SQLiteBackend, base.TestCase):
-    pass
-
-
-class TestHealChaosPostgreSQL(HealChaosMixin, base.PostgreSQLBackend, base.TestCase):
     pass
