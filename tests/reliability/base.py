@@ -19,6 +19,7 @@ import testtools
 from nova_lite.db import models
 from nova_lite.objects import MIGRATION_IN_PROGRESS
 from nova_lite.testing import databases
+from tests.reliability.history import holds_resources
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -56,8 +57,10 @@ def record_problems(store, host=None):
 
     - an allocation whose consumer row is missing, not live, or elsewhere
       (a partial or orphaned row);
-    - a live instance (or in-progress migration) on a recorded node that
-      holds no allocation there, or more than one (lost or double);
+    - a live instance (:func:`~tests.reliability.history.holds_resources`:
+      a shelved-offloaded one placed by an unshelve claim too), or an
+      in-progress migration, on a recorded node that holds no allocation
+      there, or more than one (lost or double);
     - an allocation whose amounts differ from its consumer's flavor;
     - a node whose stored usage differs from the sum of its allocations.
     """
@@ -83,8 +86,8 @@ def record_problems(store, host=None):
             if inst is None:
                 problems.append(f"allocation of instance {alloc.consumer_uuid} on "
                                 f"{node.nodename} has no instance row")
-            elif not inst.holds_resources or (inst.host, inst.node) != (node.host,
-                                                                        node.nodename):
+            elif not holds_resources(inst.vm_state, inst.node) or \
+                    (inst.host, inst.node) != (node.host, node.nodename):
                 problems.append(f"allocation of instance {inst.uuid} on {node.nodename} but "
                                 f"the instance is {inst.vm_state} at {inst.host}/{inst.node}")
             elif dict(alloc.resources) != requested(inst.flavor):
@@ -113,7 +116,8 @@ def record_problems(store, host=None):
             problems.append(f"{consumer} holds {count} allocations on {node_uuid}")
     for inst in instances.values():
         node = by_place.get((inst.host, inst.node))
-        if inst.holds_resources and node is not None and not held[(inst.uuid, node.uuid)]:
+        if holds_resources(inst.vm_state, inst.node) and node is not None \
+                and not held[(inst.uuid, node.uuid)]:
             problems.append(f"live instance {inst.uuid} on {node.nodename} holds nothing")
     for mig in migrations.values():
         node = by_place.get((mig.dest_compute, mig.dest_node))

@@ -1,7 +1,7 @@
 """A chaos worker: one process acting on shared nodes and instances at random,
 logging every operation for :mod:`tests.reliability.history`.
 
-``python -m tests.reliability.chaos URL LOG SEED OPS`` runs ``OPS``
+``python -m tests.reliability.chaos work URL LOG SEED OPS`` runs ``OPS``
 operations and writes one JSON object a line to ``LOG``.  Any process may
 act on any instance, through either of two hosts' trackers: claims (new
 instances and unshelves), deletes, shelve-offloads, resizes (to any node),
@@ -9,6 +9,16 @@ confirms and reverts, and audits that grow or shrink a node or move it to
 the other host (the driver reports a node uuid that does not depend on the
 host, as a bare-metal node's does).  ``setup`` records both nodes on the
 first host and prints their audit events, for the checker.
+
+``churn`` is the mix run beside heal: no audits (an audit repairs
+allocations too, which the history could not account for), unshelves that
+stay offloaded with any task state until a later ``spawn``, and leaks (an
+instance of its own marked deleted without freeing it, for heal to find).
+Each churn worker first makes two consumers that live all along and that no
+other worker touches (an unshelve placed but not spawned, a move in
+progress), so that the last heal pass always has live consumers to leave
+alone.  Its ``setup-split`` gives each host one node; both services beat.
+:mod:`tests.reliability.healer` heals beside it, in processes of its own.
 
 Every operation is logged whether it was admitted, refused (with the
 generation its final decision saw) or failed with an error (which must have
@@ -19,6 +29,7 @@ import json
 import os
 import random
 import sys
+import time
 import uuid
 
 import attrs
@@ -29,12 +40,21 @@ from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
 from nova_lite.exception import NovaLiteError
 from nova_lite.virt.fake import FakeMultiNodeDriver
+from tests.reliability import history
 
 HOSTS = ("chaos-a", "chaos-b")
 NODES = ("n0", "n1")
 SIZES = [dict(vcpus=8, memory_mb=8192, local_gb=80), dict(vcpus=4, memory_mb=4096, local_gb=40),
          dict(vcpus=12, memory_mb=16384, local_gb=120), dict(vcpus=2, memory_mb=2048,
                                                                local_gb=20)]
+#: Project of the instances a churn worker leaks: no other operation picks them.
+LEAK_PROJECT = "chaos-leak"
+#: Project of the instances a churn worker keeps live all along: no other picks them.
+KEPT_PROJECT = "chaos-kept"
+#: task_states an unshelve claim is made with (a claim places the instance, whatever its task).
+UNSHELVE_TASKS = ("spawning", "unshelving", None)
+#: The size of each node of a churn (one per host).
+CHURN_SIZE = dict(vcpus=24, memory_mb=24576, local_gb=240)
 FLAVORS = [objects.Flavor(name=f"chaos.{v}.{m}.{d}", vcpus=v, memory_mb=m, root_gb=d)
            for v, m, d in ((1, 512, 5), (1, 1024, 10), (2, 2048, 10), (4, 4096, 20))]
 
@@ -46,11 +66,16 @@ class SharedNodesDriver(FakeMultiNodeDriver):
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"nova-lite-chaos/{nodename}"))
 
 
-def settings(host):
+def settings(host, **extra):
     """Every amount is its own capacity: nothing reserved, ratios 1."""
     return conf.Settings(host=host, state_path="/tmp", reserved_host_memory_mb=0,
                          cpu_allocation_ratio=1.0, ram_allocation_ratio=1.0,
-                         disk_allocation_ratio=1.0)
+                         disk_allocation_ratio=1.0, **extra)
+
+
+def holds(instance):
+    """Whether the record of ``instance`` holds resources (the history's rule)."""
+    return history.holds_resources(instance.vm_state, instance.node)
 
 
 def capacity(size):
@@ -68,6 +93,8 @@ class Worker:
         self.log = open(log_path, "a", buffering=1)
         self.pid = os.getpid()
         self.seq = 0
+        self.churn = False   # the mix run beside heal (``churn``)
+        self.steps = 0
         self.sizes = {}
         self.trackers = {}
         for host in HOSTS:
@@ -120,45 +147,92 @@ class Worker:
             return self.write(**base, result="error", error=f"{type(exc).__name__}: {exc}")
         consumer = claim.migration.uuid if claim.migration is not None else instance.uuid
         self.write(**base, consumer=consumer, generation=claim.generation, result="admitted")
+        return claim
 
-    def claim(self):
-        host, node = self.random.choice(HOSTS), self.random.choice(NODES)
-        flavor = self.random.choice(FLAVORS)
-        instance = objects.Instance(uuid=str(uuid.uuid4()), flavor=flavor, project_id="chaos",
+    def _place(self):
+        """A host and node to claim on (in a churn, each host claims on its own node)."""
+        node = self.random.choice(NODES)
+        if self.churn:
+            return HOSTS[NODES.index(node)], node
+        return self.random.choice(HOSTS), node
+
+    def claim(self, project="chaos", flavor=None):
+        host, node = self._place()
+        flavor = flavor or self.random.choice(FLAVORS)
+        instance = objects.Instance(uuid=str(uuid.uuid4()), flavor=flavor, project_id=project,
                                     vm_state="building")
-        self._claim("claim", host, node, instance, flavor,
-                    lambda: self.trackers[host].instance_claim(instance, node))
+        return self._claim("claim", host, node, instance, flavor,
+                           lambda: self.trackers[host].instance_claim(instance, node))
 
-    def _pick(self, live=True):
+    def _pick(self, live=True, test=None):
+        if test is None:
+            def test(i):
+                return (i.vm_state not in objects.STATES_WITHOUT_RESOURCES) == live
         candidates = [i for i in self.store.list_instances(live_only=False)
-                      if (i.vm_state not in objects.STATES_WITHOUT_RESOURCES) == live]
+                      if i.project_id not in (LEAK_PROJECT, KEPT_PROJECT) and test(i)]
         return self.random.choice(candidates) if candidates else None
 
-    def unshelve(self):
-        stored = self._pick(live=False)
+    def unshelve(self, stored=None, task=None, spawn=None):
+        if stored is not None:
+            pass
+        elif self.churn:
+            stored = self._pick(test=lambda i: i.vm_state == objects.SHELVED_OFFLOADED
+                                and i.node is None)
+            task = self.random.choice(UNSHELVE_TASKS)
+        else:
+            stored, task = self._pick(live=False), "spawning"
         if stored is None or stored.vm_state != objects.SHELVED_OFFLOADED:
             return
-        host, node = self.random.choice(HOSTS), self.random.choice(NODES)
-        instance = attrs.evolve(stored, task_state="spawning")
-        claims = []
-        self._claim("unshelve", host, node, instance, instance.flavor,
-                    lambda: claims.append(self.trackers[host].instance_claim(instance, node))
-                    or claims[0])
-        if claims:   # spawned: active again (holds what it held; no generation moves)
-            try:
-                self.trackers[host].update_usage(attrs.evolve(
-                    claims[0].instance, vm_state=objects.ACTIVE, task_state=None))
-            except NovaLiteError:
-                pass   # deleted meanwhile: deleted is final
+        host, node = self._place()
+        instance = attrs.evolve(stored, task_state=task)
+        claim = self._claim("unshelve", host, node, instance, instance.flavor,
+                            lambda: self.trackers[host].instance_claim(instance, node))
+        # Spawned at once (a churn leaves half of them placed but offloaded
+        # for a later spawn): active again, holding what it held.
+        if spawn is None:
+            spawn = not self.churn or self.random.random() < 0.5
+        if claim is not None and spawn:
+            self._spawn(host, claim.instance)
+        return claim
 
-    def resize(self):
-        stored = self._pick()
+    def _spawn(self, host, instance):
+        try:   # no generation moves: the claim is what it holds
+            self.trackers[host].update_usage(attrs.evolve(
+                instance, vm_state=objects.ACTIVE, task_state=None))
+        except NovaLiteError as exc:
+            return self.write(op="spawn", instance=instance.uuid, result="error",
+                              error=f"{type(exc).__name__}: {exc}")
+        self.write(op="spawn", instance=instance.uuid, result="ok")
+
+    def spawn(self):
+        """Finish an unshelve left offloaded on its node."""
+        stored = self._pick(test=lambda i: i.vm_state == objects.SHELVED_OFFLOADED
+                            and i.node is not None)
+        if stored is not None:
+            self._spawn(self.random.choice(HOSTS), stored)
+
+    def leak(self):
+        """Claim an instance of our own, then mark it deleted without freeing it."""
+        claim = self.claim(project=LEAK_PROJECT, flavor=FLAVORS[0])
+        if claim is None:
+            return
+        started = time.time()
+        self.store.save_instance(attrs.evolve(claim.instance, vm_state=objects.DELETED))
+        self.write(op="leak", instance=claim.instance.uuid, result="ok", started=started,
+                   ended=time.time())
+
+    def heartbeat(self):
+        for host in HOSTS:
+            self.store.heartbeat(host)
+
+    def resize(self, stored=None, flavor=None):
+        stored = stored or self._pick()
         if stored is None:
             return
-        host, node = self.random.choice(HOSTS), self.random.choice(NODES)
-        flavor = self.random.choice(FLAVORS)
-        self._claim("resize", host, node, stored, flavor,
-                    lambda: self.trackers[host].resize_claim(stored, flavor, node))
+        host, node = self._place()
+        flavor = flavor or self.random.choice(FLAVORS)
+        return self._claim("resize", host, node, stored, flavor,
+                           lambda: self.trackers[host].resize_claim(stored, flavor, node))
 
     def _released(self, op, instance, call, **extra):
         try:
@@ -166,20 +240,26 @@ class Worker:
         except NovaLiteError as exc:
             return self.write(op=op, instance=instance, result="error",
                               error=f"{type(exc).__name__}: {exc}", **extra)
+        if released.migration_uuid is not None:   # what became of it (final: read after)
+            extra["status"] = next((m.status for m in self.store.list_migrations(instance)
+                                    if m.uuid == released.migration_uuid), None)
         self.write(op=op, instance=instance, result="ok", generations=released.generations,
                    migration=released.migration_uuid, **extra)
 
-    def free(self, state):
-        stored = self._pick()
+    def free(self, state, stored=None):
+        stored = stored or (self._pick(test=holds) if self.churn else self._pick())
         if stored is None:
             return
         rt = self.trackers[self.random.choice(HOSTS)]
-        self._released("free", stored.uuid,
-                       lambda: rt.update_usage(attrs.evolve(stored, vm_state=state)),
-                       state=state)
+        gone = attrs.evolve(stored, vm_state=state,
+                            task_state=None if self.churn else stored.task_state)
+        self._released("free", stored.uuid, lambda: rt.update_usage(gone), state=state)
 
     def finish_resize(self):
-        moving = self.store.list_migrations(in_progress_only=True)
+        kept = {i.uuid for i in self.store.list_instances(live_only=False)
+                if i.project_id == KEPT_PROJECT} if self.churn else set()
+        moving = [m for m in self.store.list_migrations(in_progress_only=True)
+                  if m.instance_uuid not in kept]
         if not moving:
             return
         migration = self.random.choice(moving)
@@ -213,31 +293,91 @@ class Worker:
         else:
             self.audit()
 
+    def churn_step(self):
+        """One operation of the mix run beside heal (no audits)."""
+        if self.steps % 20 == 0:   # both services stay up: heal ends no move
+            self.heartbeat()
+        self.steps += 1
+        roll = self.random.random()
+        for share, op in ((0.22, self.claim), (0.16, lambda: self.free(objects.DELETED)),
+                          (0.08, lambda: self.free(objects.SHELVED_OFFLOADED)),
+                          (0.11, self.unshelve), (0.05, self.spawn), (0.17, self.resize),
+                          (0.16, self.finish_resize), (0.05, self.leak)):
+            if roll < share:
+                return op()
+            roll -= share
+        return None
+
+
+    def keep(self):
+        """Start a churn with two consumers heal must never free, that no other
+        worker touches: an unshelve placed but not spawned (task ``unshelving``)
+        and a move in progress.  Deletes make room where a claim is refused."""
+        placed = self._with_room(lambda: self.claim(project=KEPT_PROJECT, flavor=FLAVORS[0]))
+        if placed is not None:
+            uuid_ = placed.instance.uuid
+            self.free(objects.SHELVED_OFFLOADED, stored=self.store.get_instance(uuid_))
+            self._with_room(lambda: self.unshelve(stored=self.store.get_instance(uuid_),
+                                                  task="unshelving", spawn=False))
+        moved = self._with_room(lambda: self.claim(project=KEPT_PROJECT, flavor=FLAVORS[0]))
+        if moved is not None:
+            self._with_room(lambda: self.resize(self.store.get_instance(moved.instance.uuid),
+                                                flavor=FLAVORS[0]))
+
+    def _with_room(self, attempt, tries=8):
+        """``attempt()`` until it gives a claim, deleting an instance after each refusal."""
+        for _ in range(tries):
+            claim = attempt()
+            if claim is not None:
+                return claim
+            self.free(objects.DELETED)
+        return None
+
 
 def records(store):
     """What the checker compares the history with, read after every worker stopped."""
-    usage = {n.uuid: dict(n.usage) for n in store.get_compute_nodes()}
-    deleted = {i.uuid for i in store.list_instances(live_only=False)
-               if i.vm_state == objects.DELETED}
-    holding = sorted({a.instance_uuid for a in store.list_allocations()} & deleted)
+    nodes = store.get_compute_nodes()
+    usage = {n.uuid: dict(n.usage) for n in nodes}
+    names = {n.uuid: n.nodename for n in nodes}
+    every = store.list_instances(live_only=False)
+    deleted = {i.uuid for i in every if i.vm_state == objects.DELETED}
+    allocations = store.list_allocations()
+    holding = sorted({a.instance_uuid for a in allocations} & deleted)
     moving = {}
-    for migration in store.list_migrations(in_progress_only=True):
+    migrations = store.list_migrations(in_progress_only=True)
+    for migration in migrations:
         moving[migration.instance_uuid] = moving.get(migration.instance_uuid, 0) + 1
     return {"usage": usage, "deleted_holding": holding,
-            "double_moves": sorted(u for u, n in moving.items() if n > 1)}
+            "double_moves": sorted(u for u, n in moving.items() if n > 1),
+            "instances": [dict(uuid=i.uuid, vm_state=i.vm_state, task_state=i.task_state,
+                               host=i.host, node=i.node) for i in every],
+            "migrations": [dict(uuid=m.uuid, instance=m.instance_uuid, status=m.status,
+                                dest_compute=m.dest_compute, dest_node=m.dest_node)
+                           for m in migrations],
+            "allocations": [[a.consumer_uuid, names.get(a.node_uuid, a.node_uuid)]
+                            for a in allocations]}
 
 
 def main(argv):
     command, url, log_path = argv[0], argv[1], argv[2]
-    worker = Worker(url, log_path, seed=int(argv[3]) if len(argv) > 3 else 0)
+    seed = int(argv[3]) if len(argv) > 3 else 0
+    worker = Worker(url, log_path, seed=seed)
+    worker.churn = command in ("churn", "setup-split")
     try:
         if command == "setup":
             for node in NODES:
                 worker.audit(host=HOSTS[0], node=node, size=SIZES[0])
+        elif command == "setup-split":
+            worker.heartbeat()
+            for host, node in zip(HOSTS, NODES):
+                worker.audit(host=host, node=node, size=CHURN_SIZE)
         else:
             print("ready", flush=True)
+            if worker.churn:
+                worker.keep()
+            step = worker.churn_step if worker.churn else worker.step
             for _ in range(int(argv[4])):
-                worker.step()
+                step()
     finally:
         worker.close()
     return 0

@@ -14,11 +14,27 @@ by generation, are its whole history:
 - a claim refused at ``g`` must not fit the node at ``g``;
 - two writes at one generation, or a generation no logged write explains,
   are violations (something committed that nobody decided);
+- a confirm or revert is replayed as what its migration became (a confirm
+  by the old flavor of a same-node move whose instance holds another one now
+  reverts it: see the ``status`` it logs);
 - an audit sets the node's capacity and owner (it is idempotent, so one
-  that changed nothing may share its generation with the write before it).
+  that changed nothing may share its generation with the write before it);
+- a heal step applied at ``g`` (it logs the generations it committed at and
+  the allocations it removed) must remove only what the node held at
+  ``g - 1``, and none of it may belong to a live consumer: a migration in
+  progress whose services were both up, or an instance that no logged
+  operation had freed on this node (a ``leak`` marks an instance deleted
+  without freeing it: heal may remove it only if its read began after the
+  leak committed; where the two overlap the log cannot tell);
+- a heal step that finished a migration in progress while both its services
+  were up is named even when it removed nothing.
 
 At the end the replayed usage must equal the records', nothing may be held
-by a deleted instance, and no instance may have two moves in progress.
+by a deleted instance, no instance may have two moves in progress, and every
+live consumer of the records holds its allocation: an instance that is not
+deleted (a shelved-offloaded one only while an unshelve claim has placed it
+on a node, whatever its task state) on its node, a migration in progress on
+its destination.  A consumer that a heal step freed is named with that step.
 """
 
 import collections
@@ -27,6 +43,18 @@ import json
 import attrs
 
 WRITES = ("claim", "resize", "unshelve", "free", "confirm", "revert")
+#: Writes that log ``{node_uuid: generation}`` for every node they changed.
+MULTI_NODE = ("free", "confirm", "revert", "heal")
+
+
+def holds_resources(vm_state, node):
+    """Whether an instance record in ``vm_state``, placed on ``node``, holds resources there.
+
+    Never without a node, nor deleted; shelved-offloaded only while an
+    unshelve claim has placed it on a node (shelve-offload clears the node),
+    whatever its task state; placed in any other state, it does.
+    """
+    return node is not None and vm_state != "deleted"
 
 
 @attrs.define
@@ -38,6 +66,8 @@ class NodeState:
     capacity: dict = attrs.Factory(dict)
     #: consumer uuid -> (instance uuid, {rc: amount})
     held: dict = attrs.Factory(dict)
+    #: consumer uuid -> the operation that made it hold (for messages)
+    origin: dict = attrs.Factory(dict)
 
     def used(self):
         total = collections.Counter()
@@ -73,16 +103,26 @@ def _by_node(events):
     """``{node_uuid: [event, ...]}`` of the committed and refused events, per node."""
     nodes = collections.defaultdict(list)
     for event in events:
+        if event["op"] not in (*WRITES, "audit", "heal"):
+            continue   # spawn, leak: they move no generation
         if event.get("result") == "refused" and event.get("generation") is not None:
             nodes[event["node_uuid"]].append(event)
         elif event.get("result") in ("admitted", "ok"):
-            if event["op"] in ("free", "confirm", "revert"):
-                for node_uuid, generation in event["generations"].items():
-                    nodes[node_uuid].append(dict(event, node_uuid=node_uuid,
+            if event["op"] in MULTI_NODE:
+                for node_uuid, generation in (event.get("generations") or {}).items():
+                    name = (event.get("nodes") or {}).get(node_uuid, event.get("node"))
+                    nodes[node_uuid].append(dict(event, node_uuid=node_uuid, node=name,
                                                  generation=generation))
             else:
                 nodes[event["node_uuid"]].append(event)
     return nodes
+
+
+def _step(event):
+    """How a message names the operation of ``event``."""
+    if event["op"] == "heal":
+        return f"heal {event.get('kind')} {event.get('subject')}"
+    return event["op"]
 
 
 def _order(event):
@@ -96,15 +136,18 @@ def replay(events):
     """Replay ``events``; returns ``(violations, {node_uuid: NodeState}, renames)``."""
     violations = []
     renames = {}   # migration uuid -> instance uuid, once a resize is confirmed
+    leaked = {}    # instance uuid -> its leak event
     for event in events:
-        if event["op"] == "confirm" and event.get("result") == "ok":
+        if _done(event) == "confirm" and event.get("result") == "ok":
             renames[event["migration"]] = event["instance"]
+        elif event["op"] == "leak" and event.get("result") == "ok":
+            leaked[event["instance"]] = event
     states = {}
     for node_uuid, node_events in sorted(_by_node(events).items()):
         state = states[node_uuid] = NodeState()
         for event in sorted(node_events, key=_order):
             where = (f"node {event.get('node')} ({node_uuid}) generation "
-                     f"{event['generation']}: {event['op']} by pid {event['pid']} "
+                     f"{event['generation']}: {_step(event)} by pid {event['pid']} "
                      f"seq {event['seq']}")
             generation = event["generation"]
             refused = event.get("result") == "refused"
@@ -135,38 +178,104 @@ def replay(events):
                                   + ("two writes at one generation" if generation
                                      <= state.generation else "a write nobody logged"))
             state.generation = max(state.generation, generation)
-            _apply(state, event, renames, where, violations)
+            if event["op"] == "heal":
+                _heal(state, event, node_uuid, renames, leaked, where, violations)
+            else:
+                _apply(state, event, renames, where, violations)
     return violations, states, renames
 
 
+def _done(event):
+    """What a confirm or revert did, by the status its migration ended in."""
+    return {"confirmed": "confirm", "reverted": "revert"}.get(event.get("status"),
+                                                              event["op"])
+
+
 def _apply(state, event, renames, where, violations):
-    op = event["op"]
+    op = _done(event)
     if op in ("claim", "resize", "unshelve"):
         problems = state.problems(event["host"], event["amounts"])
         if problems:
             violations.append(f"{where}: admitted {event['amounts']} but "
                               + "; ".join(problems))
         state.held[event["consumer"]] = (event["instance"], dict(event["amounts"]))
+        state.origin[event["consumer"]] = (f"{op} admitted at generation {event['generation']}"
+                                           f" (pid {event['pid']} seq {event['seq']})")
     elif op == "free":
         for consumer in [c for c, (i, _) in state.held.items() if i == event["instance"]]:
-            del state.held[consumer]
+            _drop(state, consumer)
     elif op == "confirm":
-        _remove(state, event["instance"], renames)
+        _drop(state, _key(state, event["instance"], renames))
         migration = event["migration"]
         if migration in state.held:
             state.held[event["instance"]] = state.held.pop(migration)
+            state.origin[event["instance"]] = state.origin.pop(migration, None)
     elif op == "revert":
-        _remove(state, event["migration"], renames)
+        _drop(state, _key(state, event["migration"], renames))
 
 
-def _remove(state, consumer, renames):
+def _key(state, consumer, renames):
+    """The replay's key of what ``consumer`` holds on the node (None if nothing)."""
     if consumer in state.held:
-        del state.held[consumer]
-        return
-    for held in list(state.held):
-        if renames.get(held) == consumer:
-            del state.held[held]
-            return
+        return consumer
+    return next((held for held in state.held if renames.get(held) == consumer), None)
+
+
+def _drop(state, key):
+    state.held.pop(key, None)
+    state.origin.pop(key, None)
+
+
+def _heal(state, event, node_uuid, renames, leaked, where, violations):
+    """Remove what a heal step removed on this node; name each live consumer it freed."""
+    for consumer, on in event.get("removed") or ():
+        if on != node_uuid:
+            continue
+        key = _key(state, consumer, renames)
+        if key is None:
+            violations.append(f"{where}: removed the allocation of {consumer}, which the "
+                              "history does not hold on this node")
+            continue
+        instance = state.held[key][0]
+        origin = state.origin.get(key)
+        _drop(state, key)
+        live = _live_consumer(consumer, instance, event, leaked.get(instance))
+        if live is not None:
+            violations.append(
+                f"{where}: removed the allocation of live {live}; it held it since "
+                f"{origin or 'an operation the history has not'}, and nothing freed it "
+                f"before this step; its record after the step: {_record(event)}; heal "
+                f"said: {event.get('detail')}")
+
+
+def _live_consumer(consumer, instance, event, leak):
+    """How a message names ``consumer`` if it was live when ``event`` removed it, else None."""
+    if consumer != instance:
+        hosts = (event.get("record") or {}).get("hosts")
+        up = event.get("services_up")
+        if hosts is not None and up is not None and not set(hosts) <= set(up):
+            return None   # a service of the move is down: heal may end it
+        return f"migration {consumer} of instance {instance} (in progress" + (
+            f", services {', '.join(hosts)} up)" if hosts else ")")
+    if leak is None:
+        return f"instance {instance} (no logged operation deleted or shelved it)"
+    read_at, read_done = event.get("read_at"), event.get("read_done")
+    if read_at is None or read_done is None or leak["ended"] <= read_at \
+            or leak["started"] < read_done:
+        return None   # deleted before heal read it, or the log cannot tell
+    return (f"instance {instance} (heal read it from {read_at:.6f} to {read_done:.6f}, "
+            f"before it was marked deleted at {leak['started']:.6f})")
+
+
+def _record(event):
+    record = event.get("record")
+    if not record:
+        return "unknown"
+    if "migration" in record:
+        return (f"migration {record['migration']} {record['status']}, from "
+                f"{record['from']} to {record['to']}")
+    return (f"instance {record['instance']} {record['vm_state']}, task "
+            f"{record['task_state']}, on {record['on']}")
 
 
 def check(events, records):
@@ -187,4 +296,57 @@ def check(events, records):
                       for u in records["deleted_holding"])
     violations.extend(f"instance {u} has more than one move in progress"
                       for u in records["double_moves"])
+    violations.extend(_heal_problems(events))
+    violations.extend(_lost(records, events))
     return violations
+
+
+def _heal_steps(events):
+    return [e for e in events if e["op"] == "heal" and e.get("result") == "ok"]
+
+
+def _heal_problems(events):
+    """Heal steps the replay cannot place, and moves finished while their services were up."""
+    problems = []
+    for event in _heal_steps(events):
+        step = f"{_step(event)} by pid {event['pid']} seq {event['seq']}"
+        if event.get("generations") is None or event.get("removed") is None:
+            problems.append(f"{step} was applied but logged no generations or allocations: "
+                            "the history cannot account for it")
+        elif event.get("kind") == "finish_migration" and not event["removed"]:
+            record = event.get("record") or {}
+            hosts, up = record.get("hosts"), event.get("services_up")
+            if hosts is None or up is None or set(hosts) <= set(up):
+                problems.append(f"{step}: finished migration {event['subject']} of instance "
+                                f"{event.get('instance')} while it was in progress and its "
+                                f"services were up; its record after the step: "
+                                f"{_record(event)}")
+    return problems
+
+
+def _lost(records, events):
+    """Live consumers of the final ``records`` without their allocation, each
+    named with the heal steps (if any) that removed one of its allocations."""
+    held = {tuple(a) for a in records.get("allocations", ())}
+    by = collections.defaultdict(list)
+    for event in _heal_steps(events):
+        for consumer, node_uuid in event.get("removed") or ():
+            by[consumer].append(f"{_step(event)} by pid {event['pid']} seq {event['seq']} "
+                                f"at generation {(event.get('generations') or {}).get(node_uuid)}"
+                                f" of node {(event.get('nodes') or {}).get(node_uuid, node_uuid)}")
+
+    def freed(consumer):
+        return "; removed by " + ", ".join(by[consumer]) if by[consumer] else ""
+    problems = []
+    for inst in records.get("instances", ()):
+        if holds_resources(inst["vm_state"], inst["node"]) and \
+                (inst["uuid"], inst["node"]) not in held:
+            problems.append(f"live instance {inst['uuid']} ({inst['vm_state']}, task "
+                            f"{inst['task_state']}, on {inst['host']}/{inst['node']}) holds "
+                            f"no allocation on {inst['node']}" + freed(inst["uuid"]))
+    for mig in records.get("migrations", ()):
+        if (mig["uuid"], mig["dest_node"]) not in held:
+            problems.append(f"migration {mig['uuid']} of instance {mig['instance']} "
+                            f"({mig['status']}) holds no allocation on its destination "
+                            f"{mig['dest_compute']}/{mig['dest_node']}" + freed(mig["uuid"]))
+    return problems

@@ -5,7 +5,8 @@ fault it must name; then 4 processes act at random on shared nodes and
 instances (claims, deletes, shelve and unshelve, resizes, confirms and
 reverts, audits that grow, shrink or move a node to the other host) on a
 SQLite file and on PostgreSQL, and every admission and every refusal they
-logged is replayed against the node as it was at that generation.
+logged is replayed against the node as it was at that generation.  The
+heal processes beside a churn are in :mod:`tests.reliability.test_heal_history`.
 """
 
 import json
@@ -40,6 +41,26 @@ def _claim(generation, seq, consumer, amounts=ONE, result="admitted", host=HOST_
 def _free(generation, seq, instance):
     return dict(op="free", instance=instance, result="ok", generations={"u0": generation},
                 pid=1, seq=seq, migration=None)
+
+
+def _resize(generation, seq, migration, instance, amounts=ONE):
+    return _event("resize", generation, seq, consumer=migration, instance=instance,
+                  amounts=dict(amounts), result="admitted")
+
+
+def _leak(seq, instance, started, ended):
+    return dict(op="leak", instance=instance, result="ok", started=started, ended=ended,
+                pid=1, seq=seq)
+
+
+def _heal(generation, seq, subject, instance=None, kind="remove_allocation", removed=None,
+          read=(100.0, 101.0), up=(HOST_A, HOST_B), record=None):
+    """A heal step applied at ``generation`` of node u0, by pid 2."""
+    return dict(op="heal", kind=kind, subject=subject, instance=instance or subject,
+                result="ok", generations={"u0": generation},
+                removed=[[subject, "u0"]] if removed is None else removed,
+                read_at=read[0], read_done=read[1], services_up=list(up), nodes={"u0": "n0"},
+                record=record, detail=f"remove the allocation of {subject}", pid=2, seq=seq)
 
 
 NO_PROBLEMS = {"deleted_holding": [], "double_moves": []}
@@ -117,6 +138,106 @@ class TestChecker(base.TestCase):
         events = [_audit(1, 1), _claim(2, 2, "i1"), migration, confirm,
                   _claim(5, 5, "i2", amounts={"VCPU": 2}), _free(6, 6, "i1")]
         self.assertEqual([], self.check(events, {"VCPU": 2}))
+
+    def test_a_heal_of_a_live_instance_is_named_with_its_state_and_the_step(self):
+        record = dict(instance="i1", vm_state="shelved_offloaded", task_state=None,
+                      on=f"{HOST_A}/n0")
+        events = [_audit(1, 1), _event("unshelve", 2, 2, consumer="i1", instance="i1",
+                                       amounts=dict(ONE), result="admitted"),
+                  _heal(3, 1, "i1", record=record)]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("generation 3: heal remove_allocation i1 by pid 2 seq 1", problems[0])
+        self.assertIn("removed the allocation of live instance i1", problems[0])
+        self.assertIn("since unshelve admitted at generation 2 (pid 1 seq 2)", problems[0])
+        self.assertIn(f"instance i1 shelved_offloaded, task None, on {HOST_A}/n0",
+                      problems[0])
+
+    def test_a_heal_of_a_deleted_instance_is_fine_and_moves_the_generation(self):
+        events = [_audit(1, 1), _claim(2, 2, "i1"), _leak(3, "i1", 50.0, 51.0),
+                  _heal(3, 1, "i1"), _claim(4, 4, "i2")]
+        self.assertEqual([], self.check(events, ONE))
+
+    def test_a_heal_that_read_before_the_delete_is_named(self):
+        events = [_audit(1, 1), _claim(2, 2, "i1"), _leak(3, "i1", 150.0, 151.0),
+                  _heal(3, 1, "i1")]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("live instance i1 (heal read it from", problems[0])
+
+    def test_a_heal_that_overlaps_the_delete_is_not_told_apart(self):
+        events = [_audit(1, 1), _claim(2, 2, "i1"), _leak(3, "i1", 100.5, 102.0),
+                  _heal(3, 1, "i1")]
+        self.assertEqual([], self.check(events, {}))
+
+    def test_a_heal_of_a_migration_in_progress_is_named_unless_a_service_is_down(self):
+        record = dict(migration="m1", status="error", hosts=[HOST_A, HOST_B],
+                      **{"from": f"{HOST_A}/n1", "to": f"{HOST_B}/n0"})
+        events = [_audit(1, 1), _resize(2, 2, "m1", "i1"),
+                  _heal(3, 1, "m1", instance="i1", kind="finish_migration", record=record)]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("heal finish_migration m1", problems[0])
+        self.assertIn(f"live migration m1 of instance i1 (in progress, services {HOST_A}, "
+                      f"{HOST_B} up)", problems[0])
+        self.assertIn(f"migration m1 error, from {HOST_A}/n1 to {HOST_B}/n0", problems[0])
+        events[-1] = _heal(3, 1, "m1", instance="i1", kind="finish_migration",
+                           record=record, up=[HOST_B])
+        self.assertEqual([], self.check(events, {}))
+
+    def test_a_finish_that_removed_nothing_is_named_if_services_were_up(self):
+        record = dict(migration="m1", status="error", hosts=[HOST_A, HOST_B],
+                      **{"from": f"{HOST_A}/n1", "to": f"{HOST_B}/n0"})
+        events = [_audit(1, 1), _heal(2, 1, "m1", instance="i1", kind="finish_migration",
+                                      removed=[], record=record)]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("finished migration m1 of instance i1 while it was in progress",
+                      problems[0])
+
+    def test_a_heal_of_what_the_node_does_not_hold_is_named(self):
+        events = [_audit(1, 1), _heal(2, 1, "i9")]
+        problems = self.check(events, {})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("which the history does not hold", problems[0])
+
+    def test_a_heal_without_generations_cannot_be_placed(self):
+        step = dict(_heal(2, 1, "i1"), generations=None)
+        problems = self.check([_audit(1, 1), _claim(2, 2, "i1"), step], ONE)
+        self.assertIn("logged no generations", "\n".join(problems))
+
+    def test_live_consumers_without_their_allocation_at_the_end_are_named(self):
+        def inst(uuid, vm_state, node, task_state=None):
+            return dict(uuid=uuid, vm_state=vm_state, task_state=task_state, host=HOST_A,
+                        node=node)
+        records = dict(NO_PROBLEMS, usage={"u0": {}}, allocations=[["i0", "n0"], ["m0", "n1"]],
+                       instances=[inst("i0", "active", "n0"), inst("i1", "active", "n0"),
+                                  inst("i2", "shelved_offloaded", "n1", "unshelving"),
+                                  inst("i3", "shelved_offloaded", None, "spawning"),
+                                  inst("i4", "deleted", "n0")],
+                       migrations=[dict(uuid=u, instance="i0", status="pre-migrating",
+                                        dest_compute=HOST_B, dest_node="n1")
+                                   for u in ("m0", "m1")])
+        events = [_audit(1, 1), _claim(2, 2, "i1"), _heal(3, 1, "i1")]
+        problems = history.check(events, records)
+        self.assertIn("removed the allocation of live instance i1", problems[0])
+        self.assertEqual([
+            f"live instance i1 (active, task None, on {HOST_A}/n0) holds no allocation on "
+            "n0; removed by heal remove_allocation i1 by pid 2 seq 1 at generation 3 of "
+            "node n0",
+            f"live instance i2 (shelved_offloaded, task unshelving, on {HOST_A}/n1) holds no "
+            "allocation on n1",
+            f"migration m1 of instance i0 (pre-migrating) holds no allocation on its "
+            f"destination {HOST_B}/n1"], problems[1:])
+
+    def test_a_confirm_is_replayed_as_what_its_migration_became(self):
+        migration = _resize(3, 3, "m1", "i1", amounts={"VCPU": 2})
+        confirm = dict(op="confirm", instance="i1", migration="m1", result="ok",
+                       generations={"u0": 4}, pid=1, seq=4, status="reverted")
+        events = [_audit(1, 1), _claim(2, 2, "i1"), migration, confirm]
+        self.assertEqual([], self.check(events, ONE))
+        self.assertIn("the records hold", "\n".join(
+            self.check(events, {"VCPU": 2})))
 
     def test_deleted_holders_and_double_moves_are_named(self):
         problems = history.check([], {"usage": {}, "deleted_holding": ["i9"],
