@@ -40,6 +40,7 @@ from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
 from nova_lite.exception import NovaLiteError
 from nova_lite.virt.fake import FakeMultiNodeDriver
+from tests.base import write_instance_row
 from tests.reliability import history
 
 HOSTS = ("chaos-a", "chaos-b")
@@ -217,7 +218,7 @@ class Worker:
         if claim is None:
             return
         started = time.time()
-        self.store.save_instance(attrs.evolve(claim.instance, vm_state=objects.DELETED))
+        write_instance_row(self.store, attrs.evolve(claim.instance, vm_state=objects.DELETED))
         self.write(op="leak", instance=claim.instance.uuid, result="ok", started=started,
                    ended=time.time())
 
