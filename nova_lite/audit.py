@@ -9,11 +9,11 @@ For every node of one compute host, three views of the same usage:
   holds on the node, i.e. the allocations claims made;
 - **records**: the live instances recorded on the node plus the in-progress
   migrations into it, each asking for its flavor plus the driver's overhead
-  (exactly what the periodic audit rebuilds usage from).
+  (exactly what the periodic pass rebuilds usage from).
 
 Where they differ, a :class:`Difference` names the instance, guest,
 migration or node that makes them differ.  :func:`audit_host` only reads:
-it never changes a record (the compute service's periodic audit is what
+it never changes a record (the compute service's periodic pass is what
 repairs allocations).
 """
 
@@ -22,7 +22,7 @@ import time
 
 import attrs
 
-from nova_lite import metrics
+from nova_lite import findings, metrics
 from nova_lite.compute import accounting
 from nova_lite.compute.driver_calls import DriverCaller
 from nova_lite.exception import InstanceNotFound, NodeNotFound
@@ -30,27 +30,18 @@ from nova_lite.objects import NodeResources
 
 LOG = logging.getLogger(__name__)
 
-#: The hypervisor has a guest that no live instance record on this host backs.
-GUEST_WITHOUT_RECORD = "guest_without_record"
-#: A live instance is recorded on the node but the hypervisor has no guest for it.
-RECORD_WITHOUT_GUEST = "record_without_guest"
-#: The tracker holds resources for a consumer that no live record backs (a leak).
-ALLOCATION_WITHOUT_RECORD = "allocation_without_record"
-#: A live record should hold resources on the node but the tracker holds none.
-RECORD_WITHOUT_ALLOCATION = "record_without_allocation"
-#: Both exist but the amounts held differ from what the record asks for.
-ALLOCATION_MISMATCH = "allocation_mismatch"
-#: The driver reports a node that has no record yet (never audited).
-NODE_NOT_RECORDED = "node_not_recorded"
-#: A node record exists but the driver no longer reports the node (an orphan).
-NODE_NOT_REPORTED = "node_not_reported"
-#: The driver failed to report the node (exception, timeout, malformed report).
-NODE_REPORT_FAILED = "node_report_failed"
+# The kinds of difference, from the one vocabulary of nova_lite.findings.
+GUEST_WITHOUT_RECORD = findings.UNKNOWN_GUEST
+RECORD_WITHOUT_GUEST = findings.MISSING_GUEST
+ALLOCATION_WITHOUT_RECORD = findings.STALE_ALLOCATION
+RECORD_WITHOUT_ALLOCATION = findings.MISSING_ALLOCATION
+ALLOCATION_MISMATCH = findings.ALLOCATION_MISMATCH
+NODE_NOT_RECORDED = findings.NODE_NOT_RECORDED
+NODE_NOT_REPORTED = findings.NODE_NOT_REPORTED
+NODE_REPORT_FAILED = findings.NODE_REPORT_FAILED
 
 #: Every kind of difference, in the order they are reported.
-KINDS = (NODE_REPORT_FAILED, NODE_NOT_RECORDED, NODE_NOT_REPORTED, GUEST_WITHOUT_RECORD,
-         RECORD_WITHOUT_GUEST, ALLOCATION_WITHOUT_RECORD, RECORD_WITHOUT_ALLOCATION,
-         ALLOCATION_MISMATCH)
+KINDS = findings.VIEW_KINDS
 
 _HYPERVISOR_USED = {"VCPU": "vcpus_used", "MEMORY_MB": "memory_mb_used",
                     "DISK_GB": "local_gb_used"}

@@ -28,32 +28,21 @@ from collections.abc import Mapping
 
 import attrs
 
-from nova_lite import reports
+from nova_lite import findings, reports
 from nova_lite.compute import accounting
 from nova_lite.exception import InvalidInput, NodeNotFound
 from nova_lite.objects import ZERO_OVERHEAD
 
 LOG = logging.getLogger(__name__)
 
-#: An allocation held by a consumer that is deleted, gone, finished or
-#: recorded elsewhere: a leak.
-STALE_ALLOCATION = "stale_allocation"
-#: A guest the hypervisor has that no live record on the node's host backs.
-UNKNOWN_GUEST = "unknown_guest"
-#: Used exceeds capacity although the host has room: the allocation ratio
-#: (below 1) leaves less than the consumers hold.
-OVER_COMMIT = "over_commit"
-#: Used exceeds capacity and what the host physically offers (total -
-#: reserved): the reported total dropped (or reserved grew, or the ratio
-#: was lowered) under consumers admitted before.
-SHRUNKEN_HOST = "shrunken_host"
-#: A live instance recorded on the node holds no allocation (free looks
-#: larger than it is until the next audit restores it).
-MISSING_ALLOCATION = "missing_allocation"
-
+# The culprit kinds, from the one vocabulary of nova_lite.findings.
+STALE_ALLOCATION = findings.STALE_ALLOCATION
+UNKNOWN_GUEST = findings.UNKNOWN_GUEST
+OVER_COMMIT = findings.OVER_COMMIT
+SHRUNKEN_HOST = findings.SHRUNKEN_HOST
+MISSING_ALLOCATION = findings.MISSING_ALLOCATION
 #: Every culprit kind, in the order they are reported.
-CULPRIT_KINDS = (STALE_ALLOCATION, UNKNOWN_GUEST, SHRUNKEN_HOST, OVER_COMMIT,
-                 MISSING_ALLOCATION)
+CULPRIT_KINDS = findings.CULPRIT_KINDS
 
 #: Roles of a consumer line.
 INSTANCE, OUTGOING, INCOMING, SAME_NODE_RESIZE, STALE, MISSING = (

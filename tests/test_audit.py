@@ -198,7 +198,7 @@ class TestAudit(base.TestCase):
         # claimed but not spawned: the hypervisor does not count it yet
         self.assertEqual({"hypervisor differs"},
                          {r["status"] for r in data["nodes"][0]["resources"]})
-        self.assertEqual("record_without_guest", data["nodes"][0]["differences"][0]["kind"])
+        self.assertEqual("missing_guest", data["nodes"][0]["differences"][0]["kind"])
 
     def test_difference_kind_is_validated(self):
         self.assertRaises(ValueError, audit.Difference, "no_such_kind", "x")

@@ -522,11 +522,11 @@ class TestAuditCommand(CliTestCase):
         data = json.loads(out)
         self.assertFalse(data["consistent"])
         kinds = {(d["kind"], d["uuid"]) for d in data["nodes"][0]["differences"]}
-        self.assertEqual({("record_without_guest", claim.instance.uuid)}, kinds)
+        self.assertEqual({("missing_guest", claim.instance.uuid)}, kinds)
         code, out, _ = self.cli("audit", "--host", self.host)
         self.assertEqual(3, code)
         self.assertIn(claim.instance.uuid, out)
-        self.assertIn("record_without_guest", out)
+        self.assertIn("missing_guest", out)
 
     def test_unknown_node(self):
         self.compute_once()

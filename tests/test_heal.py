@@ -388,7 +388,7 @@ class HealCommandTests:
         self.assertEqual([], healed["leaks_after_heal"])
         self.assertFalse(healed["consistent_after_heal"])
         left = [d for n in healed["nodes"] for d in n["differences"]]
-        self.assertIn(("record_without_guest", kept), [(d["kind"], d["uuid"]) for d in left])
+        self.assertIn(("missing_guest", kept), [(d["kind"], d["uuid"]) for d in left])
         self.assertEqual([kept], [a.consumer_uuid for a in store.list_allocations()])
         # the freed capacity shows
         self.assertEqual(7680 - 2048,
