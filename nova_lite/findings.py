@@ -128,12 +128,15 @@ class Finding:
 class RecordedFindings:
     """The findings of one host's last leak search, as its compute service recorded them.
 
-    ``recorded_at``: when (epoch s); ``findings``: a tuple of :class:`Finding`.
+    ``recorded_at``: when (epoch s); ``findings``: a tuple of :class:`Finding`;
+    ``recorded_by``: the host whose service searched (``host`` itself, or a
+    live peer while ``host``'s service is down; None: not known).
     """
 
     host: str
     recorded_at: float
     findings: tuple[Finding, ...] = attrs.field(converter=tuple)
+    recorded_by: str | None = None
 
     def counts(self):
         """``{kind: number}`` for every kind of :data:`FINDING_KINDS`."""

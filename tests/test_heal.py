@@ -10,6 +10,7 @@ bad input are covered too.
 """
 
 import os
+import re
 import textwrap
 import time
 
@@ -347,6 +348,15 @@ class HealCommandTests:
         self.addCleanup(store.close)
         return store
 
+    def leak_metrics(self):
+        """``{(host, kind): value}`` of nova_lite_leak_findings, as ``metrics textfile`` writes."""
+        path = os.path.join(self.state, "metrics.prom")
+        self.run_ok("metrics", "textfile", path)
+        with open(path, encoding="utf-8") as f:
+            found = re.findall(r'^nova_lite_leak_findings\{host="([^"]+)",kind="([^"]+)"\} (\S+)$',
+                               f.read(), re.MULTILINE)
+        return {(host, kind): float(value) for host, kind, value in found}
+
     def audit(self, *extra, code=3):
         return self.run_json("audit", "--host", self.host, "--driver", self.driver, *extra,
                              code=code)
@@ -360,6 +370,14 @@ class HealCommandTests:
         store = self.open_store()
         for uuid in deleted:   # the compute service is down: nobody frees the claims
             api_delete(store, uuid)
+        beat(store, self.host, ago=3600)
+        # A live peer records the findings of the host that is down: every
+        # process that serves metrics shows them.
+        self.assertEqual(0.0, self.leak_metrics()[(self.host, "stale_allocation")])
+        self.run_ok("compute", "--once", "--host", "peer", "--driver", self.driver)
+        self.assertEqual({(self.host, "stale_allocation"): 2.0, ("peer", "stale_allocation"): 0.0},
+                         {k: v for k, v in self.leak_metrics().items()
+                          if k[1] == "stale_allocation"})
         # explain names the culprits
         shown = self.run_json("node", "explain", self.host)
         self.assertEqual(sorted(deleted), sorted(c["subject"] for c in shown["culprits"]))
@@ -386,6 +404,7 @@ class HealCommandTests:
                          sorted((a["kind"], a["subject"], a["outcome"],
                                  a["resources"]["MEMORY_MB"]) for a in healed["heal"]))
         self.assertEqual([], healed["leaks_after_heal"])
+        self.assertEqual(0.0, self.leak_metrics()[(self.host, "stale_allocation")])
         self.assertFalse(healed["consistent_after_heal"])
         left = [d for n in healed["nodes"] for d in n["differences"]]
         self.assertIn(("missing_guest", kept), [(d["kind"], d["uuid"]) for d in left])

@@ -152,6 +152,11 @@ class RunAudit(ReportShowOne):
             consistent = after.consistent and left.clean
             data["consistent_after_heal"] = consistent
             data["leaks_after_heal"] = left.to_dicts()
+            # What every process's metrics show for the host, now: this
+            # driver's guests are not the host's, so they are left out.
+            store.record_findings(host, [f for f in left.findings
+                                         if f.kind != leaks.UNKNOWN_GUEST],
+                                  recorded_by=ctx.settings.host)
         return data, 0 if consistent else EXIT_DIFFERENCES
 
     def render(self, data):

@@ -101,7 +101,35 @@ class ComputeService:
             if finding.kind in HEALABLE:
                 LOG.warning("Host %s: %s %s: %s", self.host, finding.kind, finding.subject,
                             finding.detail)
+        self._record_for_down_hosts()
         return report.findings
+
+    def _record_for_down_hosts(self):
+        """Record the findings of hosts whose compute service is down, when no live
+        service did within the last pass interval: their leaks (instances deleted
+        while they were down) show in every process's metrics too.  Guests are not
+        compared: only the host's own driver could list them."""
+        now = time.time()
+        try:
+            recorded = {r.host: r for r in self.store.recorded_findings()}
+            down = [s.host for s in self.store.list_services(COMPUTE_BINARY)
+                    if s.host != self.host
+                    and now - s.updated_at > self.settings.service_down_time
+                    and self._peer_should_record(recorded.get(s.host), now)]
+            for host in down:
+                report = leaks.find_leaks(self.store, self.settings, host=host)
+                self.store.record_findings(host, report.findings, recorded_by=self.host)
+                LOG.info("Recorded %d finding(s) of host %s, whose compute service is down",
+                         len(report.findings), host)
+        except NovaLiteError as exc:
+            LOG.warning("Leak search of the hosts that are down failed in this pass: %s", exc)
+
+    def _peer_should_record(self, last, now):
+        """A host that is down: record for it unless a peer did within a pass interval
+        (its own last record is from before it went down: always stale)."""
+        if last is None or last.recorded_by in (None, last.host):
+            return True
+        return now - last.recorded_at >= self.settings.update_resources_interval
 
     def _handle_orphans(self, reported):
         deleted, kept = [], []

@@ -151,6 +151,8 @@ host_findings = sa.Table(
     "host_findings", metadata,
     sa.Column("host", sa.String(255), primary_key=True),
     sa.Column("recorded_at", sa.Float, nullable=False),
+    # The host whose compute service searched (a live peer, for a host that is down).
+    sa.Column("recorded_by", sa.String(255), nullable=False),
     # JSON: a list of finding objects (nova_lite.leaks.Finding as a dict).
     sa.Column("findings", sa.Text, nullable=False),
 )

@@ -524,14 +524,16 @@ class Store:
             lambda conn: snapshot.read(conn, host, COMPUTE_BINARY, now))
 
     # -- findings -------------------------------------------------------------
-    def record_findings(self, host, findings, recorded_at=None):
+    def record_findings(self, host, findings, recorded_at=None, recorded_by=None):
         """Record ``host``'s last findings (:class:`~nova_lite.findings.Finding`
-        records) at ``recorded_at`` (epoch s, default now), replacing the last."""
+        records) at ``recorded_at`` (epoch s, default now) by the service of
+        host ``recorded_by`` (default ``host`` itself), replacing the last."""
         recorded_at = time.time() if recorded_at is None else recorded_at
         text = json.dumps([f.to_dict() for f in findings], sort_keys=True)
 
         def op(conn):
-            values = dict(recorded_at=recorded_at, findings=text)
+            values = dict(recorded_at=recorded_at, findings=text,
+                          recorded_by=host if recorded_by is None else recorded_by)
             if not conn.execute(T_FIND.update().where(T_FIND.c.host == host)
                                 .values(**values)).rowcount:
                 conn.execute(T_FIND.insert().values(host=host, **values))
@@ -545,7 +547,7 @@ class Store:
             if host is not None:
                 query = query.where(T_FIND.c.host == host)
             return [RecordedFindings(r.host, r.recorded_at, tuple(
-                Finding.from_dict(d) for d in json.loads(r.findings)))
+                Finding.from_dict(d) for d in json.loads(r.findings)), r.recorded_by)
                 for r in conn.execute(query)]
         return self._read("read the recorded findings", op)
 

@@ -1,7 +1,8 @@
 """Findings that outlive the process that found them: a table host_findings.
 
 Each compute service records the findings of its last leak search (one row
-per host: when, and the findings as JSON), so every process that serves
+per host: when, by which host's service, and the findings as JSON), so
+every process that serves
 metrics, the API or the audit command reads the same figures.
 
 Revision ID: 0004
@@ -22,5 +23,6 @@ def upgrade():
         "host_findings",
         sa.Column("host", sa.String(255), primary_key=True),
         sa.Column("recorded_at", sa.Float, nullable=False),
+        sa.Column("recorded_by", sa.String(255), nullable=False),
         sa.Column("findings", sa.Text, nullable=False),
     )
