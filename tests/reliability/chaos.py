@@ -85,15 +85,32 @@ def capacity(size):
             "DISK_GB": size["local_gb"]}
 
 
-class Worker:
+class EventLog:
+    """A process with a store and a JSON-lines log of its events, numbered by
+    (pid, seq) for :mod:`tests.reliability.history`."""
+
+    def open_log(self, log_path):
+        self.log = open(log_path, "a", buffering=1)
+        self.pid = os.getpid()
+        self.seq = 0
+
+    def close(self):
+        self.log.close()
+        self.store.close()
+
+    def write(self, **event):
+        self.seq += 1
+        self.log.write(json.dumps(dict(event, pid=self.pid, seq=self.seq), sort_keys=True)
+                       + "\n")
+
+
+class Worker(EventLog):
     """Two hosts' trackers on one store, and a log."""
 
     def __init__(self, url, log_path, seed):
         self.random = random.Random(seed)
         self.store = Store(url, busy_timeout=30)
-        self.log = open(log_path, "a", buffering=1)
-        self.pid = os.getpid()
-        self.seq = 0
+        self.open_log(log_path)
         self.churn = False   # the mix run beside heal (``churn``)
         self.steps = 0
         self.sizes = {}
@@ -104,15 +121,6 @@ class Worker:
             driver.init_host(host)
             self.trackers[host] = ResourceTracker(host, driver, store=self.store,
                                                   settings=settings(host))
-
-    def close(self):
-        self.log.close()
-        self.store.close()
-
-    def write(self, **event):
-        self.seq += 1
-        self.log.write(json.dumps(dict(event, pid=self.pid, seq=self.seq), sort_keys=True)
-                       + "\n")
 
     def node_uuid(self, nodename):
         return SharedNodesDriver.node_uuid(None, nodename)

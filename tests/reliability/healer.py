@@ -46,24 +46,13 @@ class RecordingStore(Store):
         return result
 
 
-class Healer:
+class Healer(chaos.EventLog):
     """``nova-lite audit --heal`` in a loop, logging every step it took."""
 
     def __init__(self, url, log_path):
         self.store = RecordingStore(url, busy_timeout=30)
-        self.log = open(log_path, "a", buffering=1)
-        self.pid = os.getpid()
-        self.seq = 0
+        self.open_log(log_path)
         self.settings = chaos.settings(chaos.HOSTS[0], migration_stuck_age=STUCK_AGE)
-
-    def close(self):
-        self.log.close()
-        self.store.close()
-
-    def write(self, **event):
-        self.seq += 1
-        self.log.write(json.dumps(dict(event, pid=self.pid, seq=self.seq), sort_keys=True)
-                       + "\n")
 
     def heal_pass(self):
         """One find_leaks + heal; returns the number of steps applied."""
