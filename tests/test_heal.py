@@ -9,6 +9,7 @@ freed capacity shows.  Stuck migrations, a claim racing a heal step, and
 bad input are covered too.
 """
 
+import json
 import os
 import re
 import textwrap
@@ -417,6 +418,27 @@ class HealCommandTests:
             r["resource_class"]: r for r in shown["resources"]}["MEMORY_MB"]["free"]))
         again = self.audit("--heal")
         self.assertEqual([], again["heal"])
+
+    def test_a_bad_column_is_refused_before_heal_changes_anything(self):
+        self.run_ok("compute", "--once", "--host", self.host, "--driver", self.driver)
+        built = self.run_json("server", "create", "--flavor", "m1.tiny")
+        store = self.open_store()
+        api_delete(store, built[0]["ID"])
+        before = snapshot(store)
+        code, out, err = self.run_cli("audit", "--host", self.host, "--driver", self.driver,
+                                      "--heal", "-c", "bogus")
+        self.assertEqual((2, ""), (code, out), err)
+        self.assertIn("no column 'bogus'", err)
+        self.assertEqual(before, snapshot(store))
+        # The fields it knows beforehand are the report's, with and without --heal.
+        for extra in ((), ("--dry-run",), ("--heal",)):
+            got, out, err = self.run_cli("audit", "--host", self.host, "--driver",
+                                         self.driver, *extra, "-f", "json")
+            self.assertIn(got, (0, 3), err)
+            for column in json.loads(out):
+                got, _, err = self.run_cli("audit", *extra, "--host", self.host, "--driver",
+                                           self.driver, "-c", column, "-f", "value")
+                self.assertIn(got, (0, 3), f"{extra} -c {column}: {err}")
 
     def test_stuck_migration_by_configured_age(self):
         config = os.path.join(self.state, "nova-lite.conf")

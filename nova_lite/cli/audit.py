@@ -97,6 +97,17 @@ class RunAudit(ReportShowOne):
                                  "compute services are up (repeatable).")
         return parser
 
+    def known_columns(self, parsed_args):
+        """The report's fields, known before it runs: a bad -c changes nothing."""
+        known = ["host", "driver", "nodes", "differences", "guests_listed", "note",
+                 "consistent", "database", "migration_stuck_age", "leaks",
+                 "recorded_findings"]
+        if parsed_args.heal or parsed_args.dry_run:
+            known += ["heal", "dry_run"]
+        if parsed_args.heal and not parsed_args.dry_run:
+            known += ["consistent_after_heal", "leaks_after_heal"]
+        return tuple(known)
+
     def _host(self, parsed_args, store, default):
         """The host to audit: --host (which must be known), else --node's in the
         records, else ``default``."""
