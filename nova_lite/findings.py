@@ -128,7 +128,8 @@ class Finding:
 class RecordedFindings:
     """The findings of one host's last leak search, as its compute service recorded them.
 
-    ``recorded_at``: when (epoch s); ``findings``: a tuple of :class:`Finding`;
+    ``recorded_at``: since when these are the findings (epoch s: when they
+    last changed); ``findings``: a tuple of :class:`Finding`;
     ``recorded_by``: the host whose service searched (``host`` itself, or a
     live peer while ``host``'s service is down; None: not known).
     """

@@ -219,8 +219,8 @@ class FindingsCollector(Collector):
                                    "last leak search each compute service recorded.",
                                    labels=["host", "kind"])
         when = GaugeMetricFamily(f"{PREFIX}_leak_findings_recorded_timestamp_seconds",
-                                 "When the compute service recorded those findings (Unix "
-                                 "time, seconds).", labels=["host"])
+                                 "Since when the recorded findings are these: when they "
+                                 "last changed (Unix time, seconds).", labels=["host"])
         for recorded in self.store.recorded_findings():
             for kind, n in recorded.counts().items():
                 counts.add_metric([recorded.host, kind], n)

@@ -6,6 +6,7 @@ import signal
 import threading
 import time
 
+import attrs
 import fixtures
 import sqlalchemy as sa
 
@@ -132,6 +133,26 @@ class TestRunOnce(ServiceTestCase):
         self.assertIn("flaky", result.failed["b"])
         self.assertEqual((), result.orphans_deleted + result.orphans_kept)
         self.assertIn("flaky", svc.store.get_compute_node(self.host, "b").last_error)
+
+
+class TestRecordedFindings(ServiceTestCase):
+
+    def test_each_pass_records_the_hosts_findings_and_a_steady_one_writes_nothing(self):
+        svc = self.service()
+        self.assertEqual((), svc.run_once().findings)
+        (first,) = svc.store.recorded_findings()
+        self.assertEqual((self.host, (), self.host),
+                         (first.host, first.findings, first.recorded_by))
+        svc.run_once()
+        self.assertEqual([first], svc.store.recorded_findings())   # not even its time moved
+        # A leak (an API deleted the record; nobody freed the claim) is recorded.
+        inst = svc.tracker.instance_claim(instance(flavor()), "a").instance
+        base.write_instance_row(svc.store, attrs.evolve(inst, vm_state="deleted"))
+        found = svc.record_findings()
+        self.assertEqual([("stale_allocation", inst.uuid)],
+                         [(f.kind, f.subject) for f in found])
+        (now,) = svc.store.recorded_findings()
+        self.assertEqual(found, now.findings)
 
 
 class TestDriverNotReady(ServiceTestCase):

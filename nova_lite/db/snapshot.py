@@ -33,8 +33,9 @@ class ServiceBeat:
 class RecordsSnapshot:
     """The records of one host (``host`` None: every host) at one moment.
 
-    ``nodes``: every compute node record (existence checks span hosts);
-    ``scoped``: the uuids of the nodes of ``host``; ``allocations``: those
+    ``nodes``: the compute node records of ``host`` (every host's if None)
+    and of the other end of each of its moves; ``scoped``: the uuids of the
+    nodes of ``host``; ``allocations``: those
     on the scoped nodes and those of the migrations below; ``instances``:
     ``{uuid: Instance}`` of the host's instances (every state), of every
     allocation's consumer and of every migration below; ``migrations``:
@@ -72,13 +73,21 @@ def _chunks(values, size=500):
 
 def read(conn, host, binary, now):
     """The :class:`RecordsSnapshot` of ``host`` (None: every host), on ``conn``."""
-    nodes = tuple(rows.load_nodes(conn, None))
-    scoped = frozenset(n.uuid for n in nodes if host is None or n.host == host)
+    nodes = rows.load_nodes(conn, host)
+    scoped = frozenset(n.uuid for n in nodes)
     moving = T_MIG.select().where(holds_sql.migration_holds())
     if host is not None:
         moving = moving.where(sa.or_(T_MIG.c.source_compute == host,
                                      T_MIG.c.dest_compute == host))
     mig_rows = {r.uuid: r for r in conn.execute(moving)}
+    if host is not None:
+        # The other end of each move: its record (or its absence) is part of the finding.
+        ends = sorted({(r.source_compute, r.source_node) for r in mig_rows.values()}
+                      | {(r.dest_compute, r.dest_node) for r in mig_rows.values()})
+        for end_host, end_node in ends:
+            if end_host != host:
+                nodes.extend(rows.load_nodes(conn, end_host, end_node))
+    nodes = tuple(sorted(nodes, key=lambda n: (n.host, n.nodename)))
     alloc_query = T_ALLOC.select()
     if host is not None:
         alloc_query = alloc_query.where(T_ALLOC.c.node_uuid.in_(

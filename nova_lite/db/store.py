@@ -525,19 +525,30 @@ class Store:
 
     # -- findings -------------------------------------------------------------
     def record_findings(self, host, findings, recorded_at=None, recorded_by=None):
-        """Record ``host``'s last findings (:class:`~nova_lite.findings.Finding`
-        records) at ``recorded_at`` (epoch s, default now) by the service of
-        host ``recorded_by`` (default ``host`` itself), replacing the last."""
+        """Record ``host``'s findings (:class:`~nova_lite.findings.Finding` records)
+        as found at ``recorded_at`` (epoch s, default now) by the service of host
+        ``recorded_by`` (default ``host`` itself), replacing the last record.
+
+        Nothing is written when they are the ones recorded already (by the
+        same host): ``recorded_at`` is then when they were first found, and a
+        pass that finds nothing new costs one read.  Returns True if written.
+        """
         recorded_at = time.time() if recorded_at is None else recorded_at
+        recorded_by = host if recorded_by is None else recorded_by
         text = json.dumps([f.to_dict() for f in findings], sort_keys=True)
+        last = self._read(f"read the findings of host {host}", lambda conn: conn.execute(
+            sa.select(T_FIND.c.findings, T_FIND.c.recorded_by).where(
+                T_FIND.c.host == host)).first())
+        if last is not None and tuple(last) == (text, recorded_by):
+            return False   # unchanged: a steady pass writes nothing
 
         def op(conn):
-            values = dict(recorded_at=recorded_at, findings=text,
-                          recorded_by=host if recorded_by is None else recorded_by)
+            values = dict(recorded_at=recorded_at, findings=text, recorded_by=recorded_by)
             if not conn.execute(T_FIND.update().where(T_FIND.c.host == host)
                                 .values(**values)).rowcount:
                 conn.execute(T_FIND.insert().values(host=host, **values))
         self._write(f"record the findings of host {host}", op)
+        return True
 
     def recorded_findings(self, host=None):
         """The :class:`~nova_lite.findings.RecordedFindings` of every host (or
