@@ -449,11 +449,10 @@ def gather_from(snap, node):
     :class:`~nova_lite.db.snapshot.RecordsSnapshot` that holds its host."""
     allocations = snap.allocations_on(node.uuid)
     held = {a.consumer_uuid for a in allocations} | {a.instance_uuid for a in allocations}
-    instances = {u: i for u, i in snap.instances.items()
-                 if u in held or (i.host == node.host and i.holds_resources)}
-    migrations = {u: m for u, m in snap.migrations.items()
-                  if u in held or (m.in_progress and (node.host, node.nodename) in (
-                      (m.source_compute, m.source_node), (m.dest_compute, m.dest_node)))}
+    instances = {i.uuid: i for i in snap.holding_instances_of(node.host)}
+    instances.update((u, snap.instances[u]) for u in held if u in snap.instances)
+    migrations = {m.uuid: m for m in snap.moves_touching(node.host, node.nodename)}
+    migrations.update((u, snap.migrations[u]) for u in held if u in snap.migrations)
     return allocations, instances, migrations
 
 

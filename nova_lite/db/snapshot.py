@@ -10,6 +10,9 @@ PostgreSQL (one snapshot for every statement) and in one deferred
 transaction on SQLite (WAL readers see one snapshot from their first read).
 """
 
+import collections
+import functools
+
 import attrs
 import sqlalchemy as sa
 
@@ -29,7 +32,7 @@ class ServiceBeat:
     disabled: bool
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)   # not slotted: the indexes below are cached on it
 class RecordsSnapshot:
     """The records of one host (``host`` None: every host) at one moment.
 
@@ -62,7 +65,40 @@ class RecordsSnapshot:
 
     def allocations_on(self, node_uuid):
         """The allocations held on one node."""
-        return [a for a in self.allocations if a.node_uuid == node_uuid]
+        return self._allocations_by_node.get(node_uuid, [])
+
+    def holding_instances_of(self, host):
+        """The instances recorded on ``host`` that hold resources."""
+        return self._holding_by_host.get(host, [])
+
+    def moves_touching(self, host, nodename):
+        """The migrations in progress whose source or destination is this node."""
+        return self._moves_by_node.get((host, nodename), [])
+
+    @functools.cached_property
+    def _allocations_by_node(self):
+        index = collections.defaultdict(list)
+        for alloc in self.allocations:
+            index[alloc.node_uuid].append(alloc)
+        return index
+
+    @functools.cached_property
+    def _holding_by_host(self):
+        index = collections.defaultdict(list)
+        for inst in self.instances.values():
+            if inst.holds_resources:
+                index[inst.host].append(inst)
+        return index
+
+    @functools.cached_property
+    def _moves_by_node(self):
+        index = collections.defaultdict(list)
+        for mig in self.migrations.values():
+            if mig.in_progress:
+                for end in {(mig.source_compute, mig.source_node),
+                            (mig.dest_compute, mig.dest_node)}:
+                    index[end].append(mig)
+        return index
 
 
 def _chunks(values, size=500):
