@@ -10,6 +10,8 @@ PostgreSQL (one snapshot for every statement) and in one deferred
 transaction on SQLite (WAL readers see one snapshot from their first read).
 """
 
+from collections.abc import Iterable, Iterator
+
 import attrs
 import sqlalchemy as sa
 
@@ -55,22 +57,22 @@ class RecordsSnapshot:
     services: dict[str, ServiceBeat]
     read_at: float
 
-    def scoped_nodes(self):
+    def scoped_nodes(self) -> list[ComputeNode]:
         """The node records of ``host`` (every node if None), sorted by host and name."""
         return [n for n in self.nodes if n.uuid in self.scoped]
 
-    def allocations_on(self, node_uuid):
+    def allocations_on(self, node_uuid: str) -> list[Allocation]:
         """The allocations held on one node."""
         return [a for a in self.allocations if a.node_uuid == node_uuid]
 
 
-def _chunks(values, size=500):
+def _chunks(values: Iterable[str], size: int = 500) -> Iterator[list[str]]:
     values = sorted(values)
     for start in range(0, len(values), size):
         yield values[start:start + size]
 
 
-def read(conn, host, binary, now):
+def read(conn: sa.Connection, host: str | None, binary: str, now: float) -> RecordsSnapshot:
     """The :class:`RecordsSnapshot` of ``host`` (None: every host), on ``conn``."""
     nodes = tuple(rows.load_nodes(conn, None))
     scoped = frozenset(n.uuid for n in nodes if host is None or n.host == host)
