@@ -273,8 +273,9 @@ def _add_extras(amounts: dict[str, int], numa: list[InstanceNUMATopology], pci: 
                 other: str | None, numa_json: str | None, pci_json: str | None) -> None:
     for rc, n in (json.loads(other) if other else {}).items():
         amounts[rc] = amounts.get(rc, 0) + n
-    if numa_json:
-        numa.append(ser.numa_from_json(numa_json))
+    topology = ser.numa_from_json(numa_json) if numa_json else None
+    if topology is not None:
+        numa.append(topology)
     pci.update(ser.strings_from_json(pci_json))
 
 
