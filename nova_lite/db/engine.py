@@ -72,7 +72,7 @@ def sqlite_file_path(url: str) -> tuple[str | None, bool]:
 
 
 def _prepare_sqlite_file(path: str, busy_timeout_s: float,
-                         initialise: Callable[[sa.Engine], None] | None) -> bool:
+                         initialise: Callable[[sa.Engine], object] | None) -> bool:
     """Create the state directory (0700) and, if there is none, the database file.
 
     A new database is built whole under a temporary name beside ``path``
@@ -140,7 +140,7 @@ def _install_sqlite_hooks(engine: sa.Engine, wal: bool, busy_timeout_s: float,
 
 
 def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readonly: bool = False,
-                initialise: Callable[[sa.Engine], None] | None = None) -> tuple[sa.Engine, bool]:
+                initialise: Callable[[sa.Engine], object] | None = None) -> tuple[sa.Engine, bool]:
     """An SQLAlchemy engine for ``url`` with nova-lite's settings applied.
 
     Returns ``(engine, created)``: ``created`` is True when a new SQLite
@@ -262,7 +262,7 @@ class Database:
 
     def __init__(self, url: str, retries: int = 10, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
                  readonly: bool = False,
-                 initialise: Callable[[sa.Engine], None] | None = None) -> None:
+                 initialise: Callable[[sa.Engine], object] | None = None) -> None:
         self.url = normalize_url(url)
         self.redacted_url = redact_url(self.url)
         self.retries = retries
