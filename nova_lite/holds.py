@@ -1,7 +1,7 @@
 """What holds resources: the one rule, for instances and migrations.
 
 Every reader that must know whether a consumer holds resources on a node
-asks here: the periodic pass's SQL (through :func:`nova_lite.db.holds_sql`,
+asks here: the periodic pass's SQL (through :mod:`nova_lite.db.holds_sql`,
 built from these sets), the leak finder, heal (inside its own
 transaction), explain, the audit command, the API and the metrics.
 
