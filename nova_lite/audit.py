@@ -19,14 +19,22 @@ repairs allocations).
 
 import logging
 import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from nova_lite import findings, metrics
 from nova_lite.compute import accounting
-from nova_lite.compute.driver_calls import DriverCaller
+from nova_lite.compute.driver_calls import DriverCaller, Outcome
 from nova_lite.exception import InstanceNotFound, NodeNotFound
-from nova_lite.objects import NodeResources
+from nova_lite.objects import (
+    Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, NodeResources)
+
+if TYPE_CHECKING:
+    from nova_lite.compute.resource_tracker import ResourceTracker
+    from nova_lite.db.store import Store
+    from nova_lite.virt.driver import ComputeDriver
 
 LOG = logging.getLogger(__name__)
 
@@ -42,6 +50,9 @@ NODE_REPORT_FAILED = findings.NODE_REPORT_FAILED
 
 #: Every kind of difference, in the order they are reported.
 KINDS = findings.VIEW_KINDS
+
+# {consumer uuid: (label, {rc: amount})} the records ask for on a node.
+_Expected = dict[str, tuple[str, dict[str, int]]]
 
 _HYPERVISOR_USED = {"VCPU": "vcpus_used", "MEMORY_MB": "memory_mb_used",
                     "DISK_GB": "local_gb_used"}
@@ -141,14 +152,14 @@ class HostAudit:
         """True when every node is consistent and no host-level difference exists."""
         return not self.differences and all(n.consistent for n in self.nodes)
 
-    def all_differences(self):
+    def all_differences(self) -> tuple[Difference, ...]:
         """Host-level and per-node differences, in one tuple."""
         found = list(self.differences)
         for node in self.nodes:
             found.extend(node.differences)
         return tuple(found)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (with ``consistent`` and per-row ``status``)."""
         data = attrs.asdict(self)
         data["consistent"] = self.consistent
@@ -159,7 +170,7 @@ class HostAudit:
         return data
 
 
-def audit_host(tracker, nodename=None):
+def audit_host(tracker: "ResourceTracker", nodename: str | None = None) -> HostAudit:
     """Compare the three views on every node of ``tracker.host`` (or one node).
 
     ``tracker`` is a ResourceTracker (it gives the host, driver, store and
@@ -168,7 +179,7 @@ def audit_host(tracker, nodename=None):
     started = time.monotonic()
     host, driver, store = tracker.host, tracker.driver, tracker.store
     caller = DriverCaller(tracker.settings.driver_timeout)
-    host_diffs = []
+    host_diffs: list[Difference] = []
     # Nodes first: a driver of many nodes (bare metal) knows its guests only
     # once it has listed its nodes, as the compute service's audit does.
     try:
@@ -210,11 +221,12 @@ def audit_host(tracker, nodename=None):
     return audit
 
 
-def _err(exc):
+def _err(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def list_guests(driver, timeout):
+def list_guests(driver: "ComputeDriver",
+                timeout: float) -> tuple[frozenset[str] | None, str | None]:
     """``(frozenset of guest uuids or None, note)`` the driver lists.
 
     None (with a note saying why) when the driver does not list guests or
@@ -223,7 +235,8 @@ def list_guests(driver, timeout):
     return _list_guests(driver, DriverCaller(timeout))
 
 
-def _list_guests(driver, caller):
+def _list_guests(driver: "ComputeDriver",
+                 caller: DriverCaller) -> tuple[frozenset[str] | None, str | None]:
     if not driver.capabilities.supports_lifecycle:
         return None, (f"{type(driver).__name__} does not declare supports_lifecycle: "
                       "guests are not compared")
@@ -235,7 +248,8 @@ def _list_guests(driver, caller):
         return None, f"list_instances failed: {_err(exc)}"
 
 
-def _hypervisor_view(outcome, nodename, diffs):
+def _hypervisor_view(outcome: Outcome | None, nodename: str,
+                     diffs: list[Difference]) -> NodeResources | None:
     """``(NodeResources or None)`` from a driver outcome, noting failures."""
     if outcome is None:
         return None
@@ -254,9 +268,10 @@ def _hypervisor_view(outcome, nodename, diffs):
         return None
 
 
-def _expected(tracker, nodename, live, migrations):
+def _expected(tracker: "ResourceTracker", nodename: str, live: Iterable[Instance],
+              migrations: Iterable[Migration]) -> _Expected:
     """``{consumer uuid: (label, {rc: amount})}`` the records ask for on the node."""
-    expected = {}
+    expected: _Expected = {}
     for inst in live:
         if inst.node == nodename:
             overhead = tracker.driver.estimate_instance_overhead(inst)
@@ -274,7 +289,8 @@ def _expected(tracker, nodename, live, migrations):
     return expected
 
 
-def _instance_numa(store, live, instance_uuid):
+def _instance_numa(store: "Store", live: Iterable[Instance],
+                   instance_uuid: str) -> InstanceNUMATopology | None:
     """The NUMA request of a migrating instance (a claim asks for PCPU with it)."""
     for inst in live:
         if inst.uuid == instance_uuid:
@@ -285,11 +301,11 @@ def _instance_numa(store, live, instance_uuid):
         return None
 
 
-def _amounts(resources):
+def _amounts(resources: Mapping[str, int]) -> str:
     return ", ".join(f"{rc}={n}" for rc, n in sorted(resources.items())) or "nothing"
 
 
-def _why_not_live(store, alloc):
+def _why_not_live(store: "Store", alloc: Allocation) -> str:
     if alloc.consumer_type == "migration":
         done = [m for m in store.list_migrations(alloc.instance_uuid)
                 if m.uuid == alloc.consumer_uuid]
@@ -304,8 +320,9 @@ def _why_not_live(store, alloc):
     return f"the instance is recorded on {inst.host}/{inst.node}"
 
 
-def _allocation_differences(tracker, nodename, node_uuid, expected):
-    diffs = []
+def _allocation_differences(tracker: "ResourceTracker", nodename: str, node_uuid: str,
+                            expected: _Expected) -> list[Difference]:
+    diffs: list[Difference] = []
     held = {a.consumer_uuid: a for a in tracker.store.list_allocations(node_uuid=node_uuid)}
     for consumer, alloc in sorted(held.items()):
         if consumer not in expected:
@@ -326,8 +343,10 @@ def _allocation_differences(tracker, nodename, node_uuid, expected):
     return diffs
 
 
-def _audit_node(tracker, nodename, is_reported, outcome, guests, live, migrations):
-    diffs = []
+def _audit_node(tracker: "ResourceTracker", nodename: str, is_reported: bool,
+                outcome: Outcome | None, guests: frozenset[str] | None, live: Sequence[Instance],
+                migrations: Sequence[Migration]) -> NodeAudit:
+    diffs: list[Difference] = []
     report = _hypervisor_view(outcome, nodename, diffs)
     if not is_reported:
         diffs.append(Difference(NODE_NOT_REPORTED, nodename, nodename,
@@ -352,7 +371,7 @@ def _audit_node(tracker, nodename, is_reported, outcome, guests, live, migration
                     RECORD_WITHOUT_GUEST, inst.uuid, nodename,
                     f"recorded as {inst.vm_state} ({inst.flavor.name}) on this node, but "
                     "the hypervisor has no guest for it"))
-    records = {}
+    records: dict[str, int] = {}
     for _, resources in expected.values():
         for rc, n in resources.items():
             records[rc] = records.get(rc, 0) + n
@@ -362,8 +381,9 @@ def _audit_node(tracker, nodename, is_reported, outcome, guests, live, migration
                      resources=tuple(rows), differences=tuple(diffs), guests=node_guests)
 
 
-def _resource_rows(report, node, records):
-    hyper = {}
+def _resource_rows(report: NodeResources | None, node: ComputeNode | None,
+                   records: Mapping[str, int]) -> list[ResourceView]:
+    hyper: dict[str, int] = {}
     if report is not None:
         offered = report.totals()
         for rc, attr in _HYPERVISOR_USED.items():
@@ -384,7 +404,8 @@ def _resource_rows(report, node, records):
     return rows
 
 
-def _unrecorded_guests(store, host, guests, live, migrations, nodename):
+def _unrecorded_guests(store: "Store", host: str, guests: frozenset[str], live: Iterable[Instance],
+                       migrations: Iterable[Migration], nodename: str | None) -> list[Difference]:
     """Guests the hypervisor has that nothing on this host records.
 
     ``nodename`` is the host's only node, if it has one (else the guest's
@@ -392,7 +413,7 @@ def _unrecorded_guests(store, host, guests, live, migrations, nodename):
     """
     known = {inst.uuid for inst in live}
     moving = {m.instance_uuid for m in migrations if host in (m.source_compute, m.dest_compute)}
-    diffs = []
+    diffs: list[Difference] = []
     for guest in sorted(guests - known - moving):
         try:
             inst = store.get_instance(guest)

@@ -36,7 +36,9 @@ import re
 import socket
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from fractions import Fraction
+from typing import Any
 
 import attrs
 
@@ -47,9 +49,13 @@ from nova_lite.resources import to_ratio
 DEFAULT_STATE_PATH = "/var/lib/nova-lite"
 DEFAULT_DRIVER_TIMEOUT = 60.0
 
+# An attrs field validator: (instance, attribute, value) -> None, raises on a bad value.
+_Attribute = attrs.Attribute
+_Validator = Callable[[object, _Attribute, Any], None]
 
-def _int_option(minimum=0, maximum=2 ** 53):
-    def check(instance, attribute, value):
+
+def _int_option(minimum: int = 0, maximum: int = 2 ** 53) -> _Validator:
+    def check(instance: object, attribute: _Attribute, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidConfig(attribute.name, value, "must be an integer")
         if not minimum <= value <= maximum:
@@ -71,8 +77,8 @@ MAX_NODES_MAX_AGE = 10.0
 DEFAULT_MIGRATION_STUCK_AGE = 3600
 
 
-def _ratio_option(optional):
-    def check(instance, attribute, value):
+def _ratio_option(optional: bool) -> _Validator:
+    def check(instance: object, attribute: _Attribute, value: Any) -> None:
         if value is None and optional:
             return
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
@@ -85,7 +91,7 @@ def _ratio_option(optional):
     return check
 
 
-def _unset_ratio(value):
+def _unset_ratio(value: Any) -> Any:
     """Nova's configs written before Stein use 0.0 for "unset": read it as None."""
     if value is not None and not isinstance(value, bool) and \
             isinstance(value, (int, float)) and value == 0:
@@ -93,8 +99,8 @@ def _unset_ratio(value):
     return value
 
 
-def _max_age_option(maximum):
-    def check(instance, attribute, value):
+def _max_age_option(maximum: float) -> _Validator:
+    def check(instance: object, attribute: _Attribute, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
                 or not math.isfinite(value) or not 0 <= value <= maximum:
             raise InvalidConfig(attribute.name, value,
@@ -102,8 +108,8 @@ def _max_age_option(maximum):
     return check
 
 
-def _seconds_option(minimum=None):
-    def check(instance, attribute, value):
+def _seconds_option(minimum: float | None = None) -> _Validator:
+    def check(instance: object, attribute: _Attribute, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
                 or not math.isfinite(value) or value <= 0:
             raise InvalidConfig(attribute.name, value, "must be a number of seconds > 0")
@@ -113,7 +119,7 @@ def _seconds_option(minimum=None):
     return check
 
 
-def _cpu_set_option(instance, attribute, value):
+def _cpu_set_option(instance: object, attribute: _Attribute, value: Any) -> None:
     if value is None:
         return
     from nova_lite.hardware import parse_cpu_spec
@@ -127,12 +133,12 @@ def _cpu_set_option(instance, attribute, value):
         raise InvalidConfig(attribute.name, value, "leaves no CPUs")
 
 
-def _str_option(instance, attribute, value):
+def _str_option(instance: object, attribute: _Attribute, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidConfig(attribute.name, value, "must be a non-empty string")
 
 
-def _name_option(instance, attribute, value):
+def _name_option(instance: object, attribute: _Attribute, value: Any) -> None:
     """A name the records hold (the service's host): see
     :func:`nova_lite.validators.text_reason`."""
     reason = v.text_reason(value)
@@ -141,11 +147,11 @@ def _name_option(instance, attribute, value):
         raise InvalidConfig(attribute.name, shown, f"the value {reason}")
 
 
-def _default_database_url(settings):
+def _default_database_url(settings: "Settings") -> str:
     return "sqlite:///" + os.path.join(settings.state_path, "nova-lite.db")
 
 
-def _default_instances_path(settings):
+def _default_instances_path(settings: "Settings") -> str:
     return os.path.join(settings.state_path, "instances")
 
 
@@ -155,20 +161,20 @@ DEFAULT_FILTERS = ("ComputeFilter", "RamFilter", "CoreFilter", "DiskFilter",
 DEFAULT_WEIGHERS = ("RAMWeigher", "CPUWeigher", "DiskWeigher")
 
 
-def _name_list(value):
+def _name_list(value: str | Iterable[str]) -> tuple[str, ...]:
     """A comma-separated string or a sequence of names -> tuple of names."""
     if isinstance(value, str):
         value = value.split(",")
     return tuple(name.strip() for name in value if name.strip())
 
 
-def _multiplier_option(instance, attribute, value):
+def _multiplier_option(instance: object, attribute: _Attribute, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value):
         raise InvalidConfig(attribute.name, value, "must be a finite number")
 
 
-def _sections(value) -> Mapping[str, Mapping[str, str]]:
+def _sections(value: Mapping[str, Mapping[str, str]] | None) -> Mapping[str, Mapping[str, str]]:
     return types.MappingProxyType(
         {name: types.MappingProxyType(dict(opts)) for name, opts in (value or {}).items()})
 
@@ -206,7 +212,7 @@ class Option:
     nova: str | None = None
 
 
-def option(section, name, help, **details):
+def option(section: str, name: str, help: str, **details: Any) -> dict[str, Option]:
     """Metadata for a Settings field read from ``[section] name``.
 
     Returns the ``metadata`` mapping to give ``attrs.field``; ``details`` are
@@ -470,7 +476,7 @@ class Settings:
     sections: Mapping[str, Mapping[str, str]] = attrs.field(
         factory=dict, converter=_sections, repr=False, eq=False)
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if self.vcpu_pin_set and self.cpu_dedicated_set:
             # As Nova: the legacy option cannot stand beside cpu_dedicated_set.
             # Beside cpu_shared_set it is accepted (vcpu_pin_set then decides
@@ -488,7 +494,7 @@ class Settings:
                     f"overlaps cpu_shared_set {self.cpu_shared_set!r} on CPUs "
                     f"{sorted(both)}")
 
-    def allocation_ratio(self, kind):
+    def allocation_ratio(self, kind: str) -> Fraction:
         """Effective ratio of ``kind`` ("cpu", "ram" or "disk") for a new node.
 
         Returns an exact Fraction: the explicit ``<kind>_allocation_ratio``
@@ -499,11 +505,11 @@ class Settings:
             self, f"initial_{kind}_allocation_ratio")
         return to_ratio(value, f"{kind}_allocation_ratio")
 
-    def section(self, name):
+    def section(self, name: str) -> Mapping[str, str]:
         """Raw options of an INI section a plugin owns, as a read-only mapping."""
         return self.sections.get(name, types.MappingProxyType({}))
 
-    def redacted_database_url(self):
+    def redacted_database_url(self) -> str:
         """The database URL with any password replaced by ``***``."""
         return redact_url(self.database_url)
 
@@ -516,7 +522,7 @@ _KEYWORD_PASSWORD = re.compile(
     r"(?i)(?P<pre>password\s*=\s*)(?:'[^']*'|\"[^\"]*\"|[^\s&;,#]*)")
 
 
-def redact_url(url):
+def redact_url(url: object) -> str:
     """``url`` (or any text holding URLs) with every password replaced by ``***``.
 
     Covers ``scheme://user:password@host`` and ``password=`` given as a query
@@ -529,7 +535,7 @@ def redact_url(url):
     return _KEYWORD_PASSWORD.sub(r"\g<pre>***", text)
 
 
-def options():
+def options() -> list[tuple[str, Option]]:
     """Every option of :class:`Settings` as ``(field name, Option)`` pairs, in order.
 
     A field without :func:`option` metadata (``sections``) is not an option.
@@ -556,7 +562,7 @@ def value_type(field_name: str) -> type:
 _FIELD_TYPES = {f.name: value_type(f.name) for f in attrs.fields(Settings)}
 
 
-def _convert(section, option, field, raw):
+def _convert(section: str, option: str, field: str, raw: str) -> int | float | str:
     kind = _FIELD_TYPES[field]
     where = f"[{section}] {option}"
     text = raw.strip()
@@ -574,7 +580,7 @@ def _convert(section, option, field, raw):
     return text
 
 
-def load_settings(path, **overrides):
+def load_settings(path: str | os.PathLike[str], **overrides: Any) -> Settings:
     """Read an INI file into :class:`Settings`; ``overrides`` win over the file.
 
     Raises :class:`InvalidConfig` naming ``[section] option`` and the value
@@ -588,7 +594,9 @@ def load_settings(path, **overrides):
         raise InvalidConfig("config file", path, f"cannot be read: {exc.strerror}") from None
     except configparser.Error as exc:
         raise InvalidConfig("config file", path, f"is not valid INI: {exc}") from None
-    values, raw_sections, raws = {}, {}, {}
+    values: dict[str, Any] = {}
+    raw_sections: dict[str, dict[str, str]] = {}
+    raws: dict[str, str] = {}
     owned = {s for s, _ in _INI_OPTIONS}
     for section in ["DEFAULT"] + parser.sections():
         items = parser.defaults() if section == "DEFAULT" else {
@@ -618,7 +626,7 @@ def load_settings(path, **overrides):
         raise InvalidConfig(where, value, exc.reason) from None
 
 
-def _where_in_ini(field):
+def _where_in_ini(field: str) -> str:
     for (section, option), name in _INI_OPTIONS.items():
         if name == field:
             return f"[{section}] {option}"

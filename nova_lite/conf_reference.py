@@ -13,6 +13,8 @@ Run ``python -m nova_lite.conf_reference`` to print the sample, or
 import argparse
 import sys
 import textwrap
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attrs
 
@@ -47,7 +49,7 @@ class OptionDoc:
     nova: str
 
 
-def _kind(field, opt):
+def _kind(field: "attrs.Attribute[Any]", opt: conf.Option) -> str:
     if opt.kind:
         return opt.kind
     names = {str: "string", int: "integer", float: "float", tuple: "list"}
@@ -55,18 +57,18 @@ def _kind(field, opt):
     return names.get(kind, getattr(kind, "__name__", str(kind)))
 
 
-def _number(value):
+def _number(value: object) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return f"{value:.1f}"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _default(field, opt):
+def _default(field: "attrs.Attribute[Any]", opt: conf.Option) -> tuple[str, bool]:
     """(text, literal): literal text can be written into a file as it is."""
     if opt.default_text is not None:
         return opt.default_text, False
     default = field.default
-    if isinstance(default, attrs.Factory):   # pragma: no cover - declared by default_text
+    if hasattr(default, "takes_self"):   # pragma: no cover - an attrs.Factory: default_text
         raise ValueError(f"option {opt.name}: computed default needs default_text")
     if default is None:
         return "unset", False
@@ -75,8 +77,8 @@ def _default(field, opt):
     return _number(default), True
 
 
-def _bounds(field, opt):
-    parts = []
+def _bounds(field: "attrs.Attribute[Any]", opt: conf.Option) -> str:
+    parts: list[str] = []
     if opt.file_minimum is not None:
         # What a configuration file may say (code may go lower, down to minimum).
         parts.append(f"at least {_number(opt.file_minimum)}")
@@ -91,10 +93,10 @@ def _bounds(field, opt):
     return ", ".join(parts)
 
 
-def option_docs():
+def option_docs() -> list[OptionDoc]:
     """Every option of :class:`~nova_lite.conf.Settings` as :class:`OptionDoc`, in order."""
     fields = {f.name: f for f in attrs.fields(conf.Settings)}
-    docs = []
+    docs: list[OptionDoc] = []
     for name, opt in conf.options():
         field = fields[name]
         default, literal = _default(field, opt)
@@ -108,9 +110,10 @@ def option_docs():
     return docs
 
 
-def _sections(docs):
+def _sections(docs: Iterable[OptionDoc]) -> list[tuple[str, list[OptionDoc]]]:
     """Options grouped by section, DEFAULT first, then in declaration order."""
-    order = []
+    docs = list(docs)
+    order: list[str] = []
     for doc in docs:
         if doc.section not in order:
             order.append(doc.section)
@@ -118,12 +121,12 @@ def _sections(docs):
     return [(section, [d for d in docs if d.section == section]) for section in order]
 
 
-def _comment(text, indent="# "):
+def _comment(text: str, indent: str = "# ") -> str:
     return textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=indent,
                          break_on_hyphens=False, break_long_words=False)
 
 
-def sample_config(docs=None):
+def sample_config(docs: Iterable[OptionDoc] | None = None) -> str:
     """The text of ``etc/nova-lite.conf.sample``."""
     docs = option_docs() if docs is None else docs
     out = [SAMPLE_HEADER]
@@ -145,10 +148,10 @@ def sample_config(docs=None):
     return "\n".join(out)
 
 
-def reference_rst(docs=None):
+def reference_rst(docs: Iterable[OptionDoc] | None = None) -> str:
     """The configuration reference as reStructuredText (one definition list per section)."""
     docs = option_docs() if docs is None else docs
-    out = []
+    out: list[str] = []
     for section, items in _sections(docs):
         out += [f".. rubric:: [{section}]", ""]
         for doc in items:
@@ -166,10 +169,10 @@ def reference_rst(docs=None):
     return "\n".join(out)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Print the sample (default) or the reference (``--rst``); ``--output`` writes it."""
     parser = argparse.ArgumentParser(prog="python -m nova_lite.conf_reference",
-                                     description=__doc__.splitlines()[0])
+                                     description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rst", action="store_true", help="print the reference text")
     parser.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
     args = parser.parse_args(argv)

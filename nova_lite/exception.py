@@ -4,6 +4,13 @@ Every error says what was wrong and where, so that an operator can act on
 the message alone.
 """
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nova_lite.objects import PciRequest
+    from nova_lite.scheduler.report import FilterReport
+
 
 class NovaLiteError(Exception):
     """Base class of every error nova-lite raises on purpose."""
@@ -27,7 +34,7 @@ class InvalidNodeResources(InvalidInput):
     ``problems`` lists every missing or malformed key, one message each.
     """
 
-    def __init__(self, problems, nodename=None):
+    def __init__(self, problems: Iterable[str], nodename: str | None = None) -> None:
         self.problems = list(problems)
         self.nodename = nodename
         where = f" for node {nodename!r}" if nodename else ""
@@ -42,7 +49,7 @@ class InvalidCPUSpec(InvalidInput):
 class InvalidConfig(InvalidInput):
     """A configuration option has a bad value; names the option and value."""
 
-    def __init__(self, option, value, reason):
+    def __init__(self, option: str, value: object, reason: str) -> None:
         self.option = option
         self.value = value
         self.reason = reason
@@ -57,7 +64,7 @@ class CapacityExceeded(NovaLiteError, ValueError):
 class NodeNotFound(NovaLiteError, LookupError):
     """A compute node is not known to this tracker or store."""
 
-    def __init__(self, nodename, host=None):
+    def __init__(self, nodename: str, host: str | None = None) -> None:
         self.nodename = nodename
         self.host = host
         where = f" on host {host!r}" if host else ""
@@ -67,7 +74,7 @@ class NodeNotFound(NovaLiteError, LookupError):
 class InstanceNotFound(NovaLiteError, LookupError):
     """An instance is not tracked where it was looked for."""
 
-    def __init__(self, instance_uuid, where=""):
+    def __init__(self, instance_uuid: str, where: str = "") -> None:
         self.instance_uuid = instance_uuid
         super().__init__(
             f"Instance {instance_uuid} not found" + (f" {where}" if where else ""))
@@ -76,7 +83,7 @@ class InstanceNotFound(NovaLiteError, LookupError):
 class MigrationNotFound(NovaLiteError, LookupError):
     """A migration is not in the records where it was looked for."""
 
-    def __init__(self, migration_uuid, where=""):
+    def __init__(self, migration_uuid: str, where: str = "") -> None:
         self.migration_uuid = migration_uuid
         super().__init__(
             f"Migration {migration_uuid} not found" + (f" {where}" if where else ""))
@@ -85,7 +92,7 @@ class MigrationNotFound(NovaLiteError, LookupError):
 class HostNotFound(NovaLiteError, LookupError):
     """A host has no service and no compute node record."""
 
-    def __init__(self, host, known=()):
+    def __init__(self, host: str, known: Iterable[str] = ()) -> None:
         self.host = host
         listed = ", ".join(sorted(known)) or "none"
         super().__init__(f"Host {host!r} not found: it has no compute service and no "
@@ -133,7 +140,7 @@ class InstanceStateConflict(InvalidInput):
     for; the records keep ``recorded``.
     """
 
-    def __init__(self, instance_uuid, recorded, requested, reason):
+    def __init__(self, instance_uuid: str, recorded: str, requested: str, reason: str) -> None:
         self.instance_uuid = instance_uuid
         self.recorded = recorded
         self.requested = requested
@@ -153,7 +160,8 @@ class DriverLoadError(NovaLiteError):
     other causes).
     """
 
-    def __init__(self, name, entry_point, cause, installed, missing=()):
+    def __init__(self, name: str, entry_point: str | None, cause: str, installed: Iterable[str],
+                 missing: Iterable[str] = ()) -> None:
         self.name = name
         self.entry_point = entry_point
         self.cause = cause
@@ -176,7 +184,7 @@ class ComputeResourcesUnavailable(NovaLiteError):
     '; '>." in Nova's words.
     """
 
-    def __init__(self, reasons, generation=None):
+    def __init__(self, reasons: Iterable[str], generation: int | None = None) -> None:
         self.reasons = list(reasons)
         #: The node generation the refusal was decided at (None if not known).
         self.generation = generation
@@ -192,7 +200,8 @@ class PciClaimError(NovaLiteError):
     any).
     """
 
-    def __init__(self, request, available, numa_cells=None):
+    def __init__(self, request: "PciRequest", available: int,
+                 numa_cells: Iterable[int] | None = None) -> None:
         self.request = request
         self.available = available
         self.numa_cells = numa_cells
@@ -213,7 +222,8 @@ class NoValidHost(NovaLiteError):
     hosts.
     """
 
-    def __init__(self, flavor_name, total_hosts, report, placed=0):
+    def __init__(self, flavor_name: str, total_hosts: int, report: Sequence["FilterReport"],
+                 placed: int = 0) -> None:
         self.flavor_name = flavor_name
         self.total_hosts = total_hosts
         self.report = tuple(report)
@@ -234,7 +244,7 @@ class BuildFailed(NovaLiteError):
     """Every node tried for a build refused it; ``attempts`` lists
     ``(host, nodename, reason)`` for each try."""
 
-    def __init__(self, attempts):
+    def __init__(self, attempts: Iterable[tuple[str, str, str]]) -> None:
         self.attempts = tuple(attempts)
         tried = "; ".join(f"{h}/{n}: {r}" for h, n, r in self.attempts)
         super().__init__(f"Build failed on every node tried: {tried}")

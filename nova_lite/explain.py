@@ -24,14 +24,22 @@ is GiB, custom classes count units.
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from nova_lite import findings, reports
 from nova_lite.compute import accounting
 from nova_lite.exception import InvalidInput, NodeNotFound
-from nova_lite.objects import ZERO_OVERHEAD
+from nova_lite.objects import (
+    ZERO_OVERHEAD, Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration)
+from nova_lite.resources import Inventory
+
+if TYPE_CHECKING:
+    from nova_lite.conf import Settings
+    from nova_lite.db.snapshot import RecordsSnapshot
+    from nova_lite.db.store import Store
 
 LOG = logging.getLogger(__name__)
 
@@ -153,27 +161,28 @@ class NodeExplanation:
         """True when no culprit was found."""
         return not self.culprits
 
-    def resource(self, rc):
+    def resource(self, rc: str) -> ResourceExplanation:
         """The :class:`ResourceExplanation` of ``rc`` (KeyError if the node has none)."""
         for line in self.resources:
             if line.resource_class == rc:
                 return line
         raise KeyError(rc)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (with ``consistent``)."""
         data = attrs.asdict(self)
         data["consistent"] = self.consistent
         return data
 
 
-def _origin(settings, field):
+def _origin(settings: "Settings", field: str) -> str:
     """``"the default"`` or ``"configuration"`` for a Settings field's value."""
     default = attrs.fields_dict(type(settings))[field].default
     return "the default" if getattr(settings, field) == default else "configuration"
 
 
-def _reserved_sources(rc, inv, node, settings):
+def _reserved_sources(rc: str, inv: Inventory | None, node: ComputeNode,
+                      settings: "Settings | None") -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Which option or report set ``inv.reserved``, and a note if it differs now."""
     sources, notes = [], []
     configured = 0
@@ -199,7 +208,8 @@ def _reserved_sources(rc, inv, node, settings):
     return tuple(sources), tuple(notes)
 
 
-def _ratio_source(rc, inv, settings):
+def _ratio_source(rc: str, inv: Inventory | None,
+                  settings: "Settings | None") -> tuple[str, tuple[str, ...]]:
     """Where the ratio comes from, and a note if the settings now give another."""
     kind = reports._OPTIONS.get(rc, (None, None))[1]   # noqa: SLF001 - one shared table
     if kind is None or settings is None:
@@ -213,18 +223,20 @@ def _ratio_source(rc, inv, settings):
         source = (f"{field} = {getattr(settings, field)} from {_origin(settings, field)} "
                   f"({kind}_allocation_ratio is unset)")
     effective = settings.allocation_ratio(kind)
-    notes = ()
+    notes: tuple[str, ...] = ()
     if inv is not None and inv.allocation_ratio != effective:
         notes = (f"recorded ratio {float(inv.allocation_ratio)} differs from the settings' "
                  f"{float(effective)}: the next audit records it",)
     return source, notes
 
 
-def _flavor_amounts(alloc_or_instance, numa):
+def _flavor_amounts(alloc_or_instance: Allocation | Instance,
+                    numa: InstanceNUMATopology | None) -> dict[str, int]:
     return accounting.requested_resources(alloc_or_instance.flavor, ZERO_OVERHEAD, numa)
 
 
-def _why_stale(alloc, node, instances, migrations):
+def _why_stale(alloc: Allocation, node: ComputeNode, instances: Mapping[str, Instance],
+               migrations: Mapping[str, Migration]) -> tuple[str | None, str | None]:
     """Why ``alloc`` is stale (None if a live record backs it), and the consumer's state."""
     if alloc.consumer_type == "migration":
         mig = migrations.get(alloc.consumer_uuid)
@@ -243,7 +255,8 @@ def _why_stale(alloc, node, instances, migrations):
     return None, inst.vm_state
 
 
-def _role(alloc, node, instances, migrations):
+def _role(alloc: Allocation, node: ComputeNode, instances: Mapping[str, Instance],
+          migrations: Mapping[str, Migration]) -> tuple[str, str]:
     """``(role, detail)`` of a live allocation."""
     if alloc.consumer_type == "migration":
         mig = migrations[alloc.consumer_uuid]
@@ -262,9 +275,14 @@ def _role(alloc, node, instances, migrations):
     return INSTANCE, f"project {inst.project_id or '-'}"
 
 
-def _consumer_lines(node, allocations, instances, migrations):
+def _consumer_lines(
+        node: ComputeNode, allocations: Iterable[Allocation], instances: Mapping[str, Instance],
+        migrations: Mapping[str, Migration],
+) -> tuple[dict[str, list[ConsumerLine]], list[Culprit]]:
     """``({rc: [ConsumerLine]}, [Culprit])`` for the node's allocations and live instances."""
-    per_rc, culprits, held = {}, [], set()
+    per_rc: dict[str, list[ConsumerLine]] = {}
+    culprits: list[Culprit] = []
+    held: set[str] = set()
     for alloc in sorted(allocations, key=lambda a: (a.instance_uuid, a.consumer_uuid)):
         held.add(alloc.consumer_uuid)
         why, state = _why_stale(alloc, node, instances, migrations)
@@ -303,11 +321,12 @@ def _consumer_lines(node, allocations, instances, migrations):
     return per_rc, culprits
 
 
-def _amounts(resources):
+def _amounts(resources: Mapping[str, int]) -> str:
     return ", ".join(f"{rc}={n}" for rc, n in sorted(resources.items()) if n) or "nothing"
 
 
-def _capacity_culprit(rc, inv, used, capacity, ratio_source):
+def _capacity_culprit(rc: str, inv: Inventory | None, used: int, capacity: int,
+                      ratio_source: str) -> Culprit | None:
     """SHRUNKEN_HOST or OVER_COMMIT for a class held beyond capacity (None if not)."""
     over = used - capacity
     if over <= 0 or inv is None:
@@ -325,7 +344,8 @@ def _capacity_culprit(rc, inv, used, capacity, ratio_source):
                    f"under consumers admitted before; {over} over")
 
 
-def unknown_guests(host, guests, instances, migrations):
+def unknown_guests(host: str, guests: Iterable[str], instances: Mapping[str, Instance],
+                   migrations: Mapping[str, Migration]) -> list[Culprit]:
     """A :data:`UNKNOWN_GUEST` Culprit per guest of ``host`` no live record backs.
 
     ``guests``: guest uuids the driver lists; ``instances``/``migrations``:
@@ -347,7 +367,7 @@ def unknown_guests(host, guests, instances, migrations):
     return found
 
 
-def _verdict(culprits):
+def _verdict(culprits: Sequence[Culprit]) -> str:
     if not culprits:
         return "consistent"
     words = {STALE_ALLOCATION: "stale allocation", UNKNOWN_GUEST: "unknown guest",
@@ -358,7 +378,9 @@ def _verdict(culprits):
     return f"{len(culprits)} culprit(s): " + "; ".join(parts)
 
 
-def explain(node, allocations, instances, migrations, settings=None, guests=None):
+def explain(node: ComputeNode, allocations: Iterable[Allocation], instances: Mapping[str, Instance],
+            migrations: Mapping[str, Migration], settings: "Settings | None" = None,
+            guests: Iterable[str] | None = None) -> NodeExplanation:
     """The :class:`NodeExplanation` of ``node`` from records alone (pure).
 
     ``node``: the :class:`~nova_lite.objects.ComputeNode` as recorded;
@@ -380,12 +402,12 @@ def explain(node, allocations, instances, migrations, settings=None, guests=None
     resources, capacity_culprits = [], []
     for rc in sorted(set(node.inventories) | set(detected) | set(node.usage) | set(per_rc)):
         inv = node.inventories.get(rc)
-        sources, notes = _reserved_sources(rc, inv, node, settings)
+        sources, reserved_notes = _reserved_sources(rc, inv, node, settings)
         ratio_source, ratio_notes = _ratio_source(rc, inv, settings)
         capacity, used = node.capacity(rc), node.used(rc)
         lines = tuple(per_rc.get(rc, ()))
         summed = sum(line.amount for line in lines)
-        notes = list(notes) + list(ratio_notes)
+        notes = list(reserved_notes) + list(ratio_notes)
         if inv is None:
             formula = "no inventory: capacity 0"
         else:
@@ -420,7 +442,7 @@ def explain(node, allocations, instances, migrations, settings=None, guests=None
         guests_compared=guests is not None, note=None if guests is not None else NO_DRIVER_NOTE)
 
 
-def find_node(store, node_ident, host=None):
+def find_node(store: "Store", node_ident: str, host: str | None = None) -> ComputeNode:
     """The node record named ``node_ident`` (name or uuid), on ``host`` if given.
 
     Raises :class:`NodeNotFound` naming it (and the known nodes) or
@@ -438,13 +460,16 @@ def find_node(store, node_ident, host=None):
     return found[0]
 
 
-def gather(store, node):
+def gather(store: "Store",
+           node: ComputeNode) -> tuple[list[Allocation], dict[str, Instance], dict[str, Migration]]:
     """``(allocations, instances, migrations)`` :func:`explain` needs for ``node``,
     read at one moment (:meth:`~nova_lite.db.Store.records_snapshot`)."""
     return gather_from(store.records_snapshot(node.host), node)
 
 
-def gather_from(snap, node):
+def gather_from(
+        snap: "RecordsSnapshot", node: ComputeNode,
+) -> tuple[list[Allocation], dict[str, Instance], dict[str, Migration]]:
     """``(allocations, instances, migrations)`` for ``node`` from a
     :class:`~nova_lite.db.snapshot.RecordsSnapshot` that holds its host."""
     allocations = snap.allocations_on(node.uuid)
@@ -456,7 +481,8 @@ def gather_from(snap, node):
     return allocations, instances, migrations
 
 
-def explain_node(store, node_ident, settings, host=None, guests=None):
+def explain_node(store: "Store", node_ident: str, settings: "Settings | None",
+                 host: str | None = None, guests: Iterable[str] | None = None) -> NodeExplanation:
     """Explain one node's free amounts from the records of ``store``.
 
     ``node_ident`` is a node name or uuid (``host`` narrows a name found on

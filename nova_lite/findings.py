@@ -17,7 +17,15 @@ compute service records its host's last findings
 and the metrics read, so every process shows the same figures.
 """
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 import attrs
+
+
+def _amounts(value: Mapping[str, int]) -> dict[str, int]:
+    return dict(value)
+
 
 #: An allocation held by a deleted or unknown instance, a finished or
 #: unknown migration, or an instance recorded on another node: a leak.
@@ -111,17 +119,21 @@ class Finding:
     node_uuid: str | None = None
     generation: int | None = None
     instance_uuid: str | None = None
-    resources: dict[str, int] = attrs.field(factory=dict, converter=dict)
+    resources: dict[str, int] = attrs.field(factory=dict, converter=_amounts)
     age: float | None = None
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of the finding."""
         return attrs.asdict(self)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping[str, Any]) -> "Finding":
         """The finding :meth:`to_dict` gave."""
         return cls(**data)
+
+
+def _findings(value: Iterable[Finding]) -> tuple[Finding, ...]:
+    return tuple(value)
 
 
 @attrs.frozen
@@ -136,10 +148,10 @@ class RecordedFindings:
 
     host: str
     recorded_at: float
-    findings: tuple[Finding, ...] = attrs.field(converter=tuple)
+    findings: tuple[Finding, ...] = attrs.field(converter=_findings)
     recorded_by: str | None = None
 
-    def counts(self):
+    def counts(self) -> dict[str, int]:
         """``{kind: number}`` for every kind of :data:`FINDING_KINDS`."""
         return {kind: sum(1 for f in self.findings if f.kind == kind) for kind in FINDING_KINDS}
 

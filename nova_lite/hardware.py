@@ -22,12 +22,12 @@ MAX_CPU_ID = 65535
 _ITEM = re.compile(r"(\^)?\s*([0-9]+)(?:\s*-\s*([0-9]+))?")
 
 
-def _spec_error(spec, item, why=""):
+def _spec_error(spec: str, item: str, why: str = "") -> InvalidCPUSpec:
     detail = f": {why}" if why else ""
     return InvalidCPUSpec(f'Invalid CPU spec "{spec}": bad item "{item}"{detail}')
 
 
-def _parse_item(spec, item):
+def _parse_item(spec: str, item: str) -> tuple[bool, range]:
     """Parse one non-blank item into ``(excluded, cpu_ids)``."""
     match = _ITEM.fullmatch(item)
     if match is None:
@@ -66,7 +66,7 @@ def parse_cpu_spec(spec: str) -> set[int]:
     return included - excluded
 
 
-def _check_cpu_ids(cpus):
+def _check_cpu_ids(cpus: Iterable[int]) -> list[int]:
     ids = sorted(cpus)
     for cpu in ids:
         if isinstance(cpu, bool) or not isinstance(cpu, int) or cpu < 0:
@@ -74,9 +74,9 @@ def _check_cpu_ids(cpus):
     return ids
 
 
-def _runs(ids):
+def _runs(ids: Iterable[int]) -> list[list[int]]:
     """Split sorted distinct ids into runs of consecutive ids."""
-    runs = []
+    runs: list[list[int]] = []
     for cpu in ids:
         if runs and runs[-1][-1] == cpu - 1:
             runs[-1].append(cpu)

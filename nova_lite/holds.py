@@ -1,7 +1,7 @@
 """What holds resources: the one rule, for instances and migrations.
 
 Every reader that must know whether a consumer holds resources on a node
-asks here: the periodic pass's SQL (through :func:`nova_lite.db.holds_sql`,
+asks here: the periodic pass's SQL (through :mod:`nova_lite.db.holds_sql`,
 built from these sets), the leak finder, heal (inside its own
 transaction), explain, the audit command, the API and the metrics.
 
@@ -20,6 +20,11 @@ Nova's resource tracker counts, up to a final one.
 
 Nova's strings throughout: vm_state, task_state and migration status.
 """
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nova_lite.objects import Instance
 
 # Nova's vm_state strings.
 ACTIVE = "active"
@@ -79,7 +84,7 @@ MIGRATION_STEPS = {
 }
 
 
-def instance_holds(vm_state, task_state, placed):
+def instance_holds(vm_state: str, task_state: str | None, placed: bool) -> bool:
     """Whether an instance in ``vm_state``/``task_state`` holds resources.
 
     ``placed``: its record has a host and a node (it holds them *there*;
@@ -93,18 +98,18 @@ def instance_holds(vm_state, task_state, placed):
     return bool(placed) or task_state in UNSHELVE_TASK_STATES
 
 
-def instance_holds_on(instance, host, nodename):
+def instance_holds_on(instance: "Instance", host: str | None, nodename: str | None) -> bool:
     """Whether the record ``instance`` holds resources on node ``host``/``nodename``."""
     return (instance.host, instance.node) == (host, nodename) and instance_holds(
         instance.vm_state, instance.task_state, placed=True)
 
 
-def migration_holds(status):
+def migration_holds(status: str) -> bool:
     """Whether a migration in ``status`` holds its claim (destination, or both on one node)."""
     return status in MIGRATION_IN_PROGRESS
 
 
-def hold_table():
+def hold_table() -> list[tuple[str, str | None, bool, bool]]:
     """Every (vm_state, task_state, placed) with what it holds: a list of
     ``(vm_state, task_state, placed, holds)``, in a stable order."""
     return [(vm, task, placed, instance_holds(vm, task, placed))

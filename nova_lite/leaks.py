@@ -43,6 +43,8 @@ and it is marked ``error``).
 
 import logging
 import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -52,6 +54,12 @@ from nova_lite.exception import InvalidInput, MigrationNotFound, NodeNotFound
 from nova_lite.findings import (  # noqa: F401 - public names of this module too
     FINDING_KINDS, HEALABLE, INSTANCE_NODE_GONE, MOVE_WAITING, OVER_CAPACITY, STALE_ALLOCATION,
     STUCK_MIGRATION, UNKNOWN_GUEST, Finding)
+from nova_lite.objects import ComputeNode, Instance, Migration
+
+if TYPE_CHECKING:
+    from nova_lite.conf import Settings
+    from nova_lite.db.snapshot import RecordsSnapshot
+    from nova_lite.db.store import Store
 
 LOG = logging.getLogger(__name__)
 
@@ -62,6 +70,9 @@ STUCK_MIGRATION_STATUS = "error"
 
 #: HealAction outcomes.
 APPLIED, SKIPPED, PLANNED = "applied", "skipped", "would apply"
+
+# Every node record by (host, node name).
+_NodesByName = Mapping[tuple[str, str], ComputeNode]
 
 
 @attrs.frozen
@@ -74,17 +85,21 @@ class LeakReport:
     guests_compared: bool
     migration_stuck_age: float
     #: What :func:`plan_heal` needs of each stuck migration, by uuid.
-    stuck: dict = attrs.field(factory=dict, repr=False, eq=False)
+    stuck: "dict[str, _StuckPlan]" = attrs.field(factory=dict, repr=False, eq=False)
     service_down_time: float = 60.0
 
     @property
-    def clean(self):
+    def clean(self) -> bool:
         """True when nothing was found."""
         return not self.findings
 
-    def to_dicts(self):
+    def to_dicts(self) -> list[dict[str, Any]]:
         """The findings as JSON-serialisable dicts."""
         return [f.to_dict() for f in self.findings]
+
+
+def _amounts_dict(value: Mapping[str, int]) -> dict[str, int]:
+    return dict(value)
 
 
 @attrs.frozen
@@ -102,13 +117,14 @@ class HealAction:
     instance_uuid: str
     host: str
     nodename: str
-    resources: dict[str, int] = attrs.field(converter=dict)
+    resources: dict[str, int] = attrs.field(converter=_amounts_dict)
     outcome: str = attrs.field(validator=attrs.validators.in_((APPLIED, SKIPPED, PLANNED)))
     detail: str = ""
     reason: str = ""
 
 
-def _nodes_in_scope(snap, host, nodename):
+def _nodes_in_scope(snap: "RecordsSnapshot", host: str | None,
+                    nodename: str | None) -> list[ComputeNode]:
     nodes = snap.scoped_nodes()
     if nodename is None:
         return nodes
@@ -120,8 +136,9 @@ def _nodes_in_scope(snap, host, nodename):
     return found
 
 
-def find_leaks(store, settings, host=None, nodename=None, guests=None, now=None,
-               migrations=()):
+def find_leaks(store: "Store", settings: "Settings", host: str | None = None,
+               nodename: str | None = None, guests: Iterable[str] | None = None,
+               now: float | None = None, migrations: Iterable[str] = ()) -> LeakReport:
     """Every leak on ``host``'s nodes (every host's if None; one node with ``nodename``).
 
     ``settings`` gives ``migration_stuck_age`` and ``service_down_time``
@@ -143,15 +160,19 @@ def find_leaks(store, settings, host=None, nodename=None, guests=None, now=None,
     return report
 
 
-def findings_from(snap, settings, nodename=None, guests=None, now=None, migrations=()):
+def findings_from(snap: "RecordsSnapshot", settings: "Settings", nodename: str | None = None,
+                  guests: Iterable[str] | None = None, now: float | None = None,
+                  migrations: Iterable[str] = ()) -> LeakReport:
     """The :class:`LeakReport` of a :class:`~nova_lite.db.snapshot.RecordsSnapshot`
     (pure: see :func:`find_leaks` for the arguments)."""
     host = snap.host
     now = snap.read_at if now is None else now
     nodes = _nodes_in_scope(snap, host, nodename)
     every_node = {(n.host, n.nodename): n for n in snap.nodes}
-    findings, stuck = [], {}
-    instances, moves = {}, {}
+    findings: list[Finding] = []
+    stuck: dict[str, _StuckPlan] = {}
+    instances: dict[str, Instance] = {}
+    moves: dict[str, Migration] = {}
     for node in nodes:
         allocations, node_instances, node_migrations = explain.gather_from(snap, node)
         instances.update(node_instances)
@@ -198,14 +219,15 @@ def findings_from(snap, settings, nodename=None, guests=None, now=None, migratio
                       service_down_time=settings.service_down_time)
 
 
-def _moves_in_scope(snap, nodes, nodename, every_node):
+def _moves_in_scope(snap: "RecordsSnapshot", nodes: Iterable[ComputeNode], nodename: str | None,
+                    every_node: _NodesByName) -> list[Migration]:
     scoped = {n.uuid for n in nodes}
     found = []
     for mig in sorted(snap.migrations.values(), key=lambda m: m.uuid):
         if not mig.in_progress or mig.uuid not in snap.migration_times:
             continue
-        ends = {every_node.get((mig.source_compute, mig.source_node)),
-                every_node.get((mig.dest_compute, mig.dest_node))} - {None}
+        ends = {n for n in (every_node.get((mig.source_compute, mig.source_node)),
+                            every_node.get((mig.dest_compute, mig.dest_node))) if n is not None}
         if nodename is not None and not {n.uuid for n in ends} & scoped:
             continue
         if nodename is None and snap.host is not None and \
@@ -215,9 +237,10 @@ def _moves_in_scope(snap, nodes, nodename, every_node):
     return found
 
 
-def _down_hosts(snap, mig, settings, now):
+def _down_hosts(snap: "RecordsSnapshot", mig: Migration, settings: "Settings",
+                now: float) -> dict[str, str]:
     """``{host: why}`` of the move's ends whose compute service is down."""
-    down = {}
+    down: dict[str, str] = {}
     for end in sorted({mig.source_compute, mig.dest_compute}):
         beat = snap.services.get(end)
         if beat is None:
@@ -230,7 +253,9 @@ def _down_hosts(snap, mig, settings, now):
     return down
 
 
-def _move_finding(snap, mig, settings, now, every_node, named):
+def _move_finding(snap: "RecordsSnapshot", mig: Migration, settings: "Settings", now: float,
+                  every_node: _NodesByName,
+                  named: bool) -> "tuple[Finding | None, _StuckPlan | None]":
     """``(Finding or None, heal plan or None)`` for one move in progress.
 
     A move unchanged for longer than migration_stuck_age is stuck (heal
@@ -242,7 +267,7 @@ def _move_finding(snap, mig, settings, now, every_node, named):
     if age <= settings.migration_stuck_age and not named:
         return None, None
     held = [a for a in snap.allocations if a.consumer_uuid == mig.uuid]
-    freed = {}
+    freed: dict[str, int] = {}
     for alloc in held:
         for rc, n in alloc.resources.items():
             freed[rc] = freed.get(rc, 0) + n
@@ -282,7 +307,7 @@ def _move_finding(snap, mig, settings, now, every_node, named):
     return finding, plan
 
 
-def _finish_action(status):
+def _finish_action(status: str) -> str:
     """The status heal gives a stuck move in ``status``."""
     if status in holds.MIGRATION_WAITING_FOR_CONFIRM:
         return "confirmed"
@@ -294,19 +319,20 @@ def _finish_action(status):
 @attrs.frozen
 class _StuckPlan:
     updated_at: float
-    guards: tuple
-    allocations: tuple
+    guards: tuple[tuple[str, int], ...]
+    allocations: tuple[tuple[str, str], ...]
     status: str
     source_node_uuid: str | None
-    down_hosts: tuple
+    down_hosts: tuple[str, ...]
     named: bool
 
 
-def _when(epoch):
+def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
-def _nodeless_instances(snap, host, every_node):
+def _nodeless_instances(snap: "RecordsSnapshot", host: str | None,
+                        every_node: _NodesByName) -> list[Finding]:
     found = []
     for inst in snap.instances.values():
         if host is not None and inst.host != host:
@@ -322,15 +348,17 @@ def _nodeless_instances(snap, host, every_node):
     return found
 
 
-def _amounts(resources):
+def _amounts(resources: Mapping[str, int]) -> str:
     return ", ".join(f"{rc}={n}" for rc, n in sorted(resources.items()) if n) or "nothing"
 
 
-def plan_heal(report):
+def plan_heal(report: LeakReport) -> list[tuple[Finding, HealChange]]:
     """``[(Finding, HealChange)]`` for every healable finding of ``report``, in order."""
-    plan = []
+    plan: list[tuple[Finding, HealChange]] = []
     for finding in report.findings:
         if finding.kind == STALE_ALLOCATION:
+            # A stale allocation is always found on a node, at a generation.
+            assert finding.node_uuid is not None and finding.generation is not None
             plan.append((finding, HealChange(
                 kind=REMOVE_ALLOCATION, subject=finding.subject,
                 guards=((finding.node_uuid, finding.generation),),
@@ -346,7 +374,7 @@ def plan_heal(report):
     return plan
 
 
-def heal(store, report, dry_run=False):
+def heal(store: "Store", report: LeakReport, dry_run: bool = False) -> tuple[HealAction, ...]:
     """Apply (or with ``dry_run`` only describe) the heal plan of ``report``.
 
     Each step is its own transaction through :meth:`Store.heal`, guarded by
@@ -355,8 +383,8 @@ def heal(store, report, dry_run=False):
     skipped and reported so.  A dry run reads nothing more and writes nothing.
     Returns a tuple of :class:`HealAction`, one per step, in order.
     """
-    actions = []
-    ours = {}   # node uuid -> the generation our own applied steps moved it to
+    actions: list[HealAction] = []
+    ours: dict[str, int] = {}   # node uuid -> the generation our own applied steps moved it to
     for finding, change in plan_heal(report):
         change = attrs.evolve(change, guards=tuple((node_uuid, ours.get(node_uuid, seen))
                                                    for node_uuid, seen in change.guards))
@@ -364,7 +392,7 @@ def heal(store, report, dry_run=False):
                 "confirm it: free the source and keep the destination" if
                 change.migration_status == "confirmed" else
                 f"drop its destination's claim and mark it {change.migration_status}")
-        base = dict(kind=change.kind, subject=change.subject,
+        base: dict[str, Any] = dict(kind=change.kind, subject=change.subject,
                     instance_uuid=finding.instance_uuid, host=finding.host,
                     nodename=finding.nodename, resources=finding.resources,
                     detail=f"{what}: {finding.detail}")

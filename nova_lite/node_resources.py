@@ -9,7 +9,7 @@ import json
 import logging
 import math
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -158,7 +158,7 @@ class NodeResources:
         }
 
 
-def _cell_to_dict(cell):
+def _cell_to_dict(cell: NUMACell) -> dict[str, Any]:
     return {"id": cell.id, "cpuset": sorted(cell.cpuset), "pcpuset": sorted(cell.pcpuset),
             "memory_mb": cell.memory_mb, "siblings": [sorted(s) for s in cell.siblings],
             "mempages": [attrs.asdict(p) for p in cell.mempages]}
@@ -167,19 +167,19 @@ def _cell_to_dict(cell):
 _PCI_KEYS = tuple(f.name for f in attrs.fields(PciDevice))
 
 
-def _unwrap(value):
+def _unwrap(value: Any) -> Any:
     """The data of a Nova versioned-object primitive ({"nova_object.data": ...})."""
     while isinstance(value, dict) and "nova_object.data" in value:
         value = value["nova_object.data"]
     return value
 
 
-def _known(data, keys):
+def _known(data: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     """Only ``keys`` of ``data``: Nova's dicts carry extras (label, dev_id, ...)."""
     return {k: data[k] for k in keys if k in data}
 
 
-def _mempage(page):
+def _mempage(page: Any) -> MemPage:
     if isinstance(page, MemPage):
         return page
     page = _unwrap(page)
@@ -196,20 +196,20 @@ _REQUIRED_STRS = ("hypervisor_type", "hypervisor_hostname")
 class _LegacyParser:
     """Reads a legacy dict, collecting every problem before raising."""
 
-    def __init__(self, data, nodename):
+    def __init__(self, data: Any, nodename: str | None) -> None:
         self.data = data
         self.nodename = nodename
-        self.problems = []
+        self.problems: list[str] = []
 
-    def problem(self, text):
+    def problem(self, text: str) -> None:
         self.problems.append(text)
 
-    def parse(self):
+    def parse(self) -> NodeResources:
         data = self.data
         if not isinstance(data, dict):
             raise InvalidNodeResources(
                 [f"expected a dict of resources, got {type(data).__name__}"], self.nodename)
-        fields = {}
+        fields: dict[str, Any] = {}
         for key in _REQUIRED_INTS:
             fields[key] = self.integer(key, required=True, minimum=0,
                                        clamp=key.endswith("_used"))
@@ -236,7 +236,8 @@ class _LegacyParser:
         except InvalidInput as exc:
             raise InvalidNodeResources([str(exc)], self.nodename) from None
 
-    def integer(self, key, required=False, minimum=None, default=None, clamp=False):
+    def integer(self, key: str, required: bool = False, minimum: int | None = None,
+                default: int | None = None, clamp: bool = False) -> int | None:
         """The integer at ``key``, converted as Nova's IntegerField does.
 
         ``clamp``: a value below ``minimum`` is read as ``minimum`` with a
@@ -264,7 +265,7 @@ class _LegacyParser:
             return default
         return value
 
-    def reserved(self, fields):
+    def reserved(self, fields: Mapping[str, Any]) -> dict[str, int]:
         """The driver's own reserved amounts, checked against the parsed totals."""
         value = self.data.get("reserved")
         if value is None or value == {}:
@@ -277,7 +278,7 @@ class _LegacyParser:
                   "MEMORY_MB": fields.get("memory_mb"), "DISK_GB": fields.get("local_gb")}
         if fields.get("resource_class"):
             totals[fields["resource_class"]] = 1
-        out = {}
+        out: dict[str, int] = {}
         for rc, amount in value.items():
             try:
                 rc = validate_resource_class(rc)
@@ -294,7 +295,7 @@ class _LegacyParser:
             out[rc] = amount
         return out
 
-    def resource_class(self):
+    def resource_class(self) -> str | None:
         """A standard or ``CUSTOM_*`` class as it is; a raw one normalised
         as Nova's ironic driver does (``"gpu_a100 (8x)"`` -> ``CUSTOM_GPU_A100_8X_``)."""
         raw = self.string("resource_class")
@@ -305,7 +306,7 @@ class _LegacyParser:
         except InvalidInput:
             return normalize_resource_class(raw)
 
-    def string(self, key, required=False):
+    def string(self, key: str, required: bool = False) -> str | None:
         if key not in self.data or self.data[key] is None:
             if required:
                 self.problem(f"missing key {key!r}")
@@ -316,7 +317,7 @@ class _LegacyParser:
             return None
         return value
 
-    def guarded(self, key, parse):
+    def guarded(self, key: str, parse: Callable[[Any], Any]) -> Any:
         value = self.data.get(key)
         if value is None or value == "" or value == {}:
             return None
@@ -333,7 +334,7 @@ class _LegacyParser:
             return None
 
     @staticmethod
-    def cpu_info(value):
+    def cpu_info(value: Any) -> CpuInfo:
         if isinstance(value, CpuInfo):
             return value
         if not isinstance(value, dict):
@@ -353,11 +354,11 @@ class _LegacyParser:
                        features=value.get("features") or (), maxphysaddr=maxphys or None)
 
     @staticmethod
-    def numa_topology(value):
+    def numa_topology(value: Any) -> NUMATopology:
         if isinstance(value, NUMATopology):
             return value
         value = _unwrap(value)
-        cells = []
+        cells: list[NUMACell] = []
         for cell in value["cells"]:
             cell = _unwrap(cell)
             cells.append(NUMACell(
@@ -369,17 +370,17 @@ class _LegacyParser:
         return NUMATopology(cells=cells)
 
     @staticmethod
-    def pci_devices(value):
+    def pci_devices(value: Iterable[Any]) -> tuple[PciDevice, ...]:
         return tuple(d if isinstance(d, PciDevice) else PciDevice(**_known(_unwrap(d), _PCI_KEYS))
                      for d in value)
 
     @staticmethod
-    def supported_instances(value):
+    def supported_instances(value: Iterable[Any]) -> tuple[SupportedInstance, ...]:
         return tuple(s if isinstance(s, SupportedInstance) else SupportedInstance(*s)
                      for s in value)
 
     @staticmethod
-    def stats(value):
+    def stats(value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise InvalidInput(f"expected a mapping, got {value!r}")
         # Nova's stats are nullable strings (Ironic's cpu_arch may be None):
@@ -387,7 +388,7 @@ class _LegacyParser:
         return {k: val for k, val in value.items() if val is not None}
 
 
-def _nova_int(value):
+def _nova_int(value: object) -> int | None:
     """``value`` as Nova's IntegerField coerces it (``int()``), or None if it
     is not a finite number or integer text."""
     if isinstance(value, bool):
@@ -404,7 +405,7 @@ def _nova_int(value):
     return None
 
 
-def _strict_int(what, value):
+def _strict_int(what: str, value: object) -> int:
     number = _nova_int(value)
     if number is None:
         raise InvalidInput(f"{what} must be an integer, got {value!r}")

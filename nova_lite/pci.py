@@ -11,7 +11,8 @@ SR-IOV rule (as in Nova): a physical function (PF) with any of its virtual
 functions (VFs) in use is not free, and a VF whose PF is in use is not free.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import attrs
 
@@ -32,7 +33,7 @@ class PciPool:
     free: int
 
 
-def _address_key(address):
+def _address_key(address: str) -> tuple[int, tuple[int, ...], str]:
     """Sort key putting "0000:81:00.1" in bus order (hex fields compared as numbers)."""
     fields = address.replace(".", ":").split(":")
     try:
@@ -43,7 +44,7 @@ def _address_key(address):
 
 def _sorted_devices(devices: Iterable[PciDevice] | None) -> tuple[PciDevice, ...]:
     devices = tuple(sorted(v.records(PciDevice, devices), key=lambda d: _address_key(d.address)))
-    seen = set()
+    seen: set[str] = set()
     for dev in devices:
         if dev.address in seen:
             raise InvalidInput(f"duplicate PCI device address {dev.address!r}")
@@ -57,7 +58,7 @@ def _address_set(value: Iterable[str]) -> frozenset[str]:
     return frozenset(value)
 
 
-def _numa_cells(numa_cells):
+def _numa_cells(numa_cells: Iterable[int] | None) -> frozenset[int] | None:
     if numa_cells is None:
         return None
     return v.frozen_int_set(numa_cells)
@@ -67,7 +68,7 @@ def _check_requests(requests: Iterable[PciRequest] | None) -> tuple[PciRequest, 
     return v.records(PciRequest, requests)
 
 
-def _numa_allowed(dev, request, numa_cells):
+def _numa_allowed(dev: PciDevice, request: PciRequest, numa_cells: Collection[int] | None) -> bool:
     """Whether the request's NUMA policy lets ``dev`` serve these cells."""
     if numa_cells is None or request.numa_policy == "preferred":
         return True
@@ -76,7 +77,8 @@ def _numa_allowed(dev, request, numa_cells):
     return request.numa_policy == "legacy" and dev.numa_node is None
 
 
-def _preference(dev, numa_cells):
+def _preference(dev: PciDevice,
+                numa_cells: Collection[int] | None) -> tuple[int, tuple[int, tuple[int, ...], str]]:
     """Order key: NUMA-local devices first, then lowest address."""
     local = numa_cells is not None and dev.numa_node in numa_cells
     return (0 if local else 1, _address_key(dev.address))
@@ -94,14 +96,14 @@ class PciStats:
     in_use: frozenset[str] = attrs.field(factory=frozenset, converter=_address_set)
     _children: Mapping[str, frozenset[str]] = attrs.field(init=False, eq=False, repr=False)
 
-    def __attrs_post_init__(self):
-        children = {}
+    def __attrs_post_init__(self) -> None:
+        children: dict[str, set[str]] = {}
         for dev in self.devices:
             if dev.parent_addr is not None:
                 children.setdefault(dev.parent_addr, set()).add(dev.address)
         object.__setattr__(self, "_children", {k: frozenset(c) for k, c in children.items()})
 
-    def _is_free(self, dev, taken):
+    def _is_free(self, dev: PciDevice, taken: AbstractSet[str]) -> bool:
         if dev.address in taken or dev.parent_addr in taken:
             return False
         return not (self._children.get(dev.address, frozenset()) & taken)
@@ -120,7 +122,8 @@ class PciStats:
         order = sorted(counts, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2], k[3]))
         return tuple(PciPool(*key, count=counts[key][0], free=counts[key][1]) for key in order)
 
-    def _pick(self, request, numa_cells, taken):
+    def _pick(self, request: PciRequest, numa_cells: Collection[int] | None,
+              taken: AbstractSet[str]) -> list[str]:
         candidates = sorted(
             (d for d in self.devices
              if d.vendor_id == request.vendor_id and d.product_id == request.product_id
@@ -129,7 +132,8 @@ class PciStats:
              and d.dev_type != "vdpa"
              and _numa_allowed(d, request, numa_cells)),
             key=lambda d: _preference(d, numa_cells))
-        picked, taken = [], set(taken)
+        picked: list[str] = []
+        taken = set(taken)
         for dev in candidates:
             if len(picked) < request.count and self._is_free(dev, taken):
                 picked.append(dev.address)

@@ -9,7 +9,7 @@ import enum
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import cast
+from typing import Any, cast
 
 import attrs
 import os_resource_classes as orc
@@ -94,7 +94,7 @@ def validate_resource_class(name: object) -> str:
         f"Unknown resource class {name!r:.80}: use a standard class or CUSTOM_[A-Z0-9_]+")
 
 
-def to_ratio(value, option="allocation_ratio"):
+def to_ratio(value: object, option: str = "allocation_ratio") -> Fraction:
     """Convert an allocation ratio to an exact positive :class:`Fraction`.
 
     Floats go through their shortest decimal text (``0.7`` -> ``7/10``), so
@@ -118,8 +118,8 @@ def to_ratio(value, option="allocation_ratio"):
     return ratio
 
 
-def _check_int(name, minimum):
-    def check(instance, attribute, value):
+def _check_int(name: str, minimum: int) -> v.Validator:
+    def check(instance: Any, attribute: "attrs.Attribute[Any]", value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidInput(f"Inventory {name} must be an integer, got {value!r}")
         if value < minimum:
@@ -127,7 +127,7 @@ def _check_int(name, minimum):
     return check
 
 
-def _ratio_converter(value):
+def _ratio_converter(value: Fraction | Decimal | float | str) -> Fraction:
     return to_ratio(value)
 
 
@@ -150,7 +150,7 @@ class Inventory:
     used: int = attrs.field(default=0, validator=_check_int("used", 0))
 
     @max_unit.validator
-    def _check_max_unit(self, attribute, value):
+    def _check_max_unit(self, attribute: "attrs.Attribute[Any]", value: int | None) -> None:
         if value is None:
             return   # no cap beyond capacity
         _check_int("max_unit", 1)(self, attribute, value)
@@ -158,13 +158,13 @@ class Inventory:
             raise InvalidInput(
                 f"Inventory max_unit {value} is smaller than min_unit {self.min_unit}")
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if self.reserved > self.total and self.total > 0:
             raise InvalidInput(
                 f"Inventory reserved {self.reserved} is greater than total {self.total}")
 
     @property
-    def capacity(self):
+    def capacity(self) -> int:
         """Usable amount: ``floor((total - reserved) * allocation_ratio)``, exact."""
         if self.total == 0:
             return 0
@@ -174,16 +174,16 @@ class Inventory:
         return (self.total - self.reserved) * ratio.numerator // ratio.denominator
 
     @property
-    def free(self):
+    def free(self) -> int:
         """``max(0, capacity - used)``: never negative."""
         return max(0, self.capacity - self.used)
 
     @property
-    def over(self):
+    def over(self) -> int:
         """``max(0, used - capacity)``: what is held beyond capacity."""
         return max(0, self.used - self.capacity)
 
-    def capacity_in_use(self, used, covering=0):
+    def capacity_in_use(self, used: int, covering: int = 0) -> int:
         """Capacity once ``used`` units are known, counting reserved units in use once.
 
         ``covering`` is how many of the ``reserved`` units may be the very
@@ -202,7 +202,7 @@ class Inventory:
         top = (self.total - self.reserved + covering) * ratio.numerator // ratio.denominator
         return min(used, top)
 
-    def unit_problem(self, amount):
+    def unit_problem(self, amount: int) -> str | None:
         """Return why ``amount`` breaks min_unit/max_unit/step_size, or None."""
         if amount < self.min_unit:
             return f"requested {amount} is below min_unit {self.min_unit}"
@@ -212,7 +212,7 @@ class Inventory:
             return f"requested {amount} is not a multiple of step_size {self.step_size}"
         return None
 
-    def can_provide(self, amount):
+    def can_provide(self, amount: int) -> bool:
         """Return True if ``amount`` more units fit this inventory.
 
         Raises :class:`TypeError` if ``amount`` is not an int and
@@ -230,7 +230,7 @@ class Inventory:
                 f"(capacity {self.capacity}, used {self.used})")
         return True
 
-    def consume(self, amount):
+    def consume(self, amount: int) -> "Inventory":
         """Return a copy with ``amount`` more used; negative ``amount`` releases.
 
         Raises like :meth:`can_provide`; releasing more than is used raises
@@ -245,7 +245,7 @@ class Inventory:
         return attrs.evolve(self, used=self.used + amount)
 
 
-def _check_amount(amount):
+def _check_amount(amount: object) -> int:
     if isinstance(amount, bool) or not isinstance(amount, int):
         raise TypeError(f"amount must be an int, got {type(amount).__name__} {amount!r}")
     return amount

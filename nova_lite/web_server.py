@@ -9,9 +9,13 @@ no socket is closed under a running ``select``).
 
 import logging
 import threading
+from typing import TYPE_CHECKING, Any
 
 import waitress.server
 from waitress import wasyncore
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
 
 LOG = logging.getLogger(__name__)
 
@@ -21,7 +25,8 @@ DEFAULT_BIND = "127.0.0.1"
 STOP_POLL_S = 0.2
 
 
-def make_server(app, bind=DEFAULT_BIND, port=0, threads=4):
+def make_server(app: "WSGIApplication", bind: str = DEFAULT_BIND, port: int = 0,
+                threads: int = 4) -> Any:
     """A bound (not yet serving) waitress server of the WSGI ``app``.
 
     ``bind``: address to listen on; ``port``: TCP port (0: a free one);
@@ -31,7 +36,7 @@ def make_server(app, bind=DEFAULT_BIND, port=0, threads=4):
                                          ident="nova-lite", clear_untrusted_proxy_headers=True)
 
 
-def serve(server, stop):
+def serve(server: Any, stop: threading.Event) -> None:
     """Serve with ``server`` until the Event ``stop`` is set, then close it.
 
     Requests are answered as soon as they arrive; ``stop`` is looked at
@@ -56,7 +61,8 @@ class BackgroundServer:
     closes it.  For tests, benchmarks and the compute service's metrics.
     """
 
-    def __init__(self, app, bind=DEFAULT_BIND, port=0, what="web"):
+    def __init__(self, app: "WSGIApplication", bind: str = DEFAULT_BIND, port: int = 0,
+                 what: str = "web") -> None:
         self.server = make_server(app, bind, port)
         self.bind = bind
         self.port = self.server.effective_port
@@ -65,12 +71,12 @@ class BackgroundServer:
         self._thread = threading.Thread(target=serve, args=(self.server, self._stop),
                                         daemon=True, name=f"nova-lite {what} {bind}:{self.port}")
 
-    def start(self):
+    def start(self) -> "BackgroundServer":
         """Serve in a daemon thread; returns self."""
         self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop serving and close the socket (within about ``STOP_POLL_S`` s)."""
         self._stop.set()
         self._thread.join(timeout=10)

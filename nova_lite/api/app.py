@@ -214,7 +214,7 @@ class ApiApp:
     def get_hosts(self, params):
         nodes = self.cache.nodes()
         services = {s.host: s for s in self._services()}
-        by_host = {}
+        by_host: dict[str, list] = {}
         for node in nodes:
             by_host.setdefault(node.host, []).append(node)
         hosts = []

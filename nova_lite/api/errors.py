@@ -9,6 +9,7 @@ on the server at WARNING.
 """
 
 import json
+from collections.abc import Iterator
 import sqlite3
 
 from werkzeug import exceptions as http
@@ -60,13 +61,13 @@ class UnknownName(http.NotFound):
     """A host or node named in the request that no record knows (404)."""
 
 
-def echo(value) -> str:
+def echo(value: object) -> str:
     """``repr(value)``, cut to :data:`MAX_ECHO` characters, for an error message."""
     text = repr(value)
     return text if len(text) <= MAX_ECHO else text[:MAX_ECHO - 4] + "...'"
 
 
-def json_response(data, status=200) -> Response:
+def json_response(data: object, status: int = 200) -> Response:
     """``data`` as a JSON response (sorted keys, never cached)."""
     return Response(json.dumps(data, sort_keys=True) + "\n", status=status,
                     mimetype="application/json", headers={"Cache-Control": "no-store"})
@@ -77,15 +78,15 @@ def error_response(code: int, title: str, message: str) -> Response:
     return json_response({"error": {"code": code, "title": title, "message": message}}, code)
 
 
-def _causes(exc):
-    seen = set()
+def _causes(exc: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         yield exc
         exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
 
 
-def database_failure(exc) -> str:
+def database_failure(exc: BaseException) -> str:
     """What kind of database failure ``exc`` is, in words that name no part of the URL.
 
     ``exc`` is a :class:`~nova_lite.exception.StoreError` or a SQLAlchemy

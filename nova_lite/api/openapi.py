@@ -8,6 +8,8 @@ matches its schema.
 
 import types
 import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 
@@ -23,7 +25,7 @@ _NULLABLE = {"HypervisorRow": {"hypervisor_type"},
              "Finding": {"host", "nodename"}}
 
 
-def _field_schema(tp, nullable=False):
+def _field_schema(tp: Any, nullable: bool = False) -> dict[str, Any]:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -48,11 +50,11 @@ _RECORDED = {"type": "object", "required": ["host", "recorded_at", "counts"],
                                        "additionalProperties": {"type": "integer"}}}}
 
 
-def _ref(cls):
+def _ref(cls: type) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{cls.__name__}"}
 
 
-def record_schema(cls, extra=None):
+def record_schema(cls: type, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A JSON schema of the attrs record ``cls`` (every field required)."""
     hints = typing.get_type_hints(cls)
     nullable = _NULLABLE.get(cls.__name__, set())
@@ -62,12 +64,12 @@ def record_schema(cls, extra=None):
     return {"type": "object", "required": sorted(props), "properties": props}
 
 
-def _list_of(key, cls):
+def _list_of(key: str, cls: type) -> dict[str, Any]:
     return {"type": "object", "required": [key],
             "properties": {key: {"type": "array", "items": _ref(cls)}}}
 
 
-def _ok(schema, text):
+def _ok(schema: Mapping[str, Any], text: str) -> dict[str, Any]:
     return {"200": {"description": text,
                     "content": {"application/json": {"schema": schema}}}}
 
@@ -75,7 +77,9 @@ def _ok(schema, text):
 _ERROR = {"$ref": "#/components/responses/Error"}
 
 
-def _get(summary, description, responses, parameters=(), errors=("400", "503")):
+def _get(summary: str, description: str, responses: Mapping[str, Any],
+         parameters: Iterable[Mapping[str, Any]] = (),
+         errors: Iterable[str] = ("400", "503")) -> dict[str, Any]:
     """A GET operation; every one may also answer 405 and 500."""
     answers = dict(responses)
     for code in (*errors, "405", "500"):
@@ -84,7 +88,7 @@ def _get(summary, description, responses, parameters=(), errors=("400", "503")):
                     "parameters": list(parameters), "responses": answers}}
 
 
-def _param(name, where, text, required=False):
+def _param(name: str, where: str, text: str, required: bool = False) -> dict[str, Any]:
     return {"name": name, "in": where, "required": required or where == "path",
             "description": text, "schema": {"type": "string", "minLength": 1}}
 
@@ -94,13 +98,13 @@ _HOST_Q = _param("host", "query", "Host of the node, if its name is on several h
                  "with a compute service or compute node record (404 otherwise).")
 
 
-def _file(summary, description, content_type):
+def _file(summary: str, description: str, content_type: str) -> dict[str, Any]:
     return _get(summary, description,
                 {"200": {"description": content_type, "content": {content_type: {}}}},
                 errors=("400",))
 
 
-def _interval():
+def _interval() -> dict[str, Any]:
     return {"name": "interval", "in": "query", "required": False,
             "description": f"Seconds between the page's polls: a number from "
                            f"{query.MIN_INTERVAL_S} to {query.MAX_INTERVAL_S} written as "
@@ -112,7 +116,7 @@ def _interval():
                        "default": query.DEFAULT_INTERVAL_S}}
 
 
-def document():
+def document() -> dict[str, Any]:
     """The OpenAPI document, as a dict."""
     schemas = {
         "ClassTotals": record_schema(cluster.ClassTotals),

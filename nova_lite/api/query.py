@@ -15,6 +15,8 @@ request is answered at once and reads nothing more:
 """
 
 import re
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from nova_lite.api.errors import BadQuery, UnknownName, echo
 
@@ -42,7 +44,7 @@ def parse_interval(text: str) -> float:
     return float(text)
 
 
-def check_host(host: str, services, nodes) -> str:
+def check_host(host: str, services: Iterable[Any], nodes: Iterable[Any]) -> str:
     """``host`` if a service or node record names it, else :class:`UnknownName`.
 
     ``services`` and ``nodes`` are the service and compute node records.
@@ -53,7 +55,7 @@ def check_host(host: str, services, nodes) -> str:
                       "service or compute node is recorded on it")
 
 
-def check_node(node: str, nodes) -> str:
+def check_node(node: str, nodes: Iterable[Any]) -> str:
     """``node`` if a compute node record has it as name or uuid, else :class:`UnknownName`."""
     if any(node in (n.nodename, n.uuid) for n in nodes):
         return node
@@ -61,7 +63,8 @@ def check_node(node: str, nodes) -> str:
                       "compute node record has this name or uuid")
 
 
-def checked(endpoint: str, args, records) -> dict:
+def checked(endpoint: str, args: Any,
+            records: Callable[[], tuple[Iterable[Any], Iterable[Any]]]) -> dict[str, Any]:
     """The query of a request to ``endpoint``, every value checked.
 
     ``args``: the request's query (a werkzeug ``MultiDict``); ``records``:
@@ -74,7 +77,7 @@ def checked(endpoint: str, args, records) -> dict:
     if unknown:
         raise BadQuery(f"unknown query parameter(s) {', '.join(echo(u) for u in unknown)}; "
                        f"this path takes {', '.join(allowed) or 'none'}")
-    values = {}
+    values: dict[str, Any] = {}
     for name in allowed:
         given = args.getlist(name)
         if len(given) > 1:

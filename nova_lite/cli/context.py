@@ -16,6 +16,8 @@ state beside the user.
 import configparser
 import logging
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
@@ -24,6 +26,7 @@ from nova_lite import conf
 from nova_lite.db import Store
 from nova_lite.db.engine import normalize_url
 from nova_lite.virt import loader
+from nova_lite.virt.driver import ComputeDriver
 from nova_lite.exception import CommandError, BadArguments  # noqa: F401 - public name here too
 
 LOG = logging.getLogger(__name__)
@@ -44,7 +47,7 @@ class StatePath:
     source: str
 
 
-def _config_state_path(config_file):
+def _config_state_path(config_file: str) -> str | None:
     """``state_path`` as written in the config file's [DEFAULT], or None."""
     parser = configparser.ConfigParser(interpolation=None)
     with open(config_file, encoding="utf-8") as handle:
@@ -53,7 +56,8 @@ def _config_state_path(config_file):
     return value or None
 
 
-def choose_state_path(cli_value=None, config_file=None, environ=None):
+def choose_state_path(cli_value: str | None = None, config_file: str | None = None,
+                      environ: Mapping[str, str] | None = None) -> StatePath:
     """Pick the state directory (see the module docstring); returns a StatePath."""
     environ = os.environ if environ is None else environ
     if cli_value is not None:
@@ -72,7 +76,9 @@ def choose_state_path(cli_value=None, config_file=None, environ=None):
                      f"{SYSTEM_STATE_PATH} is missing or not writable")
 
 
-def build_settings(config_file=None, database_url=None, state_path=None, environ=None):
+def build_settings(config_file: str | None = None, database_url: str | None = None,
+                   state_path: str | None = None,
+                   environ: Mapping[str, str] | None = None) -> tuple[conf.Settings, StatePath]:
     """``(Settings, StatePath)`` from the global options.
 
     Raises :class:`~nova_lite.exception.InvalidConfig` naming the option and
@@ -80,7 +86,7 @@ def build_settings(config_file=None, database_url=None, state_path=None, environ
     """
     if database_url is not None and not database_url.strip():
         raise BadArguments("--database-url must not be empty")
-    overrides = {}
+    overrides: dict[str, Any] = {}
     if config_file is not None:
         conf.load_settings(config_file)   # reports a bad file before anything else
     state = choose_state_path(state_path, config_file, environ)
@@ -96,7 +102,7 @@ def build_settings(config_file=None, database_url=None, state_path=None, environ
     return settings, state
 
 
-def _sqlite_file(url):
+def _sqlite_file(url: str) -> str | None:
     if not url.startswith("sqlite"):
         return None
     try:
@@ -109,17 +115,17 @@ def _sqlite_file(url):
 class CliContext:
     """Settings and resources shared by the commands of one invocation."""
 
-    def __init__(self, settings, state):
+    def __init__(self, settings: conf.Settings, state: StatePath) -> None:
         self.settings = settings
         self.state = state
-        self._stores = []
+        self._stores: list[Store] = []
 
     @property
-    def database(self):
+    def database(self) -> str:
         """The database URL with any password hidden."""
         return self.settings.redacted_database_url()
 
-    def require_database_file(self):
+    def require_database_file(self) -> None:
         """Fail clearly when the configured database is a SQLite file that does not exist."""
         path = _sqlite_file(self.settings.database_url)
         if path is not None and not os.path.exists(path):
@@ -128,7 +134,8 @@ class CliContext:
                 f"{self.state.source}). Run 'nova-lite compute --once' or 'nova-lite db "
                 "sync' first, or pass --state-path, --database-url or --config-file.")
 
-    def open_store(self, must_exist=False, readonly=False, initialise=False):
+    def open_store(self, must_exist: bool = False, readonly: bool = False,
+                   initialise: bool = False) -> Store:
         """Open the record store.
 
         With ``must_exist`` an SQLite file that does not exist is an error
@@ -153,7 +160,7 @@ class CliContext:
         self._stores.append(store)
         return store
 
-    def _open_error(self, exc):
+    def _open_error(self, exc: BaseException) -> str:
         """One line saying the database cannot be opened and why, naming it once."""
         text = str(exc).strip()
         text = conf.redact_url(text.splitlines()[0]) if text else type(exc).__name__
@@ -166,13 +173,13 @@ class CliContext:
             return text   # the store's own message already names the database
         return f"Cannot open database {self.database}: {text}"
 
-    def load_driver(self, name, host):
+    def load_driver(self, name: str, host: str) -> ComputeDriver:
         """Load driver ``name`` with these settings and ``init_host(host)`` it."""
         driver = loader.load_driver(name, settings=self.settings)
         driver.init_host(host)
         return driver
 
-    def close(self):
+    def close(self) -> None:
         """Close every store opened here."""
         while self._stores:
             self._stores.pop().close()

@@ -156,7 +156,7 @@ def _load_yaml(path, text):
 
 def _load_ini(path, text):
     parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
-    parser.optionxform = str
+    parser.optionxform = str   # type: ignore[assignment,method-assign]  # keep keys' case
     try:
         parser.read_string(text, source=path)
     except configparser.Error as exc:

@@ -6,10 +6,15 @@ records (a node name on several hosts) is a bad argument (exit status 2)
 that says how to narrow it.  Nothing is changed either way.
 """
 
+import argparse
+from collections.abc import Iterable
+
+from nova_lite.db.store import Store
 from nova_lite.exception import BadArguments, CommandError, InstanceNotFound
+from nova_lite.objects import ComputeNode, Instance
 
 
-def node_arguments(parser):
+def node_arguments(parser: argparse.ArgumentParser) -> None:
     """``NODE`` (name or uuid) and ``--host``."""
     parser.add_argument("node", metavar="NODE", help="Node name or uuid.")
     parser.add_argument("--host", metavar="HOST",
@@ -17,7 +22,7 @@ def node_arguments(parser):
                              "hosts).")
 
 
-def find_node(store, ident, host=None):
+def find_node(store: Store, ident: str, host: str | None = None) -> ComputeNode:
     """The compute node record named ``ident`` (node name or uuid), on ``host`` if given.
 
     Raises :class:`CommandError` naming it and the known nodes when none
@@ -38,7 +43,7 @@ def find_node(store, ident, host=None):
     return found[0]
 
 
-def check_host(nodes, host):
+def check_host(nodes: Iterable[ComputeNode], host: str) -> None:
     """Raise :class:`CommandError` naming the known hosts unless a node of ``nodes``
     is on ``host``."""
     if not any(n.host == host for n in nodes):
@@ -46,7 +51,7 @@ def check_host(nodes, host):
         raise CommandError(f"No compute nodes on host {host!r}; known hosts: {known}")
 
 
-def find_instance(store, ident, live=False):
+def find_instance(store: Store, ident: str, live: bool = False) -> Instance:
     """The server (instance) with uuid ``ident``.
 
     Raises :class:`CommandError` naming it when there is none, or (with

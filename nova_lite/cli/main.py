@@ -11,8 +11,11 @@ import importlib.metadata
 import logging
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from cliff import app, commandmanager
+from cliff.command import Command
 
 from nova_lite import conf
 from nova_lite.cli import context
@@ -24,7 +27,7 @@ DESCRIPTION = ("nova-lite: virt drivers, resource tracking and claims for comput
 
 SERVICE_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
-def redact_text(text):
+def redact_text(text: str) -> str:
     """Hide the password of every database URL in ``text`` (:func:`conf.redact_url`)."""
     return conf.redact_url(text)
 
@@ -32,11 +35,11 @@ def redact_text(text):
 class RedactingFormatter(logging.Formatter):
     """A log formatter that hides passwords in URLs."""
 
-    def format(self, record):
+    def format(self, record: logging.LogRecord) -> str:
         return redact_text(super().format(record))
 
 
-def _version():
+def _version() -> str:
     try:
         return importlib.metadata.version("nova-lite")
     except importlib.metadata.PackageNotFoundError:   # pragma: no cover - not installed
@@ -50,18 +53,22 @@ class NovaLiteApp(app.App):
     #: Console log level per ``-q``/default/``-v``/``-vv``.
     LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO}
 
-    def __init__(self, stdin=None, stdout=None, stderr=None):
+    def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None,
+                 stderr: TextIO | None = None) -> None:
         super().__init__(
             description=DESCRIPTION, version=_version(),
             command_manager=commandmanager.CommandManager("nova_lite.cli"),
             stdin=stdin, stdout=stdout, stderr=stderr, deferred_help=True)
-        self._context = None
-        self._handlers = []
-        self._root_level = None
+        self._context: context.CliContext | None = None
+        self._handlers: list[logging.Handler] = []
+        self._root_level: int | None = None
         self.missing_command = False
-        self._last_error = None
+        self._last_error: BaseException | None = None
 
-    def build_option_parser(self, description, version, argparse_kwargs=None):
+    def build_option_parser(
+            self, description: str | None, version: str | None,
+            argparse_kwargs: dict[str, Any] | None = None,
+    ) -> argparse.ArgumentParser:
         """cliff's options plus --config-file, --database-url and --state-path."""
         argparse_kwargs = dict(argparse_kwargs or {}, prog=self.NAME)
         parser = super().build_option_parser(description, version, argparse_kwargs)
@@ -84,7 +91,7 @@ class NovaLiteApp(app.App):
                  f"writable, else ./{context.LOCAL_STATE_PATH}.")
         return parser
 
-    def configure_logging(self):
+    def configure_logging(self) -> None:
         """Log to stderr (WARNING by default, -v INFO, -vv DEBUG), redacting URLs."""
         root = logging.getLogger()
         before = list(root.handlers)
@@ -101,7 +108,7 @@ class NovaLiteApp(app.App):
             else:
                 handler.setFormatter(RedactingFormatter(self.LOG_FILE_MESSAGE_FORMAT))
 
-    def service_logging(self):
+    def service_logging(self) -> None:
         """Log like a service: INFO by default (unless -q), with time, level and logger."""
         for handler in self._handlers:
             if type(handler) is logging.StreamHandler:
@@ -109,7 +116,7 @@ class NovaLiteApp(app.App):
                     handler.setLevel(min(handler.level, logging.INFO))
                 handler.setFormatter(RedactingFormatter(SERVICE_LOG_FORMAT))
 
-    def context(self):
+    def context(self) -> context.CliContext:
         """The :class:`~nova_lite.cli.context.CliContext`, built on first use."""
         if self._context is None:
             settings, state = context.build_settings(
@@ -118,7 +125,7 @@ class NovaLiteApp(app.App):
             self._context = context.CliContext(settings, state)
         return self._context
 
-    def initialize_app(self, argv):
+    def initialize_app(self, argv: list[str]) -> None:
         """Refuse a --config-file that cannot be read, before any command runs."""
         path = self.options.config_file
         if path is not None and not os.path.isfile(path):
@@ -127,11 +134,11 @@ class NovaLiteApp(app.App):
             raise context.CommandError(f"--config-file {path} cannot be read: permission "
                                        "denied")
 
-    def clean_up(self, cmd, result, err):
+    def clean_up(self, cmd: Command, result: int, err: BaseException | None) -> None:
         """Remember the command's error: bad arguments exit with status 2."""
         self._last_error = err
 
-    def run_subcommand(self, argv):
+    def run_subcommand(self, argv: list[str]) -> int:
         """Run one command; an unknown command or option is reported on stderr.
 
         Exit status 2 for an unknown option before the command and for
@@ -147,7 +154,7 @@ class NovaLiteApp(app.App):
             return 2
         return code
 
-    def _run_subcommand(self, argv):
+    def _run_subcommand(self, argv: list[str]) -> int:
         try:
             self.command_manager.find_command(argv)
         except ValueError:
@@ -158,12 +165,12 @@ class NovaLiteApp(app.App):
                 self.stdout = stdout
         return super().run_subcommand(argv)
 
-    def interact(self):
+    def interact(self) -> None:
         """No interactive shell: without a command, print the help."""
         self.missing_command = True
         self.run_subcommand(["help"])
 
-    def close(self):
+    def close(self) -> None:
         """Close stores and remove the log handlers this run added."""
         if self._context is not None:
             self._context.close()
@@ -175,7 +182,7 @@ class NovaLiteApp(app.App):
             root.setLevel(self._root_level)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Run ``nova-lite`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     application = NovaLiteApp()

@@ -3,9 +3,8 @@
 import logging
 import os
 
-from cliff import command
-
 from nova_lite import metrics
+from nova_lite.cli import typed
 from nova_lite.cli.context import BadArguments
 from nova_lite.cli.serving import ServeCommand
 
@@ -32,7 +31,7 @@ class ServeMetrics(ServeCommand):
         return metrics.wsgi_app(metrics.Exporter(store, settings))
 
 
-class WriteMetricsTextfile(command.Command):
+class WriteMetricsTextfile(typed.Command):
     """Write the metrics once to PATH for node_exporter's textfile collector.
 
     The file is written atomically (a temporary file in the same directory,

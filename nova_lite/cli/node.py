@@ -2,10 +2,8 @@
 
 import logging
 
-from cliff import command
-
 from nova_lite import audit, explain
-from nova_lite.cli import views
+from nova_lite.cli import typed, views
 from nova_lite.cli.context import BadArguments
 from nova_lite.cli.lookup import find_node, node_arguments
 from nova_lite.cli.output import (
@@ -109,7 +107,7 @@ class ShowNode(ShowOne):
         return SHOW_FIELDS, tuple(fields[name] for name in SHOW_FIELDS)
 
 
-class DeleteNode(command.Command):
+class DeleteNode(typed.Command):
     """Delete a compute node record with its inventories and allocations.
 
     Refuses unless --yes-i-really-mean-it is given (exit status 2, nothing

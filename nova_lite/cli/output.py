@@ -8,13 +8,15 @@ for people (``human_readable``) and for machines (``machine_readable``).
 
 import logging
 import re
+from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 from cliff import columns
 
 LOG = logging.getLogger(__name__)
 
-def format_ratio(ratio):
+def format_ratio(ratio: Fraction | float | str | None) -> str:
     """An allocation ratio as text: ``Fraction(7, 10)`` -> ``"0.7"``, 4 -> ``"4.0"``."""
     if ratio is None:
         return "-"
@@ -22,7 +24,7 @@ def format_ratio(ratio):
     return repr(value)
 
 
-def ratio_number(ratio):
+def ratio_number(ratio: Fraction | float | str | None) -> float | None:
     """An allocation ratio as a JSON number (float), None stays None."""
     return None if ratio is None else float(Fraction(ratio))
 
@@ -33,7 +35,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f"
                       "\u202a-\u202e\u2066-\u2069]")
 
 
-def safe_text(value):
+def safe_text(value: object) -> str:
     r"""``value`` as text with every control character escaped.
 
     Names come from drivers, configuration and the database; a node named
@@ -47,7 +49,7 @@ def safe_text(value):
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
-def cell(value):
+def cell(value: object) -> str:
     """Text of one table cell: None is ``-``, Fractions are decimals, control
     characters escaped (:func:`safe_text`)."""
     if value is None:
@@ -61,7 +63,7 @@ def cell(value):
     return safe_text(value)
 
 
-def render_table(headers, rows):
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A bordered text table like cliff's; numbers are right-aligned."""
     texts = [[cell(v) for v in row] for row in rows]
     numeric = [bool(rows) and all(isinstance(row[i], (int, float)) and
@@ -73,8 +75,8 @@ def render_table(headers, rows):
             widths[i] = max(widths[i], *(len(line) for line in text.splitlines() or [""]))
     rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
-    def line(values, align):
-        parts = []
+    def line(values: Sequence[str], align: Sequence[bool]) -> str:
+        parts: list[str] = []
         for i, text in enumerate(values):
             parts.append(" " + (text.rjust(widths[i]) if align[i] else text.ljust(widths[i]))
                          + " ")
@@ -93,45 +95,45 @@ class TextColumn(columns.FormattableColumn):
     """Text from outside (a name, a reason): control characters escaped for
     people (:func:`safe_text`), the text as it is for machines."""
 
-    def human_readable(self):
+    def human_readable(self) -> str:
         return safe_text(self._value)
 
-    def machine_readable(self):
+    def machine_readable(self) -> Any:
         return self._value
 
 
 class DictColumn(columns.FormattableColumn):
     """A mapping: one ``key: value`` line per item for people, the dict for machines."""
 
-    def human_readable(self):
+    def human_readable(self) -> str:
         return "\n".join(f"{safe_text(k)}: {cell(v)}"
                          for k, v in sorted(self._value.items())) or "-"
 
-    def machine_readable(self):
+    def machine_readable(self) -> Any:
         return dict(self._value)
 
 
 class ListColumn(columns.FormattableColumn):
     """A sequence: comma-separated for people, a list for machines."""
 
-    def human_readable(self):
+    def human_readable(self) -> str:
         return ", ".join(safe_text(v) for v in self._value) or "-"
 
-    def machine_readable(self):
+    def machine_readable(self) -> Any:
         return list(self._value)
 
 
 class CapabilitiesColumn(ListColumn):
     """Capability names: short (``numa, pci``) for people, full names for machines."""
 
-    def human_readable(self):
+    def human_readable(self) -> str:
         return ", ".join(v.removeprefix("supports_") for v in self._value) or "-"
 
 
 class OptionalColumn(columns.FormattableColumn):
     """Text that may be absent: ``-`` for people, null for machines."""
 
-    def human_readable(self):
+    def human_readable(self) -> str:
         return "-" if self._value is None else safe_text(self._value)
 
 
@@ -141,14 +143,14 @@ class LinesColumn(columns.FormattableColumn):
     ``value`` is ``(lines, data)``.
     """
 
-    def human_readable(self):
+    def human_readable(self) -> str:
         return "\n".join(safe_text(line) for line in self._value[0]) or "-"
 
-    def machine_readable(self):
+    def machine_readable(self) -> Any:
         return self._value[1]
 
 
-def escaped(data):
+def escaped(data: Any) -> Any:
     """``data`` (JSON-like) with every string passed through :func:`safe_text`,
     keys included: what a report renders for people."""
     if isinstance(data, str):

@@ -10,10 +10,9 @@ created without ``--project`` belong to project :data:`DEFAULT_PROJECT`.
 import logging
 
 import attrs
-from cliff import command
 
 from nova_lite import objects
-from nova_lite.cli import flavors
+from nova_lite.cli import flavors, typed
 from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.lookup import find_instance
 from nova_lite.cli.node import CONFIRM_FLAG
@@ -145,7 +144,7 @@ class ShowServer(ShowOne):
         return SHOW_FIELDS, tuple(fields[name] for name in SHOW_FIELDS)
 
 
-class DeleteServer(command.Command):
+class DeleteServer(typed.Command):
     """Delete a server: destroy its guest through the driver and free its resources.
 
     Refuses unless --yes-i-really-mean-it is given (exit status 2, nothing

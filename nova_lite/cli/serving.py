@@ -4,8 +4,7 @@ import logging
 import signal
 import threading
 
-from cliff import command
-
+from nova_lite.cli import typed
 from nova_lite.exception import BadArguments, CommandError
 from nova_lite.web_server import DEFAULT_BIND, make_server, serve
 
@@ -55,7 +54,7 @@ def serve_until_signal(server, stdout, what):
     return 0
 
 
-class ServeCommand(command.Command):
+class ServeCommand(typed.Command):
     """A command that serves a WSGI application of the records, read-only.
 
     Subclasses set ``default_port`` and ``what`` (named in the start line and

@@ -21,19 +21,30 @@ checked before a command that writes changes anything.  A list command with
 ``-c`` is given; the other formats always carry every column.
 """
 
+import argparse
 import copy
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
-from cliff import columns, lister, show
+from cliff import columns, command, lister, show
 
 from nova_lite.cli.output import cell
 from nova_lite.exception import BadArguments
+
+if TYPE_CHECKING:
+    from cliff import display
+
+    from nova_lite.cli.main import NovaLiteApp
+    # What the mixin is used beside: gives the type checker cliff's display methods.
+    _DisplayCommand = display.DisplayCommandBase
+else:
+    _DisplayCommand = object
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +54,7 @@ DATA_FORMATS = ("json", "yaml")
 TABLE_FORMAT = "table"
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     """``value`` as JSON-like data: None, bool, int, float, str, list, dict.
 
     A :class:`~cliff.columns.FormattableColumn` gives its machine-readable
@@ -73,7 +84,7 @@ def plain(value):
     return str(value)
 
 
-def text(value):
+def text(value: Any) -> Any:
     """``value`` as one text cell (``value``, ``csv``, ``shell``); numbers stay numbers.
 
     None is ``""``, booleans ``"true"``/``"false"``, lists and mappings
@@ -89,7 +100,7 @@ def text(value):
     return json.dumps(data, ensure_ascii=False)
 
 
-def human(value):
+def human(value: Any) -> Any:
     """``value`` for the table: numbers stay numbers, the rest is escaped text."""
     if isinstance(value, columns.FormattableColumn):
         return value.human_readable()
@@ -103,13 +114,13 @@ def human(value):
     return cell(value)
 
 
-def _human_text(value):
+def _human_text(value: Any) -> str:
     if isinstance(value, (Mapping, list, tuple)):
         return json.dumps(plain(value))   # non-ASCII escaped: nothing reaches the terminal raw
     return cell(plain(value))
 
 
-def converter(formatter):
+def converter(formatter: str) -> Callable[[Any], Any]:
     """The cell conversion for formatter ``formatter`` (a ``-f`` name)."""
     if formatter in DATA_FORMATS:
         return plain
@@ -121,25 +132,27 @@ def converter(formatter):
 class _TypedFormatter:
     """A cliff formatter whose cells are converted first (see :func:`converter`)."""
 
-    def __init__(self, formatter, convert):
+    def __init__(self, formatter: Any, convert: Callable[[Any], Any]) -> None:
         self._formatter = formatter
         self._convert = convert
 
-    def emit_list(self, column_names, data, stdout, parsed_args):
+    def emit_list(self, column_names: Sequence[str], data: Iterable[Sequence[Any]], stdout: TextIO,
+                  parsed_args: argparse.Namespace) -> None:
         rows = ([self._convert(value) for value in row] for row in data)
         self._formatter.emit_list(column_names, rows, stdout, parsed_args)
 
-    def emit_one(self, column_names, data, stdout, parsed_args):
+    def emit_one(self, column_names: Sequence[str], data: Sequence[Any], stdout: TextIO,
+                 parsed_args: argparse.Namespace) -> None:
         self._formatter.emit_one(column_names, [self._convert(value) for value in data],
                                  stdout, parsed_args)
 
 
-def normalize_column(name):
+def normalize_column(name: str) -> str:
     """A column name as ``-c`` matches it: lower case, punctuation runs as ``_``."""
     return re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_")
 
 
-def check_columns(requested, known, option="-c"):
+def check_columns(requested: Iterable[str], known: Iterable[str], option: str = "-c") -> None:
     """Raise BadArguments naming every requested column that is not in ``known``."""
     names = {normalize_column(c) for c in known}
     unknown = [c for c in requested if normalize_column(c) not in names]
@@ -149,7 +162,14 @@ def check_columns(requested, known, option="-c"):
                            f"{', '.join(known)}. Nothing was changed")
 
 
-class TypedOutput:
+class Command(command.Command):
+    """A ``nova-lite`` command that prints no table (cliff's Command, typed for nova-lite)."""
+
+    # The application running the command (its settings and store: ``context()``).
+    app: "NovaLiteApp"
+
+
+class TypedOutput(_DisplayCommand):
     """Mixin of the typed list and show commands (see the module docstring).
 
     ``columns``: the column names the command always returns (None when
@@ -158,21 +178,24 @@ class TypedOutput:
     """
 
     columns: tuple[str, ...] | None = None
+    # The application running the command (its settings and store: ``context()``).
+    app: "NovaLiteApp"
 
     @staticmethod
-    def _normalize_column_name(column_name):
+    def _normalize_column_name(column_name: str) -> str:
         return normalize_column(column_name)
 
-    def known_columns(self, parsed_args):
+    def known_columns(self, parsed_args: argparse.Namespace) -> tuple[str, ...] | None:
         """The columns this run will return, if known before it runs (else None)."""
         return self.columns
 
-    def _generate_columns_and_selector(self, parsed_args, column_names):
+    def _generate_columns_and_selector(self, parsed_args: argparse.Namespace,
+                                       column_names: Sequence[str]) -> Any:
         if parsed_args.columns:
             check_columns(parsed_args.columns, column_names)
         return super()._generate_columns_and_selector(parsed_args, column_names)
 
-    def run(self, parsed_args):
+    def run(self, parsed_args: argparse.Namespace) -> int:
         known = self.known_columns(parsed_args)
         if known is not None:
             if parsed_args.columns:
@@ -181,9 +204,12 @@ class TypedOutput:
                 check_columns(parsed_args.sort_columns, known, "--sort-column")
         return super().run(parsed_args)
 
-    def produce_output(self, parsed_args, column_names, data):
+    def produce_output(self, parsed_args: argparse.Namespace, column_names: Sequence[str],
+                       data: Any) -> int:
         self.formatter = _TypedFormatter(self.formatter, converter(parsed_args.formatter))
-        return super().produce_output(parsed_args, column_names, data)
+        # The list or show command beside the mixin produces it.
+        return super().produce_output(  # type: ignore[safe-super]
+            parsed_args, column_names, data)
 
 
 class Lister(TypedOutput, lister.Lister):
@@ -195,7 +221,7 @@ class Lister(TypedOutput, lister.Lister):
 
     default_columns: tuple[str, ...] | None = None
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         if self.default_columns is not None:
             parser.add_argument(
@@ -205,7 +231,8 @@ class Lister(TypedOutput, lister.Lister):
                      "always carry every column.")
         return parser
 
-    def produce_output(self, parsed_args, column_names, data):
+    def produce_output(self, parsed_args: argparse.Namespace, column_names: Sequence[str],
+                       data: Any) -> int:
         if getattr(parsed_args, "sort_columns", None):
             check_columns(parsed_args.sort_columns, column_names, "--sort-column")
         if parsed_args.formatter == TABLE_FORMAT:

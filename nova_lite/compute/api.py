@@ -21,16 +21,26 @@ and :class:`BuildFailed` lists every attempt.
 import collections
 import logging
 import uuid as uuidlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
 from nova_lite import objects
-from nova_lite.compute.claims import ComputeResourcesUnavailable
+from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable
 from nova_lite.exception import BuildFailed, NovaLiteError
-from nova_lite.scheduler import HostManager
+from nova_lite.scheduler import HostManager, RequestSpec, Selection
 from nova_lite.scheduler.request import as_request_spec
 
+if TYPE_CHECKING:
+    from nova_lite.compute.resource_tracker import ResourceTracker
+    from nova_lite.conf import Settings
+    from nova_lite.db.store import Store
+
 LOG = logging.getLogger(__name__)
+
+# ``{host: ResourceTracker}`` or a callable ``host -> ResourceTracker``.
+_Trackers: TypeAlias = "Mapping[str, ResourceTracker] | Callable[[str], ResourceTracker | None]"
 
 
 @attrs.frozen
@@ -42,20 +52,23 @@ class BuildResult:
     attempts: tuple[tuple[str, str, str], ...] = ()
 
 
-def _tracker_for(trackers, host):
+def _tracker_for(trackers: _Trackers, host: str) -> "ResourceTracker":
     tracker = trackers(host) if callable(trackers) else trackers.get(host)
     if tracker is None:
         raise NovaLiteError(f"No resource tracker for host {host!r} in this build")
     return tracker
 
 
-def _claim_group(tracker, instances, nodename, limits):
+def _claim_group(tracker: "ResourceTracker", instances: Sequence[objects.Instance], nodename: str,
+                 limits: Mapping[str, float] | None) -> list[Claim]:
     """Claim ``instances`` on one node in one transaction: all or none."""
     return list(tracker.instance_claims(instances, nodename, limits=limits))
 
 
-def build(store, request, num_instances=1, *, trackers, host_manager=None, settings=None,
-          spawn=True, display_name=""):
+def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: int = 1, *,
+          trackers: _Trackers, host_manager: HostManager | None = None,
+          settings: "Settings | None" = None, spawn: bool = True,
+          display_name: str = "") -> BuildResult:
     """Schedule, claim and (``spawn``) start ``num_instances`` instances of ``request``.
 
     ``request``: a RequestSpec or a Flavor; ``trackers``: ``{host:
@@ -76,10 +89,12 @@ def build(store, request, num_instances=1, *, trackers, host_manager=None, setti
         numa_topology=spec.numa_topology, pci_requests=spec.pci_requests,
         display_name=display_name if num_instances == 1 or not display_name
         else f"{display_name}-{i + 1}") for i in range(num_instances)]
-    groups = collections.OrderedDict()
+    groups: collections.OrderedDict[tuple[str, str], tuple[Selection, list[objects.Instance]]] \
+        = collections.OrderedDict()
     for inst, sel in zip(instances, selections):
         groups.setdefault((sel.host, sel.nodename), (sel, []))[1].append(inst)
-    held, attempts = [], []
+    held: list[tuple[ResourceTracker, Claim]] = []
+    attempts: list[tuple[str, str, str]] = []
     try:
         for sel, members in groups.values():
             held.extend(_claim_with_alternates(sel, members, trackers, attempts))
@@ -87,7 +102,7 @@ def build(store, request, num_instances=1, *, trackers, host_manager=None, setti
         for _, claim in held:
             claim.abort()
         raise
-    placed = {}
+    placed: dict[str, objects.Instance] = {}
     for tracker, claim in held:
         inst = claim.instance
         if spawn:
@@ -108,7 +123,10 @@ def build(store, request, num_instances=1, *, trackers, host_manager=None, setti
                        attempts=tuple(attempts))
 
 
-def _claim_with_alternates(selection, members, trackers, attempts):
+def _claim_with_alternates(
+        selection: Selection, members: Sequence[objects.Instance], trackers: _Trackers,
+        attempts: list[tuple[str, str, str]],
+) -> list[tuple["ResourceTracker", Claim]]:
     """``[(tracker, claim)]`` for ``members`` on the selection or its alternates."""
     for candidate in (selection, *selection.alternates):
         tracker = _tracker_for(trackers, candidate.host)

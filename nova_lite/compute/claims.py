@@ -57,6 +57,7 @@ class Claim(NopClaim):
     @property
     def claimed(self):
         """Resources held, ``{rc: amount}`` (flavor plus overhead)."""
+        assert self.allocation is not None   # a Claim is made with what it holds
         return dict(self.allocation.resources)
 
     def abort(self):

@@ -8,6 +8,8 @@ node.  Per call this costs nothing beyond the call itself.
 
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import attrs
 
@@ -18,21 +20,21 @@ from nova_lite.exception import DriverCallTimeout
 class Outcome:
     """What one call gave: ``value`` or ``error`` (an exception)."""
 
-    item: object
-    value: object = None
+    item: Any
+    value: Any = None
     error: BaseException | None = None
 
 
 class _Run:
     """One worker's progress through the items, from ``start`` on."""
 
-    def __init__(self, fn, items, start):
+    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], start: int) -> None:
         self.fn, self.items, self.index = fn, items, start
-        self.results = {}
+        self.results: dict[int, Outcome] = {}
         self.call_started = time.monotonic()
         self.done = threading.Event()
 
-    def work(self):
+    def work(self) -> None:
         for index in range(self.index, len(self.items)):
             self.call_started = time.monotonic()   # before index: the watcher reads both
             self.index = index
@@ -47,13 +49,14 @@ class _Run:
 class DriverCaller:
     """Calls into a driver with ``timeout`` seconds per call."""
 
-    def __init__(self, timeout):
+    def __init__(self, timeout: float) -> None:
         self.timeout = timeout
 
-    def map(self, fn, items, what="driver call"):
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            what: str = "driver call") -> list[Outcome]:
         """``[Outcome]`` of ``fn(item)`` for each item, in order."""
         items = list(items)
-        outcomes = {}
+        outcomes: dict[int, Outcome] = {}
         start = 0
         poll = min(0.05, self.timeout / 4)
         while start < len(items):
@@ -73,7 +76,7 @@ class DriverCaller:
                 start = len(items)
         return [outcomes[i] for i in range(len(items))]
 
-    def call(self, fn, *args, what="driver call"):
+    def call(self, fn: Callable[..., Any], *args: Any, what: str = "driver call") -> Any:
         """``fn(*args)`` with the timeout; raises its error or DriverCallTimeout."""
         outcome = self.map(lambda _: fn(*args), [None], what=what)[0]
         if outcome.error is not None:

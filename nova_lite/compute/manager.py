@@ -16,6 +16,9 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Collection
+from types import FrameType
+from typing import Any
 
 import attrs
 
@@ -24,7 +27,8 @@ from nova_lite import conf, leaks, metrics
 from nova_lite.compute.resource_tracker import ResourceTracker, check_service_arguments
 from nova_lite.db.store import COMPUTE_BINARY, Store
 from nova_lite.exception import NovaLiteError
-from nova_lite.findings import HEALABLE
+from nova_lite.findings import HEALABLE, Finding, RecordedFindings
+from nova_lite.virt.driver import ComputeDriver
 
 LOG = logging.getLogger(__name__)
 
@@ -39,7 +43,7 @@ class PassResult:
     orphans_kept: tuple[str, ...] = ()
     skipped: str | None = None
     #: The findings recorded by this pass (None: the leak search failed).
-    findings: tuple | None = None
+    findings: tuple[Finding, ...] | None = None
 
 
 class ComputeService:
@@ -52,7 +56,8 @@ class ComputeService:
     naming it before anything is opened or written.
     """
 
-    def __init__(self, host, driver, store=None, settings=None):
+    def __init__(self, host: str, driver: ComputeDriver, store: Store | None = None,
+                 settings: conf.Settings | None = None) -> None:
         check_service_arguments("ComputeService", host, driver, store, settings)
         self.host = host
         self.driver = driver
@@ -67,13 +72,13 @@ class ComputeService:
         self.tracker = ResourceTracker(host, driver, store=self.store, settings=self.settings)
         self._stop = threading.Event()
 
-    def live_services(self):
+    def live_services(self) -> list[str]:
         """Hosts of compute services whose heartbeat is within service_down_time."""
         now = time.time()
         return sorted(s.host for s in self.store.list_services(COMPUTE_BINARY)
                       if s.is_up(self.settings.service_down_time, now))
 
-    def run_once(self):
+    def run_once(self) -> PassResult:
         """One pass: heartbeat, audit, orphans.  Returns a :class:`PassResult`."""
         self.store.heartbeat(self.host, COMPUTE_BINARY)
         audit = self.tracker.update_available_resource()
@@ -85,7 +90,7 @@ class ComputeService:
                           orphans_deleted=tuple(deleted), orphans_kept=tuple(kept),
                           findings=self.record_findings())
 
-    def record_findings(self):
+    def record_findings(self) -> tuple[Finding, ...] | None:
         """Search this host's records for leaks and record what was found; returns
         the findings (None if the search failed: logged, the last record stays)."""
         guests, error = audit_views.list_guests(self.driver, self.settings.driver_timeout)
@@ -104,7 +109,7 @@ class ComputeService:
         self._record_for_down_hosts()
         return report.findings
 
-    def _record_for_down_hosts(self):
+    def _record_for_down_hosts(self) -> None:
         """Record the findings of hosts whose compute service is down, when no live
         service did within the last pass interval: their leaks (instances deleted
         while they were down) show in every process's metrics too.  Guests are not
@@ -124,15 +129,16 @@ class ComputeService:
         except NovaLiteError as exc:
             LOG.warning("Leak search of the hosts that are down failed in this pass: %s", exc)
 
-    def _peer_should_record(self, last, now):
+    def _peer_should_record(self, last: RecordedFindings | None, now: float) -> bool:
         """A host that is down: record for it unless a peer did within a pass interval
         (its own last record is from before it went down: always stale)."""
         if last is None or last.recorded_by in (None, last.host):
             return True
         return now - last.recorded_at >= self.settings.update_resources_interval
 
-    def _handle_orphans(self, reported):
-        deleted, kept = [], []
+    def _handle_orphans(self, reported: Collection[str]) -> tuple[list[str], list[str]]:
+        deleted: list[str] = []
+        kept: list[str] = []
         for node in self.store.get_compute_nodes(self.host):
             if node.nodename in reported:
                 continue
@@ -155,7 +161,7 @@ class ComputeService:
                 kept.append(node.nodename)
         return deleted, kept
 
-    def run(self, max_passes=None, handle_signals=True):
+    def run(self, max_passes: int | None = None, handle_signals: bool = True) -> int:
         """Pass every ``update_resources_interval`` s until stopped.
 
         A failing pass is logged and the loop goes on.  SIGTERM/SIGINT stop
@@ -168,7 +174,7 @@ class ComputeService:
                         self.settings.report_interval, self.settings.service_down_time,
                         self.host)
         served = self.start_metrics()
-        previous = {}
+        previous: dict[signal.Signals, Any] = {}   # the handlers signal.signal gave back
         if handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, self._on_signal)
@@ -190,7 +196,7 @@ class ComputeService:
         LOG.info("Compute service of host %s stopped after %d pass(es)", self.host, passes)
         return passes
 
-    def start_metrics(self):
+    def start_metrics(self) -> "metrics.MetricsServer | None":
         """Serve Prometheus metrics when ``[metrics] port`` is set (see
         :mod:`nova_lite.metrics`); returns the started server, or None."""
         if not self.settings.metrics_port:
@@ -199,7 +205,7 @@ class ComputeService:
         return metrics.MetricsServer(reg, self.settings.metrics_port,
                                      self.settings.metrics_bind).start()
 
-    def _loop(self, max_passes):
+    def _loop(self, max_passes: int | None) -> int:
         passes = 0
         while not self._stop.is_set():
             started = time.monotonic()
@@ -214,7 +220,7 @@ class ComputeService:
             self._stop.wait(max(0.0, delay))
         return passes
 
-    def _heartbeats(self, done):
+    def _heartbeats(self, done: threading.Event) -> None:
         """Beat every ``report_interval`` s until ``done`` or stop (a thread of run())."""
         interval = self.settings.report_interval
         while not done.wait(interval) and not self._stop.is_set():
@@ -224,13 +230,13 @@ class ComputeService:
                 LOG.warning("Heartbeat of host %s failed (retrying in %g s): %s",
                             self.host, interval, exc)
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # The handler runs on the main thread, which may be inside
         # self._stop.wait() holding the Event's lock: setting the Event
         # right here could deadlock, so a helper thread sets it.
         LOG.info("Compute service of host %s got signal %d: stopping", self.host, signum)
         threading.Thread(target=self.stop, name="nova-lite stop", daemon=True).start()
 
-    def stop(self):
+    def stop(self) -> None:
         """Ask :meth:`run` to return after the current pass."""
         self._stop.set()

@@ -15,6 +15,7 @@ import attrs
 
 from nova_lite import validators as v
 from nova_lite.exception import InvalidInput, InvalidNodeResources
+from nova_lite.objects import NodeResources
 
 LOG = logging.getLogger(__name__)
 
@@ -28,17 +29,17 @@ class NodeListing:
     invalid: dict[str, str] = attrs.field(factory=dict)
 
 
-def name_problem(name, what="node name"):
+def name_problem(name: object, what: str = "node name") -> str | None:
     """Why ``name`` cannot be recorded as a host or node name (None if it can)."""
     return v.text_problem(name, what, v.NAME_LENGTH)
 
 
-def storable(name):
+def storable(name: object) -> bool:
     """True if ``name`` can be recorded (so a node record can carry its error)."""
     return name_problem(name) is None
 
 
-def node_names(listing, host):
+def node_names(listing: object, host: str) -> NodeListing:
     """Check what ``get_available_nodes`` returned; raises InvalidInput if it is
     not a list of names at all (nothing is recorded then).
 
@@ -50,7 +51,9 @@ def node_names(listing, host):
         raise InvalidInput(f"get_available_nodes() of the virt driver of host {host} returned "
                            f"{type(listing).__name__} {v.printable(repr(listing)[:80])}, not a "
                            "list of node names")
-    valid, invalid, seen = [], {}, set()
+    valid: list[str] = []
+    invalid: dict[str, str] = {}
+    seen: set[str] = set()
     for name in listing:
         problem = name_problem(name)
         if problem is not None:
@@ -66,9 +69,9 @@ def node_names(listing, host):
     return NodeListing(valid=tuple(valid), invalid=invalid)
 
 
-def check_report(nodename, report):
+def check_report(nodename: str, report: NodeResources) -> None:
     """Raise InvalidNodeResources if ``report`` carries what no backend can record."""
-    problems = []
+    problems: list[str] = []
     if report.uuid is not None:
         try:
             canonical = str(uuidlib.UUID(str(report.uuid)))

@@ -512,7 +512,7 @@ def _refuse_shared_uuids(audits, failed, host):
     A uuid names one node record; which of the nodes owns it cannot be
     told, so neither is recorded.
     """
-    by_uuid = {}
+    by_uuid: dict[str, list[str]] = {}
     for audit in audits:
         if audit.node_uuid is not None:
             by_uuid.setdefault(audit.node_uuid, []).append(audit.nodename)

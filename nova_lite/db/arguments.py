@@ -7,11 +7,13 @@ as the records check them (:func:`nova_lite.validators.check_text`);
 names that are only looked up need be strings without a NUL byte.
 """
 
+from typing import Any
+
 from nova_lite import validators as v
 from nova_lite.exception import InvalidInput, InvalidType
 
 
-def check_store(url, claim_retries, busy_timeout):
+def check_store(url: Any, claim_retries: Any, busy_timeout: Any) -> None:
     """Raise InvalidInput naming the first wrong argument of ``Store(...)``."""
     v.check_type(url, str, "Store url (a database URL: 'sqlite:///PATH', 'sqlite://' or "
                  "'postgresql://...')")
@@ -30,7 +32,7 @@ def check_store(url, claim_retries, busy_timeout):
 UUID_ARGUMENTS = frozenset({"node_uuid", "instance_uuid"})
 
 
-def check_names(**names):
+def check_names(**names: Any) -> None:
     """Raise InvalidInput unless each name given (None: not given) can be recorded.
 
     For the writes that create names (service rows, node rows): the same
@@ -43,7 +45,7 @@ def check_names(**names):
             v.check_text(value, argument, limit)
 
 
-def check_lookup(optional=False, **names):
+def check_lookup(optional: bool = False, **names: Any) -> None:
     """Raise InvalidInput unless each name can be looked up (with ``optional``,
     None means not given).
 

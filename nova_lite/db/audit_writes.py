@@ -10,12 +10,19 @@ import collections
 import logging
 import time
 import uuid as uuidlib
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import sqlalchemy as sa
 
 from nova_lite.db import holds_sql, models, rows, serialize as ser
-from nova_lite.objects import ComputeNode, Instance, InstanceNUMATopology, Migration
+from nova_lite.objects import (
+    Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, NodeResources)
+from nova_lite.resources import Inventory
+
+if TYPE_CHECKING:
+    from nova_lite.db.store import AuditedNode
 
 LOG = logging.getLogger(__name__)
 
@@ -38,7 +45,7 @@ class MissingAllocation:
     numa_request: InstanceNUMATopology | None = None
 
 
-def serialise_host(conn, host):
+def serialise_host(conn: sa.Connection, host: str) -> None:
     """Make audits of one host take turns across processes.
 
     SQLite's BEGIN IMMEDIATE already does; on PostgreSQL two first audits
@@ -49,7 +56,8 @@ def serialise_host(conn, host):
                      {"h": "nova-lite-audit:" + host})
 
 
-def audited_nodes(conn, host, audits):
+def audited_nodes(conn: sa.Connection, host: str,
+                  audits: Iterable["AuditedNode"]) -> dict[str, ComputeNode]:
     """``{nodename: ComputeNode}`` of the audited nodes, as :func:`rows.load_nodes` gives them.
 
     The reports and inventories just written are taken as they are, not
@@ -60,7 +68,7 @@ def audited_nodes(conn, host, audits):
         T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.generation, T_NODES.c.last_error,
         T_NODES.c.reported).where(T_NODES.c.host == host))}
     usage = rows.usage_by_node(conn, rows.scope_filter(host, None)(T_ALLOC.c.node_uuid))
-    nodes = {}
+    nodes: dict[str, ComputeNode] = {}
     for audit in sorted(audits, key=lambda a: a.nodename):
         row = node_rows[audit.nodename]
         used, numa, pci = usage.get(row.uuid, rows.NO_USAGE)
@@ -74,26 +82,26 @@ def audited_nodes(conn, host, audits):
     return nodes
 
 
-def inventory_values(node_uuid, rc, inv):
+def inventory_values(node_uuid: str, rc: str, inv: Inventory) -> dict[str, Any]:
     return dict(node_uuid=node_uuid, resource_class=rc, total=inv.total, reserved=inv.reserved,
                 min_unit=inv.min_unit, max_unit=inv.max_unit, step_size=inv.step_size,
                 allocation_ratio=str(inv.allocation_ratio))
 
 
-def chunks(values, size=500):
+def chunks(values: Iterable[str], size: int = 500) -> list[list[str]]:
     """``values`` sorted, in lists of ``size``: databases cap the values one statement binds."""
     values = sorted(values)
     return [values[start:start + size] for start in range(0, len(values), size)]
 
 
-def bump_generations(conn, node_uuids):
+def bump_generations(conn: sa.Connection, node_uuids: Iterable[str]) -> None:
     """Bump the generation of ``node_uuids``."""
     for chunk in chunks(node_uuids):
         conn.execute(T_NODES.update().where(T_NODES.c.uuid.in_(chunk))
                      .values(generation=T_NODES.c.generation + 1))
 
 
-def _locked(conn, query):
+def _locked(conn: sa.Connection, query: sa.Select[Any]) -> Sequence[sa.Row[Any]]:
     """``query`` ordered by uuid, its rows locked on PostgreSQL until the transaction ends.
 
     Two hosts' audits may both claim one node (a hash ring moving); the
@@ -106,10 +114,10 @@ def _locked(conn, query):
     return conn.execute(query).all()
 
 
-def records_by_uuid(conn, node_uuids):
+def records_by_uuid(conn: sa.Connection, node_uuids: Iterable[str]) -> dict[str, sa.Row[Any]]:
     """``{uuid: row(host, nodename)}`` of the node records (of any host) with these
     uuids, locked."""
-    found = {}
+    found: dict[str, sa.Row[Any]] = {}
     for chunk in chunks(node_uuids):
         for r in _locked(conn, sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename)
                          .where(T_NODES.c.uuid.in_(chunk))):
@@ -121,13 +129,13 @@ INV_FIELDS = (T_INV.c.total, T_INV.c.reserved, T_INV.c.min_unit, T_INV.c.max_uni
                T_INV.c.step_size, T_INV.c.allocation_ratio)
 
 
-def inventory_fields(inv):
+def inventory_fields(inv: Inventory) -> tuple[int, int, int, int | None, int, str]:
     """The :data:`INV_FIELDS` of an Inventory as stored, to compare with a row."""
     return (inv.total, inv.reserved, inv.min_unit, inv.max_unit, inv.step_size,
             str(inv.allocation_ratio))
 
 
-def report_text(audit, known):
+def report_text(audit: "AuditedNode", known: dict[str, tuple[NodeResources, str]]) -> str:
     """The JSON text of ``audit``'s report, as stored in its node row.
 
     ``known`` maps nodename -> (report, text) of the last audit: a report
@@ -143,7 +151,8 @@ def report_text(audit, known):
     return text
 
 
-def write_nodes(conn, host, audits, known_texts):
+def write_nodes(conn: sa.Connection, host: str, audits: Sequence["AuditedNode"],
+                known_texts: dict[str, tuple[NodeResources, str]]) -> set[str]:
     """Create, adopt or update node rows; returns the uuids whose generation must move.
 
     ``known_texts``: this host's report texts (see :func:`report_text`).
@@ -157,7 +166,8 @@ def write_nodes(conn, host, audits, known_texts):
     existing = {r.nodename: r for r in _locked(conn, sa.select(
         T_NODES.c.uuid, T_NODES.c.nodename, T_NODES.c.resources, T_NODES.c.last_error,
         T_NODES.c.reported).where(T_NODES.c.host == host))}
-    stored_inv = collections.defaultdict(dict)
+    stored_inv: collections.defaultdict[str, dict[str, tuple[Any, ...]]] = \
+        collections.defaultdict(dict)
     for r in conn.execute(sa.select(T_INV.c.node_uuid, T_INV.c.resource_class,
                                     *INV_FIELDS).where(T_INV.c.node_uuid.in_(
                                         sa.select(T_NODES.c.uuid).where(
@@ -166,7 +176,9 @@ def write_nodes(conn, host, audits, known_texts):
     # Records of other hosts (or renamed) that new nodes adopt, in a few queries.
     elsewhere = records_by_uuid(conn, {a.node_uuid for a in audits if a.node_uuid
                                         and a.nodename not in existing})
-    changed, new_nodes, new_inventories = set(), [], []
+    changed: set[str] = set()
+    new_nodes: list[dict[str, Any]] = []
+    new_inventories: list[dict[str, Any]] = []
     for audit in audits:
         resources_json = report_text(audit, known_texts)
         row = existing.get(audit.nodename)
@@ -200,7 +212,7 @@ def write_nodes(conn, host, audits, known_texts):
     return changed
 
 
-def mark_unreported(conn, host, listed):
+def mark_unreported(conn: sa.Connection, host: str, listed: Collection[str]) -> set[str]:
     """Mark ``host``'s node records the driver did not list as not reported.
 
     Returns their uuids (their generation must move: claims on them are
@@ -218,7 +230,7 @@ def mark_unreported(conn, host, listed):
     return {r.uuid for r in gone}
 
 
-def lock_adopted_consumers(conn, host, audits):
+def lock_adopted_consumers(conn: sa.Connection, host: str, audits: Iterable["AuditedNode"]) -> None:
     """Before any node row: lock the instance and migration rows an adoption will move.
 
     A claim or a release locks instance (and migration) rows before node
@@ -249,7 +261,9 @@ def lock_adopted_consumers(conn, host, audits):
                     .order_by(T_MIG.c.uuid).with_for_update()).all()
 
 
-def create_or_adopt(conn, host, audit, resources_json, now, new_nodes, elsewhere):
+def create_or_adopt(conn: sa.Connection, host: str, audit: "AuditedNode", resources_json: str,
+                    now: float, new_nodes: list[dict[str, Any]],
+                    elsewhere: Mapping[str, sa.Row[Any]]) -> tuple[str, bool]:
     """Adopt the record of the driver's node uuid, or create one.
 
     ``elsewhere``: records by uuid (see :func:`records_by_uuid`); a new
@@ -258,7 +272,7 @@ def create_or_adopt(conn, host, audit, resources_json, now, new_nodes, elsewhere
     migrations move too, so their allocations stay live.  Returns
     ``(node_uuid, created)``.
     """
-    values = dict(uuid=audit.node_uuid or str(uuidlib.uuid4()), host=host,
+    values: dict[str, Any] = dict(uuid=audit.node_uuid or str(uuidlib.uuid4()), host=host,
                   nodename=audit.nodename, generation=0, resources=resources_json,
                   last_error=None, reported=True, created_at=now, updated_at=now)
     node_uuid = values["uuid"]
@@ -276,7 +290,8 @@ def create_or_adopt(conn, host, audit, resources_json, now, new_nodes, elsewhere
     return node_uuid, True
 
 
-def carry_consumers(conn, old_host, old_node, new_host, new_node, now):
+def carry_consumers(conn: sa.Connection, old_host: str, old_node: str, new_host: str, new_node: str,
+                    now: float) -> None:
     """Move the instances and in-progress migrations of a node to its new owner."""
     conn.execute(T_INST.update().where(T_INST.c.host == old_host, T_INST.c.node == old_node)
                  .values(host=new_host, node=new_node, updated_at=now))
@@ -287,7 +302,8 @@ def carry_consumers(conn, old_host, old_node, new_host, new_node, now):
             .values({f"{end}_compute": new_host, f"{end}_node": new_node, "updated_at": now}))
 
 
-def missing_allocations(conn, host, nodenames=None):
+def missing_allocations(conn: sa.Connection, host: str,
+                        nodenames: Iterable[str] | None = None) -> list[MissingAllocation]:
     """Every consumer on ``host`` (on ``nodenames`` only, if given) with no
     allocation on its node: a list of :class:`MissingAllocation`.
 
@@ -314,10 +330,11 @@ def missing_allocations(conn, host, nodenames=None):
             T_ALLOC.c.consumer_uuid.is_(None))
     if nodenames is not None:
         missing_migrations = missing_migrations.where(T_MIG.c.dest_node.in_(list(nodenames)))
-    found = []
+    found: list[MissingAllocation] = []
     for row in conn.execute(missing_instances).all():
         instance = rows.instance_from_row(row)
-        found.append(MissingAllocation(instance, row.node_uuid, instance.node,
+        # The query reads only instances with a node.
+        found.append(MissingAllocation(instance, row.node_uuid, row.node,
                                        instance.numa_topology))
     for row in conn.execute(missing_migrations).all():
         # A migration's claim asked for its instance's NUMA topology.
@@ -326,7 +343,9 @@ def missing_allocations(conn, host, nodenames=None):
     return found
 
 
-def reconcile_allocations(conn, host, rebuilt, nodenames=None):
+def reconcile_allocations(conn: sa.Connection, host: str,
+                          rebuilt: Mapping[tuple[str, str], Allocation],
+                          nodenames: Iterable[str] | None = None) -> set[str]:
     """Drop stale allocations and restore missing ones on ``host``'s nodes
     (on ``nodenames`` only, if given: a one-node audit touches one node).
 
@@ -336,7 +355,7 @@ def reconcile_allocations(conn, host, rebuilt, nodenames=None):
     repaired by the next pass.
     Returns the uuids of the nodes whose allocations changed.
     """
-    changed = set()
+    changed: set[str] = set()
     stale_instance = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
                                T_NODES.c.nodename).select_from(
         T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(

@@ -21,6 +21,8 @@ import threading
 import time
 import urllib.parse
 import uuid
+from collections.abc import Callable
+from typing import Any, ContextManager, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc as sa_exc
@@ -36,20 +38,22 @@ _PG_RETRY_STATES = {"40001", "40P01"}   # serialization failure, deadlock
 _PG_BUSY_STATES = {"55P03"}             # lock_not_available (lock_timeout)
 _PG_UNIQUE_VIOLATION = "23505"
 
+_T = TypeVar("_T")
 
-def normalize_url(url):
+
+def normalize_url(url: str) -> str:
     """Accept ``postgresql://`` (psycopg 3) and plain SQLite paths' URLs."""
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
 
 
-def is_memory_sqlite(url):
+def is_memory_sqlite(url: str) -> bool:
     """True for ``sqlite://`` and ``sqlite:///:memory:``."""
     return url in ("sqlite://", "sqlite:///:memory:")
 
 
-def sqlite_file_path(url):
+def sqlite_file_path(url: str) -> tuple[str | None, bool]:
     """``(path, may_create)`` of a SQLite file URL, or ``(None, False)`` for other URLs.
 
     SQLite's URI filenames (``sqlite:///file:/path/x.db?mode=ro&uri=true``)
@@ -67,7 +71,8 @@ def sqlite_file_path(url):
     return path, True
 
 
-def _prepare_sqlite_file(path, busy_timeout_s, initialise):
+def _prepare_sqlite_file(path: str, busy_timeout_s: float,
+                         initialise: Callable[[sa.Engine], object] | None) -> bool:
     """Create the state directory (0700) and, if there is none, the database file.
 
     A new database is built whole under a temporary name beside ``path``
@@ -104,7 +109,7 @@ def _prepare_sqlite_file(path, busy_timeout_s, initialise):
                 os.unlink(leftover)
 
 
-def _readonly_sqlite_url(path):
+def _readonly_sqlite_url(path: str) -> str:
     """A URL opening ``path`` read-only; immutable where nothing could write it."""
     quoted = urllib.parse.quote(os.path.abspath(path))
     writable = os.access(path, os.W_OK) and os.access(os.path.dirname(
@@ -115,9 +120,10 @@ def _readonly_sqlite_url(path):
     return f"sqlite:///file:{quoted}?{flags}&uri=true"
 
 
-def _install_sqlite_hooks(engine, wal, busy_timeout_s, readonly):
+def _install_sqlite_hooks(engine: sa.Engine, wal: bool, busy_timeout_s: float,
+                          readonly: bool) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, record):
+    def _on_connect(dbapi_conn: Any, record: Any) -> None:
         dbapi_conn.isolation_level = None   # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         if wal and not readonly:
@@ -128,12 +134,13 @@ def _install_sqlite_hooks(engine, wal, busy_timeout_s, readonly):
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn):
+    def _on_begin(conn: sa.Connection) -> None:
         deferred = readonly or conn.get_execution_options().get("nl_readonly")
         conn.exec_driver_sql("BEGIN DEFERRED" if deferred else "BEGIN IMMEDIATE")
 
 
-def make_engine(url, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S, readonly=False, initialise=None):
+def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readonly: bool = False,
+                initialise: Callable[[sa.Engine], object] | None = None) -> tuple[sa.Engine, bool]:
     """An SQLAlchemy engine for ``url`` with nova-lite's settings applied.
 
     Returns ``(engine, created)``: ``created`` is True when a new SQLite
@@ -182,18 +189,18 @@ def make_engine(url, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S, readonly=False, init
 IDLE_PING_S = 30.0
 
 
-def _ping_idle_connections(engine):
+def _ping_idle_connections(engine: sa.Engine) -> None:
     """Check a pooled connection that sat idle, so a restarted server costs no error.
 
     A connection that died while in use is invalidated by SQLAlchemy when
     its statement fails; one that died while idle in the pool is found here.
     """
     @event.listens_for(engine, "checkin")
-    def _on_checkin(dbapi_conn, record):
+    def _on_checkin(dbapi_conn: Any, record: Any) -> None:
         record.info["nl_idle_since"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
-    def _on_checkout(dbapi_conn, record, proxy):
+    def _on_checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
         since = record.info.get("nl_idle_since")
         if since is None or time.monotonic() - since < IDLE_PING_S:
             return
@@ -206,11 +213,11 @@ def _ping_idle_connections(engine):
             raise sa_exc.DisconnectionError(f"idle connection is gone: {exc}") from exc
 
 
-def _orig(error):
+def _orig(error: BaseException) -> BaseException:
     return getattr(error, "orig", None) or error
 
 
-def is_busy(error):
+def is_busy(error: BaseException) -> bool:
     """True when a lock wait ran into the busy bound (SQLite busy, PG lock_timeout)."""
     orig = _orig(error)
     if isinstance(orig, sqlite3.OperationalError):
@@ -219,19 +226,19 @@ def is_busy(error):
     return getattr(orig, "sqlstate", None) in _PG_BUSY_STATES
 
 
-def is_transient(error):
+def is_transient(error: BaseException) -> bool:
     """True for errors a retry can cure: serialisation failures and deadlocks."""
     return getattr(_orig(error), "sqlstate", None) in _PG_RETRY_STATES
 
 
-def is_unique_violation(error):
+def is_unique_violation(error: BaseException) -> bool:
     """True for a PostgreSQL unique-key violation, also as a StoreError's cause."""
     if isinstance(error, StoreError):
         error = error.__cause__ or error
     return getattr(_orig(error), "sqlstate", None) == _PG_UNIQUE_VIOLATION
 
 
-def cause(exc):
+def cause(exc: BaseException) -> str:
     """``"ErrorType: first line"`` of a database error, for messages."""
     orig = _orig(exc)
     text = str(orig).strip().splitlines()
@@ -253,8 +260,9 @@ class Database:
     created here its schema before it is published (see make_engine).
     """
 
-    def __init__(self, url, retries=10, busy_timeout_s=DEFAULT_BUSY_TIMEOUT_S,
-                 readonly=False, initialise=None):
+    def __init__(self, url: str, retries: int = 10, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+                 readonly: bool = False,
+                 initialise: Callable[[sa.Engine], object] | None = None) -> None:
         self.url = normalize_url(url)
         self.redacted_url = redact_url(self.url)
         self.retries = retries
@@ -268,11 +276,13 @@ class Database:
         self.dialect = self.engine.dialect.name
         # In-memory SQLite is one shared connection: one transaction at a time.
         self.memory = is_memory_sqlite(self.url)
-        self._serialised = threading.RLock() if self.memory else contextlib.nullcontext()
+        self._serialised: ContextManager[Any] = (
+            threading.RLock() if self.memory else contextlib.nullcontext())
         self._dbapi_error = self.engine.dialect.loaded_dbapi.Error
 
-    def _run(self, op, fn, readonly, snapshot=False):
-        def transaction():
+    def _run(self, op: str, fn: Callable[[sa.Connection], _T], readonly: bool,
+             snapshot: bool = False) -> _T:
+        def transaction() -> _T:
             with self._serialised, self.engine.connect() as conn:
                 if readonly:
                     conn = conn.execution_options(nl_readonly=True)
@@ -282,7 +292,7 @@ class Database:
                     return fn(conn)
         return self._retrying(op, transaction)
 
-    def _retrying(self, op, transaction):
+    def _retrying(self, op: str, transaction: Callable[[], _T]) -> _T:
         """``transaction()``, retried on a transient error; database errors explained."""
         attempt = 0
         while True:
@@ -308,13 +318,13 @@ class Database:
             except sa_exc.SQLAlchemyError as exc:
                 raise StoreError(f"{op} failed on {self.redacted_url}: {exc}") from exc
 
-    def write(self, op, fn):
+    def write(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """Run ``fn(conn)`` in a writing transaction (BEGIN IMMEDIATE on SQLite)."""
         if self.readonly:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
         return self._run(op, fn, readonly=False)
 
-    def write_direct(self, op, fn):
+    def write_direct(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
         """:meth:`write` with ``fn`` given a :class:`~nova_lite.db.direct.DirectConnection`.
 
         The same transaction, bounds, retries and errors as :meth:`write`,
@@ -325,7 +335,7 @@ class Database:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
         return self._retrying(op, lambda: self._direct_transaction(fn))
 
-    def _direct_transaction(self, fn):
+    def _direct_transaction(self, fn: Callable[[DirectConnection], _T]) -> _T:
         with self._serialised:
             pooled = self.engine.raw_connection()
             try:
@@ -344,11 +354,11 @@ class Database:
             finally:
                 pooled.close()
 
-    def read(self, op, fn):
+    def read(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """Run ``fn(conn)`` in a read-only transaction."""
         return self._run(op, fn, readonly=True)
 
-    def read_snapshot(self, op, fn):
+    def read_snapshot(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """:meth:`read`, with every statement of ``fn`` seeing one snapshot.
 
         REPEATABLE READ on PostgreSQL (a read-only transaction there never
@@ -357,7 +367,7 @@ class Database:
         """
         return self._run(op, fn, readonly=True, snapshot=True)
 
-    def _abandon(self, pooled, cursor, exc):
+    def _abandon(self, pooled: Any, cursor: Any, exc: BaseException) -> None:
         """Roll back after ``exc``; a connection that is gone (or cannot roll
         back) leaves the pool, and ``exc`` stays the error reported."""
         try:
@@ -369,6 +379,6 @@ class Database:
         except self._dbapi_error:
             pooled.invalidate(exc)
 
-    def dispose(self):
+    def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()

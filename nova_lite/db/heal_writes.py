@@ -22,6 +22,8 @@ instance's, which is recorded there with its new flavor).
 
 import logging
 import time
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
@@ -29,6 +31,7 @@ import sqlalchemy as sa
 from nova_lite import holds
 from nova_lite.db import claim_writes, holds_sql, models, rows
 from nova_lite.exception import HealSkipped
+from nova_lite.objects import Migration
 
 LOG = logging.getLogger(__name__)
 
@@ -40,6 +43,22 @@ REMOVE_ALLOCATION = "remove_allocation"
 #: Kind of change: finish a migration stuck in progress.
 FINISH_MIGRATION = "finish_migration"
 CHANGE_KINDS = (REMOVE_ALLOCATION, FINISH_MIGRATION)
+
+
+def _guards(value: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    return tuple(value)
+
+
+def _allocations(value: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple(value)
+
+
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _generations(value: Mapping[str, int]) -> dict[str, int]:
+    return dict(value)
 
 
 @attrs.frozen
@@ -59,13 +78,13 @@ class HealChange:
 
     kind: str = attrs.field(validator=attrs.validators.in_(CHANGE_KINDS))
     subject: str
-    guards: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
-    allocations: tuple[tuple[str, str], ...] = attrs.field(converter=tuple)
+    guards: tuple[tuple[str, int], ...] = attrs.field(converter=_guards)
+    allocations: tuple[tuple[str, str], ...] = attrs.field(converter=_allocations)
     migration_uuid: str | None = None
     migration_status: str | None = None
     migration_updated_at: float | None = None
     source_node_uuid: str | None = None
-    down_hosts: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    down_hosts: tuple[str, ...] = attrs.field(default=(), converter=_names)
     service_down_time: float = 60.0
 
 
@@ -76,10 +95,10 @@ class HealResult:
 
     applied: bool
     reason: str = ""
-    generations: dict[str, int] = attrs.field(factory=dict, converter=dict)
+    generations: dict[str, int] = attrs.field(factory=dict, converter=_generations)
 
 
-def apply(conn, change):
+def apply(conn: sa.Connection, change: HealChange) -> HealResult:
     """The statements of one heal step on ``conn``; raises :class:`HealSkipped`."""
     if change.kind == REMOVE_ALLOCATION:
         for consumer_uuid, node_uuid in change.allocations:
@@ -87,7 +106,7 @@ def apply(conn, change):
         migration = None
     else:
         migration = _check_still_stuck(conn, change)
-    generations = {}
+    generations: dict[str, int] = {}
     for node_uuid, seen in sorted(change.guards):
         try:
             generation = claim_writes.bump_and_lock(conn, node_uuid)
@@ -113,12 +132,12 @@ def apply(conn, change):
     return HealResult(applied=True, generations=generations)
 
 
-def _lock(conn, query):
+def _lock(conn: sa.Connection, query: sa.Select[Any]) -> sa.Row[Any] | None:
     return conn.execute(query.with_for_update() if conn.dialect.name == "postgresql"
                         else query).first()
 
 
-def _check_still_stale(conn, consumer_uuid, node_uuid):
+def _check_still_stale(conn: sa.Connection, consumer_uuid: str, node_uuid: str) -> None:
     """Skip unless the allocation's consumer, read under its lock, holds nothing there."""
     alloc = conn.execute(sa.select(T_ALLOC.c.consumer_type, T_ALLOC.c.instance_uuid).where(
         T_ALLOC.c.consumer_uuid == consumer_uuid, T_ALLOC.c.node_uuid == node_uuid)).first()
@@ -143,7 +162,7 @@ def _check_still_stale(conn, consumer_uuid, node_uuid):
             f"({record.vm_state}, task {record.task_state or 'none'}): its allocation is live")
 
 
-def _check_still_stuck(conn, change):
+def _check_still_stuck(conn: sa.Connection, change: HealChange) -> Migration:
     """Skip unless the migration is as read and nobody is left to finish it; returns its row."""
     mig = conn.execute(sa.select(T_MIG.c.instance_uuid).where(
         T_MIG.c.uuid == change.migration_uuid)).first()
@@ -151,6 +170,8 @@ def _check_still_stuck(conn, change):
         raise HealSkipped(f"migration {change.migration_uuid} has no record any more")
     _lock(conn, sa.select(T_INST.c.uuid).where(T_INST.c.uuid == mig.instance_uuid))
     row = _lock(conn, T_MIG.select().where(T_MIG.c.uuid == change.migration_uuid))
+    if row is None:
+        raise HealSkipped(f"migration {change.migration_uuid} has no record any more")
     if not holds.migration_holds(row.status) or row.updated_at != change.migration_updated_at:
         raise HealSkipped(f"migration {change.migration_uuid} changed since the audit read it "
                           f"(now {row.status}, updated at {row.updated_at})")
@@ -165,7 +186,7 @@ def _check_still_stuck(conn, change):
     return rows.migration_from_row(row)
 
 
-def _confirm(conn, change, migration, now):
+def _confirm(conn: sa.Connection, change: HealChange, migration: Migration, now: float) -> None:
     """Free the instance's own claim at the source; its move's claim becomes its own."""
     target = conn.execute(sa.select(
         T_ALLOC.c.node_uuid, T_ALLOC.c.numa_topology, T_ALLOC.c.pci_devices,
@@ -190,7 +211,8 @@ def _confirm(conn, change, migration, now):
             numa_topology=alloc.numa_topology, pci_devices=alloc.pci_devices), now)
 
 
-def migration_times(conn, in_progress_only=True):
+def migration_times(conn: sa.Connection,
+                    in_progress_only: bool = True) -> dict[str, tuple[float, float]]:
     """``{migration uuid: (created_at, updated_at)}`` (epoch s)."""
     query = sa.select(T_MIG.c.uuid, T_MIG.c.created_at, T_MIG.c.updated_at)
     if in_progress_only:

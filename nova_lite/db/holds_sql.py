@@ -16,7 +16,7 @@ from nova_lite.holds import (
 T_INST, T_MIG = models.instances, models.migrations
 
 
-def instance_holds(table=T_INST):
+def instance_holds(table: sa.FromClause = T_INST) -> sa.ColumnElement[bool]:
     """True for a row of ``table`` (the instances table, or an alias of it) that holds
     resources on the node it is placed on: :func:`nova_lite.holds.instance_holds` with
     ``placed`` from the row's host and node."""
@@ -28,7 +28,8 @@ def instance_holds(table=T_INST):
                    sa.or_(table.c.vm_state != SHELVED_OFFLOADED, placed, unshelving))
 
 
-def instance_holds_on(nodes, table=T_INST):
+def instance_holds_on(nodes: sa.FromClause,
+                      table: sa.FromClause = T_INST) -> sa.ColumnElement[bool]:
     """True for an instance row (outer-joined: it may be missing) that holds resources on
     the row of ``nodes`` (the compute_nodes table); never NULL, so it can be negated."""
     return sa.and_(table.c.uuid.is_not(None), table.c.host.is_not(None),
@@ -36,7 +37,7 @@ def instance_holds_on(nodes, table=T_INST):
                    table.c.node == nodes.c.nodename, instance_holds(table))
 
 
-def migration_holds(table=T_MIG):
+def migration_holds(table: sa.FromClause = T_MIG) -> sa.ColumnElement[bool]:
     """True for a migration row whose status holds its claim
     (:func:`nova_lite.holds.migration_holds`)."""
     return table.c.status.in_(sorted(MIGRATION_IN_PROGRESS))

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from alembic.script import Script, ScriptDirectory
 from nova_lite.exception import UnknownSchema
 
 LOG = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class SchemaState:
         return self.revision
 
 
-def _config(connection=None):
+def _config(connection: sa.Connection | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", _SCRIPT_LOCATION)
     config.attributes["connection"] = connection
@@ -96,16 +96,19 @@ def _config(connection=None):
 
 
 @functools.lru_cache(maxsize=1)
-def _script():
+def _script() -> ScriptDirectory:
     return ScriptDirectory.from_config(_config())
 
 
 def head() -> str:
     """The newest revision this nova-lite knows."""
-    return _script().get_current_head()
+    current = _script().get_current_head()
+    if current is None:   # the package's revision scripts are missing
+        raise UnknownSchema(f"no schema revision found in {_SCRIPT_LOCATION}")
+    return current
 
 
-def _known(revision):
+def _known(revision: str) -> bool:
     try:
         return _script().get_revision(revision) is not None
     except Exception:   # alembic raises several kinds for an unknown id
@@ -118,12 +121,12 @@ def revisions() -> tuple[Revision, ...]:
     return tuple(Revision(script.revision, _description(script)) for script in reversed(walked))
 
 
-def _description(script):
+def _description(script: Script) -> str:
     doc = (script.doc or "").strip()
     return " ".join(doc.split())
 
 
-def _pending(revision):
+def _pending(revision: str | None) -> tuple[Revision, ...]:
     known = revisions()
     if revision is None:
         return known
@@ -139,7 +142,7 @@ def empty_state() -> SchemaState:
                        empty=True)
 
 
-def schema_state(conn) -> SchemaState:
+def schema_state(conn: sa.Connection) -> SchemaState:
     """Read where the schema of the database behind ``conn`` stands."""
     inspector = sa.inspect(conn)
     tables = set(inspector.get_table_names())
@@ -167,18 +170,18 @@ def schema_state(conn) -> SchemaState:
                        pending=pending, empty=empty)
 
 
-def _serialise(conn):
+def _serialise(conn: sa.Connection) -> None:
     # SQLite transactions here start with BEGIN IMMEDIATE already; on
     # PostgreSQL concurrent first starts must not race on CREATE TABLE.
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
 
 
-def _columns(conn, table):
+def _columns(conn: sa.Connection, table: str) -> set[str]:
     return {c["name"] for c in sa.inspect(conn).get_columns(table)}
 
 
-def _adopt_legacy(conn, version):
+def _adopt_legacy(conn: sa.Connection, version: int) -> None:
     """Bring a pre-alembic database to step 3 and stamp it as revision 0001."""
     LOG.info("Adopting a schema of numbered step %d (before alembic) as revision %s",
              version, LEGACY_REVISION)
@@ -191,7 +194,7 @@ def _adopt_legacy(conn, version):
     conn.execute(sa.text(f"DROP TABLE {_LEGACY_TABLE}"))
 
 
-def upgrade_connection(conn, revision="head"):
+def upgrade_connection(conn: sa.Connection, revision: str = "head") -> None:
     """Upgrade the schema on ``conn``, inside the caller's transaction."""
     _serialise(conn)
     state = schema_state(conn)
@@ -207,7 +210,7 @@ def upgrade_connection(conn, revision="head"):
     command.upgrade(_config(conn), revision)
 
 
-def upgrade(engine, revision="head"):
+def upgrade(engine: sa.Engine, revision: str = "head") -> str | None:
     """Apply every pending revision in one transaction; returns the resulting revision."""
     with engine.begin() as conn:
         upgrade_connection(conn, revision)

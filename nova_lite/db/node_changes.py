@@ -10,13 +10,17 @@ of them than the view's bulk limit are one read of every node instead).
 """
 
 import collections
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
+import sqlalchemy as sa
 
 from nova_lite.db import models, queries, rows
 from nova_lite.objects import ComputeNode
+
+if TYPE_CHECKING:
+    from nova_lite.db.store import Store
 
 #: Node uuids per ``IN (...)`` list of a batched read.
 _CHUNK = 500
@@ -41,7 +45,7 @@ class NodeChangeTracker:
     every node rather than one by one.
     """
 
-    def __init__(self, store, bulk_reload: int) -> None:
+    def __init__(self, store: "Store", bulk_reload: int) -> None:
         self.store = store
         self.bulk_reload = bulk_reload
         #: The fingerprint of the last look (``{bucket: sums}``), None before the first.
@@ -85,15 +89,15 @@ class NodeChangeTracker:
         return NodeChanges(fresh=tuple(fresh), gone=frozenset(gone))
 
 
-def load_nodes_by_uuid(conn, uuids):
+def load_nodes_by_uuid(conn: sa.Connection, uuids: Sequence[str]) -> list[ComputeNode]:
     """The ComputeNode records of ``uuids`` that still exist, a few queries per
     500 of them (``rows.load_nodes`` selects by host and name only)."""
-    found = []
+    found: list[ComputeNode] = []
     for i in range(0, len(uuids), _CHUNK):
         chunk = uuids[i:i + _CHUNK]
         node_rows = conn.execute(models.compute_nodes.select().where(
             models.compute_nodes.c.uuid.in_(chunk))).all()
-        inventories = collections.defaultdict(list)
+        inventories: collections.defaultdict[str, list[Any]] = collections.defaultdict(list)
         for r in conn.execute(models.inventories.select().where(
                 models.inventories.c.node_uuid.in_(chunk))):
             inventories[r.node_uuid].append(r)

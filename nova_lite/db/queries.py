@@ -26,6 +26,7 @@ class NodeVersion:
     @property
     def bucket(self):
         """The fingerprint bucket of the row (see :func:`nodes_fingerprint`)."""
+        assert self.id is not None   # a row read from the records has its id
         return self.id % NODE_BUCKETS
 
 
@@ -137,7 +138,7 @@ def set_service_disabled(conn, host, binary, disabled, reason=None):
     arguments.check_lookup(host=host, binary=binary)
     if reason is not None:
         v.check_text(reason, "disabled reason")
-    values = {"disabled": bool(disabled)}
+    values: dict[str, object] = {"disabled": bool(disabled)}
     if "disabled_reason" in T_SVC.c:
         values["disabled_reason"] = reason if disabled else None
     return conn.execute(T_SVC.update().where(

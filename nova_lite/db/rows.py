@@ -10,7 +10,9 @@ node's usage as the database sums it.
 import collections
 import functools
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
@@ -27,8 +29,12 @@ T_INST, T_MIG = models.instances, models.migrations
 T_USAGE = models.node_usage
 STD_COLUMNS = tuple(models.ALLOCATION_COLUMNS.items())
 
+# Rows are SQLAlchemy rows read by column name (``row.uuid``): typed Any here.
+# A node's usage: (amounts by class, NUMA placements, PCI addresses in use).
+_Usage = tuple[dict[str, int], Sequence[InstanceNUMATopology], Iterable[str]]
 
-def instance_from_row(row):
+
+def instance_from_row(row: Any) -> Instance:
     return Instance(
         uuid=row.uuid, flavor=ser.flavor_from_json(row.flavor), project_id=row.project_id,
         user_id=row.user_id, host=row.host, node=row.node, vm_state=row.vm_state,
@@ -37,7 +43,7 @@ def instance_from_row(row):
         pci_devices=ser.strings_from_json(row.pci_devices))
 
 
-def migration_from_row(row):
+def migration_from_row(row: Any) -> Migration:
     return Migration(
         uuid=row.uuid, instance_uuid=row.instance_uuid, source_compute=row.source_compute,
         source_node=row.source_node, dest_compute=row.dest_compute, dest_node=row.dest_node,
@@ -46,14 +52,14 @@ def migration_from_row(row):
         migration_type=row.migration_type)
 
 
-def allocation_resources(row):
+def allocation_resources(row: Any) -> dict[str, int]:
     amounts = {rc: getattr(row, col) for rc, col in STD_COLUMNS if getattr(row, col)}
     if row.other:
         amounts.update(json.loads(row.other))
     return amounts
 
 
-def allocation_from_row(row):
+def allocation_from_row(row: Any) -> Allocation:
     return Allocation(
         consumer_uuid=row.consumer_uuid, consumer_type=row.consumer_type,
         instance_uuid=row.instance_uuid, node_uuid=row.node_uuid,
@@ -62,7 +68,7 @@ def allocation_from_row(row):
         pci_devices=ser.strings_from_json(row.pci_devices))
 
 
-def allocation_values(alloc, now):
+def allocation_values(alloc: Allocation, now: float) -> dict[str, Any]:
     """An allocation's row, recorded at ``now``, as a dict by column name."""
     resources = alloc.resources
     other = {rc: n for rc, n in resources.items() if rc not in models.ALLOCATION_COLUMNS}
@@ -83,7 +89,7 @@ INSTANCE_UPDATE_COLUMNS = ("host", "node", "vm_state", "task_state", "project_id
                            "updated_at")
 
 
-def instance_values(inst, now):
+def instance_values(inst: Instance, now: float) -> dict[str, Any]:
     """The columns an update of ``inst``'s row at ``now`` sets (not its uuid nor created_at)."""
     return dict(host=inst.host, node=inst.node, vm_state=inst.vm_state,
                 task_state=inst.task_state, project_id=inst.project_id,
@@ -93,19 +99,19 @@ def instance_values(inst, now):
                 pci_devices=ser.strings_to_json(inst.pci_devices), updated_at=now)
 
 
-def new_instance_values(inst, now):
+def new_instance_values(inst: Instance, now: float) -> dict[str, Any]:
     """The whole row of an instance first recorded at ``now``."""
     return dict(instance_values(inst, now), uuid=inst.uuid, created_at=now)
 
 
-def upsert_instance(conn, inst, now):
+def upsert_instance(conn: sa.Connection, inst: Instance, now: float) -> None:
     values = instance_values(inst, now)
     if conn.execute(T_INST.update().where(T_INST.c.uuid == inst.uuid).values(**values)).rowcount:
         return
     conn.execute(T_INST.insert().values(uuid=inst.uuid, created_at=now, **values))
 
 
-def migration_values(mig, now):
+def migration_values(mig: Migration, now: float) -> dict[str, Any]:
     return dict(
         uuid=mig.uuid, instance_uuid=mig.instance_uuid, source_compute=mig.source_compute,
         source_node=mig.source_node, dest_compute=mig.dest_compute, dest_node=mig.dest_node,
@@ -114,7 +120,7 @@ def migration_values(mig, now):
         migration_type=mig.migration_type, created_at=now, updated_at=now)
 
 
-def node_generation(conn, node_uuid):
+def node_generation(conn: sa.Connection, node_uuid: str) -> int:
     """The recorded generation of a node; raises NodeNotFound."""
     generation = conn.execute(sa.select(T_NODES.c.generation).where(
         T_NODES.c.uuid == node_uuid)).scalar()
@@ -135,7 +141,7 @@ _NODE_EXTRAS = sa.select(T_ALLOC.c.other, T_ALLOC.c.numa_topology, T_ALLOC.c.pci
            T_ALLOC.c.pci_devices.is_not(None)))
 
 
-def load_node(conn, node_uuid):
+def load_node(conn: sa.Connection, node_uuid: str) -> ComputeNode:
     """The :class:`ComputeNode` with this uuid as recorded now: owner, reported
     flag, inventories, report and usage, all at one generation (read in one
     transaction).  Raises NodeNotFound.
@@ -159,7 +165,7 @@ USAGE_FIELDS = (*(col for _, col in STD_COLUMNS), "extras")
 USAGE_ROW_FIELDS = (*USAGE_FIELDS, "since")
 
 
-def _node_usage_inventories(usage_at):
+def _node_usage_inventories(usage_at: sa.ColumnElement[Any]) -> sa.Select[Any]:
     return sa.select(
         T_NODES, *[T_USAGE.c[col].label(f"usage_{col}") for col in USAGE_ROW_FIELDS],
         T_USAGE.c.generation.label("usage_generation"),
@@ -177,7 +183,7 @@ NODE_USAGE_INVENTORIES_BUMPED = _node_usage_inventories(
     T_NODES.c.generation - sa.literal_column("1"))
 
 
-def locked_node_rows(conn, node_uuid, generation):
+def locked_node_rows(conn: sa.Connection, node_uuid: str, generation: int) -> Sequence[sa.Row[Any]]:
     """The rows of :func:`load_node_locked`'s first statement, for a claim
     that moved the node from ``generation`` (see also
     :data:`NODE_USAGE_INVENTORIES_BUMPED`, the same rows read in the round
@@ -186,7 +192,8 @@ def locked_node_rows(conn, node_uuid, generation):
                                                  "usage_at": generation}).all()
 
 
-def load_node_locked(conn, node_uuid, found):
+def load_node_locked(conn: sa.Connection, node_uuid: str,
+                     found: Sequence[Any]) -> tuple[ComputeNode, dict[str, int]]:
     """:func:`load_node` for a claim holding the node's lock; returns
     ``(node, usage)``.  ``found``: the node's rows as
     :func:`locked_node_rows` reads them.
@@ -219,20 +226,23 @@ def load_node_locked(conn, node_uuid, found):
         usage["extras"] = len(extras)
         usage["since"] = moved_from
     amounts = {rc: usage[col] for rc, col in STD_COLUMNS if usage[col]}
-    numa, pci = [], set()
+    numa: list[InstanceNUMATopology] = []
+    pci: set[str] = set()
     for other, numa_json, pci_json in extras:
         _add_extras(amounts, numa, pci, other, numa_json, pci_json)
     return _node(row, inventories, (amounts, numa, pci)), usage
 
 
-def _column_sums(conn, params):
+def _column_sums(conn: sa.Connection, params: Mapping[str, Any]) -> dict[str, int]:
     return {col: int(total or 0) for (_, col), total in
             zip(STD_COLUMNS, conn.execute(_NODE_SUMS, params).one())}
 
 
-def _node_with_extras(conn, row, sums, params):
+def _node_with_extras(conn: sa.Connection, row: Any, sums: Mapping[str, int],
+                      params: Mapping[str, Any]) -> ComputeNode:
     amounts = {rc: sums[col] for rc, col in STD_COLUMNS if sums[col]}
-    numa, pci = [], set()
+    numa: list[InstanceNUMATopology] = []
+    pci: set[str] = set()
     for other, numa_json, pci_json in conn.execute(_NODE_EXTRAS, params):
         _add_extras(amounts, numa, pci, other, numa_json, pci_json)
     return _node(row, conn.execute(_NODE_INVENTORIES, params).all(), (amounts, numa, pci))
@@ -241,7 +251,8 @@ def _node_with_extras(conn, row, sums, params):
 _UPSERT_USAGE: dict[str, sa.Insert] = {}
 
 
-def record_usage(conn, node_uuid, generation, usage):
+def record_usage(conn: sa.Connection, node_uuid: str, generation: int,
+                 usage: Mapping[str, int]) -> None:
     """Record ``usage`` (see :func:`load_node_locked`) as the node's at ``generation``.
 
     Written by a claim, under the node's lock, in the transaction that
@@ -258,32 +269,35 @@ def record_usage(conn, node_uuid, generation, usage):
     conn.execute(statement, dict(usage, node_uuid=node_uuid, generation=generation))
 
 
-def _add_extras(amounts, numa, pci, other, numa_json, pci_json):
+def _add_extras(amounts: dict[str, int], numa: list[InstanceNUMATopology], pci: set[str],
+                other: str | None, numa_json: str | None, pci_json: str | None) -> None:
     for rc, n in (json.loads(other) if other else {}).items():
         amounts[rc] = amounts.get(rc, 0) + n
-    if numa_json:
-        numa.append(ser.numa_from_json(numa_json))
+    topology = ser.numa_from_json(numa_json) if numa_json else None
+    if topology is not None:
+        numa.append(topology)
     pci.update(ser.strings_from_json(pci_json))
 
 
 # Sized for a view of every node of a large fleet (the scheduler's, the
 # API's): each re-read node must not parse its report again.
 @functools.lru_cache(maxsize=32768)
-def report_from_text(text):
+def report_from_text(text: str) -> NodeResources:
     """The NodeResources of a stored report (records are frozen: parsed once per text)."""
     return NodeResources.from_dict(json.loads(text))
 
 
 @functools.lru_cache(maxsize=4096)
-def _inventory(total, reserved, min_unit, max_unit, step_size, ratio):
+def _inventory(total: int, reserved: int, min_unit: int, max_unit: int, step_size: int,
+               ratio: Any) -> Inventory:
     return Inventory(total=total, reserved=reserved, min_unit=min_unit, max_unit=max_unit,
                      step_size=step_size, allocation_ratio=Fraction(ratio))
 
 
-def _node(row, inventory_rows, usage):
+def _node(row: Any, inventory_rows: Iterable[Any], usage: _Usage) -> ComputeNode:
     """A ComputeNode from its row, its inventory rows and its usage triple."""
     used, numa, pci = usage
-    inventories = {}
+    inventories: dict[str, Inventory] = {}
     for i in inventory_rows:
         inv = _inventory(i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
                          i.allocation_ratio)
@@ -302,13 +316,15 @@ NO_USAGE: tuple[dict[str, int], tuple[InstanceNUMATopology, ...], tuple[str, ...
     {}, (), ())
 
 
-def usage_by_node(conn, where):
+def usage_by_node(
+        conn: sa.Connection, where: sa.ColumnElement[bool],
+) -> dict[str, tuple[dict[str, int], list[InstanceNUMATopology], set[str]]]:
     """``{node_uuid: (amounts, numa_placements, pci_in_use)}`` of the allocations ``where``.
 
     The standard classes are summed by the database; only the rows with
     other classes, NUMA cells or PCI devices are read one by one.
     """
-    usage = {}
+    usage: dict[str, tuple[dict[str, int], list[InstanceNUMATopology], set[str]]] = {}
     totals = [sa.func.sum(T_ALLOC.c[col]) for _, col in STD_COLUMNS]
     sums = sa.select(T_ALLOC.c.node_uuid, *totals).where(where).group_by(T_ALLOC.c.node_uuid)
     for node_uuid, *totals in conn.execute(sums):
@@ -324,7 +340,8 @@ def usage_by_node(conn, where):
     return usage
 
 
-def load_nodes(conn, host=None, nodename=None):
+def load_nodes(conn: sa.Connection, host: str | None = None,
+               nodename: str | None = None) -> list[ComputeNode]:
     """ComputeNode records with inventories and usage, a few queries in all."""
     query = T_NODES.select().order_by(T_NODES.c.host, T_NODES.c.nodename)
     if host is not None:
@@ -336,7 +353,7 @@ def load_nodes(conn, host=None, nodename=None):
         return []
     scope = [r.uuid for r in rows] if nodename is not None else None
     node_filter = scope_filter(host, scope)
-    invs = collections.defaultdict(list)
+    invs: collections.defaultdict[str, list[Any]] = collections.defaultdict(list)
     for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
         invs[r.node_uuid].append(r)
     usage = usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
@@ -344,8 +361,10 @@ def load_nodes(conn, host=None, nodename=None):
             for row in rows]
 
 
-def scope_filter(host, node_uuids):
-    def node_filter(column):
+def scope_filter(
+        host: str | None, node_uuids: Sequence[str] | None,
+) -> Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]:
+    def node_filter(column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
         if node_uuids is not None:
             return column.in_(node_uuids)
         if host is not None:

@@ -12,6 +12,7 @@ transaction on SQLite (WAL readers see one snapshot from their first read).
 
 import collections
 import functools
+from collections.abc import Iterable, Iterator
 
 import attrs
 import sqlalchemy as sa
@@ -59,40 +60,40 @@ class RecordsSnapshot:
     services: dict[str, ServiceBeat]
     read_at: float
 
-    def scoped_nodes(self):
+    def scoped_nodes(self) -> list[ComputeNode]:
         """The node records of ``host`` (every node if None), sorted by host and name."""
         return [n for n in self.nodes if n.uuid in self.scoped]
 
-    def allocations_on(self, node_uuid):
+    def allocations_on(self, node_uuid: str) -> list[Allocation]:
         """The allocations held on one node."""
         return self._allocations_by_node.get(node_uuid, [])
 
-    def holding_instances_of(self, host):
+    def holding_instances_of(self, host: str) -> list[Instance]:
         """The instances recorded on ``host`` that hold resources."""
         return self._holding_by_host.get(host, [])
 
-    def moves_touching(self, host, nodename):
+    def moves_touching(self, host: str, nodename: str) -> list[Migration]:
         """The migrations in progress whose source or destination is this node."""
         return self._moves_by_node.get((host, nodename), [])
 
     @functools.cached_property
-    def _allocations_by_node(self):
-        index = collections.defaultdict(list)
+    def _allocations_by_node(self) -> dict[str, list[Allocation]]:
+        index: dict[str, list[Allocation]] = collections.defaultdict(list)
         for alloc in self.allocations:
             index[alloc.node_uuid].append(alloc)
         return index
 
     @functools.cached_property
-    def _holding_by_host(self):
-        index = collections.defaultdict(list)
+    def _holding_by_host(self) -> dict[str | None, list[Instance]]:
+        index: dict[str | None, list[Instance]] = collections.defaultdict(list)
         for inst in self.instances.values():
             if inst.holds_resources:
                 index[inst.host].append(inst)
         return index
 
     @functools.cached_property
-    def _moves_by_node(self):
-        index = collections.defaultdict(list)
+    def _moves_by_node(self) -> dict[tuple[str, str], list[Migration]]:
+        index: dict[tuple[str, str], list[Migration]] = collections.defaultdict(list)
         for mig in self.migrations.values():
             if mig.in_progress:
                 for end in {(mig.source_compute, mig.source_node),
@@ -101,16 +102,16 @@ class RecordsSnapshot:
         return index
 
 
-def _chunks(values, size=500):
+def _chunks(values: Iterable[str], size: int = 500) -> Iterator[list[str]]:
     values = sorted(values)
     for start in range(0, len(values), size):
         yield values[start:start + size]
 
 
-def read(conn, host, binary, now):
+def read(conn: sa.Connection, host: str | None, binary: str, now: float) -> RecordsSnapshot:
     """The :class:`RecordsSnapshot` of ``host`` (None: every host), on ``conn``."""
-    nodes = rows.load_nodes(conn, host)
-    scoped = frozenset(n.uuid for n in nodes)
+    loaded = list(rows.load_nodes(conn, host))
+    scoped = frozenset(n.uuid for n in loaded)
     moving = T_MIG.select().where(holds_sql.migration_holds())
     if host is not None:
         moving = moving.where(sa.or_(T_MIG.c.source_compute == host,
@@ -122,8 +123,8 @@ def read(conn, host, binary, now):
                       | {(r.dest_compute, r.dest_node) for r in mig_rows.values()})
         for end_host, end_node in ends:
             if end_host != host:
-                nodes.extend(rows.load_nodes(conn, end_host, end_node))
-    nodes = tuple(sorted(nodes, key=lambda n: (n.host, n.nodename)))
+                loaded.extend(rows.load_nodes(conn, end_host, end_node))
+    nodes = tuple(sorted(loaded, key=lambda n: (n.host, n.nodename)))
     alloc_query = T_ALLOC.select()
     if host is not None:
         alloc_query = alloc_query.where(T_ALLOC.c.node_uuid.in_(

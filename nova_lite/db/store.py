@@ -178,7 +178,7 @@ class Store:
                 f"Database {self.db.redacted_url} has schema {state.describe()}, this "
                 f"nova-lite needs {state.head}; a read-only command never migrates: run "
                 "'nova-lite db sync'")
-        self._report_texts = collections.defaultdict(dict)   # see audit_writes.report_text()
+        self._report_texts: dict[str, dict] = collections.defaultdict(dict)   # report_text()
 
     def _write(self, op, fn):
         """A writing transaction; the first one upgrades an older schema."""

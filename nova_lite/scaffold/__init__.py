@@ -13,6 +13,7 @@ import keyword
 import logging
 import os
 import re
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -68,7 +69,7 @@ class Scaffold:
     core_source: str | None = None
 
 
-def driver_names(name):
+def driver_names(name: object) -> DriverNames:
     """:class:`DriverNames` for NAME; raises InvalidInput saying what is wrong.
 
     NAME is the driver's short name: a lower-case letter, then letters,
@@ -104,7 +105,7 @@ def driver_names(name):
                        class_name="".join(w.capitalize() for w in words) + "Driver")
 
 
-def core_checkout():
+def core_checkout() -> str | None:
     """The source checkout this nova-lite runs from, or None (installed from a wheel)."""
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if os.path.isfile(os.path.join(top, "setup.cfg")) and \
@@ -113,7 +114,7 @@ def core_checkout():
     return None
 
 
-def _context(names, core_source):
+def _context(names: DriverNames, core_source: str | None) -> dict[str, str]:
     core = core_source or "/path/to/nova-lite"
     return {
         "driver": names.driver,
@@ -126,23 +127,24 @@ def _context(names, core_source):
     }
 
 
-def render(text, context):
+def render(text: str, context: Mapping[str, str]) -> str:
     """Replace every ``{{key}}`` of ``text``; raises KeyError naming an unknown key."""
-    def sub(match):
+    def sub(match: re.Match[str]) -> str:
         return context[match.group(1)]
     return re.sub(r"\{\{([a-z_]+)\}\}", sub, text)
 
 
-def _rendered(names, core_source):
+def _rendered(names: DriverNames, core_source: str | None) -> dict[str, str]:
     context = _context(names, core_source)
-    files = {}
+    files: dict[str, str] = {}
     for template, target in _LAYOUT.items():
         with open(os.path.join(TEMPLATES, template), encoding="utf-8") as handle:
             files[target.format(package=names.package)] = render(handle.read(), context)
     return files
 
 
-def scaffold(name, directory=None, installed=(), core_source=None):
+def scaffold(name: str, directory: str | None = None, installed: Iterable[str] = (),
+             core_source: str | None = None) -> Scaffold:
     """Write the distribution for driver NAME; returns a :class:`Scaffold`.
 
     ``directory`` defaults to ``./nova-lite-NAME``; it may exist only if

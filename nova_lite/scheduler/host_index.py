@@ -19,13 +19,18 @@ so equal values come in (host, node name) order, the full pass's tie order.
 
 import bisect
 import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
+
+from nova_lite.scheduler.host_state import HostState
 
 #: HostState attributes an order can hold: integer amounts, never negative.
 INDEXABLE = frozenset({"free_ram_mb", "free_disk_gb", "free_vcpus", "free_pcpus"})
 
 _KEY = operator.itemgetter(0)
+#: One row of an order: (key, host, node name, node uuid).
+_Row = tuple[int, str, str, str]
 
 
 @attrs.frozen
@@ -44,16 +49,18 @@ class HostIndex:
     :meth:`discard` when it is gone.
     """
 
-    def __init__(self, weighs):
+    def __init__(self, weighs: Iterable[WeighSpec]) -> None:
         self.weighs = tuple(weighs)
-        self._orders = {(w.attr, w.multiplier > 0): [] for w in self.weighs}
-        self._entries = {}   # uuid -> ((order, entry), ...)
+        self._orders: dict[tuple[str, bool], list[_Row]] = {
+            (w.attr, w.multiplier > 0): [] for w in self.weighs}
+        # uuid -> ((order, entry), ...)
+        self._entries: dict[str, tuple[tuple[tuple[str, bool], _Row], ...]] = {}
 
-    def put(self, state):
+    def put(self, state: HostState) -> None:
         """Place ``state`` (anything with ``uuid``, ``host``, ``nodename`` and the
         attributes) in every order, moving it if it was there."""
         self.discard(state.uuid)
-        placed = []
+        placed: list[tuple[tuple[str, bool], _Row]] = []
         for order, rows in self._orders.items():
             attr, descending = order
             value = getattr(state, attr)
@@ -62,16 +69,17 @@ class HostIndex:
             placed.append((order, entry))
         self._entries[state.uuid] = tuple(placed)
 
-    def discard(self, uuid):
+    def discard(self, uuid: str) -> None:
         """Remove the state with ``uuid`` (nothing if it is not here)."""
         for order, entry in self._entries.pop(uuid, ()):
             rows = self._orders[order]
             del rows[bisect.bisect_left(rows, entry)]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._entries)
 
-    def best(self, states, passes, count, minimums, ordered):
+    def best(self, states: Mapping[str, HostState], passes: Callable[[HostState], bool], count: int,
+             minimums: Mapping[str, int], ordered: Iterable[HostState]) -> list[HostState]:
         """The best ``count`` passing states, best first; ``[]`` if none passes.
 
         ``states``: ``{uuid: HostState}`` of the indexed states;
@@ -79,7 +87,7 @@ class HostIndex:
         amount}`` every passing state holds; ``ordered``: every state in
         (host, node name) order (used when no weigher tells hosts apart).
         """
-        scans = []
+        scans: list[_Scan] = []
         for w in self.weighs:
             rows = self._orders[(w.attr, w.multiplier > 0)]
             start, end = _range(rows, w.multiplier > 0, minimums.get(w.attr))
@@ -87,6 +95,7 @@ class HostIndex:
             if first is None:
                 return []
             last = _first_passing(rows, range(end - 1, first - 1, -1), states, passes)
+            assert last is not None   # the walk down ends at ``first`` at the latest
             best, worst = abs(rows[first][0]), abs(rows[last][0])
             if best == worst:
                 continue   # every passing host alike: the full pass skips this weigher too
@@ -94,7 +103,7 @@ class HostIndex:
             scans.append(_Scan(w.attr, rows, first, last + 1, low, w.multiplier,
                                w.multiplier / (high - low)))
         if not scans:
-            picked = []
+            picked: list[HostState] = []
             for state in ordered:
                 if passes(state):
                     picked.append(state)
@@ -110,7 +119,7 @@ class _Scan:
     ``low`` and ``scale`` normalise the value as the full pass does."""
 
     attr: str
-    rows: list
+    rows: list[_Row]
     pos: int
     end: int
     low: int
@@ -118,7 +127,7 @@ class _Scan:
     scale: float
 
 
-def _range(rows, descending, minimum):
+def _range(rows: Sequence[_Row], descending: bool, minimum: int | None) -> tuple[int, int]:
     """``(start, end)`` of the rows whose value is at least ``minimum``."""
     if not minimum:
         return 0, len(rows)
@@ -127,28 +136,31 @@ def _range(rows, descending, minimum):
     return bisect.bisect_left(rows, minimum, key=_KEY), len(rows)
 
 
-def _first_passing(rows, positions, states, passes):
+def _first_passing(rows: Sequence[_Row], positions: Iterable[int], states: Mapping[str, HostState],
+                   passes: Callable[[HostState], bool]) -> int | None:
     for i in positions:
         if passes(states[rows[i][3]]):
             return i
     return None
 
 
-def _total(state, scans):
+def _total(state: HostState, scans: Iterable[_Scan]) -> float:
     total = 0.0
     for s in scans:   # the same arithmetic, in the same order, as weighers.weights()
         total = total + (getattr(state, s.attr) - s.low) * s.scale
     return total
 
 
-def _threshold(scans, states, passes, count):
+def _threshold(scans: list[_Scan], states: Mapping[str, HostState],
+               passes: Callable[[HostState], bool], count: int) -> list[HostState]:
     """The threshold algorithm over ``scans`` (see the module docstring)."""
     # A host not read yet holds, in each order, the value read last or a worse
     # one; values are integers, so a worse one costs at least |scale|, which
     # float rounding (at most `slack`) cannot hide unless the ranges are huge.
     step = min(abs(s.scale) for s in scans)
     slack = 1e-9 * (1.0 + sum(abs(s.multiplier) for s in scans))
-    seen, picked = set(), []   # picked: (-total, host, nodename, uuid), best first
+    seen: set[str] = set()
+    picked: list[tuple[float, str, str, str]] = []   # (-total, host, nodename, uuid), best first
     while True:
         for s in scans:
             if s.pos >= s.end:   # one order read to its end: every passing host seen

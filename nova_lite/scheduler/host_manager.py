@@ -59,7 +59,7 @@ class Selection:
 
 def _load(group, names, option, settings):
     """Instances of the entry point classes ``names`` of ``group``."""
-    manager = stevedore.ExtensionManager(group, invoke_on_load=False)
+    manager = stevedore.ExtensionManager[type](group, invoke_on_load=False)
     installed = {ext.name: ext.plugin for ext in manager}
     if group == WEIGHER_GROUP and any(n in ALL_WEIGHERS for n in names):
         names = sorted(installed)
@@ -256,6 +256,7 @@ class HostManager:
         Only when no host passes are all of them filtered, for the report.
         """
         passes, minimums = host_checks.host_test(self.filters, spec, time.time(), ignored)
+        assert self._index is not None   # the caller checked: this path is the index's
         ranked = self._index.best(self._states, passes, self._ranked_count(), minimums,
                                   self._ordered)
         if ranked:

@@ -5,10 +5,15 @@ the scheduler just placed there, so back-to-back requests see it before
 the next refresh from the records.
 """
 
+from typing import TYPE_CHECKING
 
 from nova_lite.compute import accounting, placement
 from nova_lite.compute.node_usage import with_allocation
-from nova_lite.objects import Allocation
+from nova_lite.objects import Allocation, ComputeNode
+
+if TYPE_CHECKING:
+    from nova_lite.db.store import ServiceRecord
+    from nova_lite.scheduler.request import RequestSpec
 
 VCPU, PCPU, MEMORY_MB, DISK_GB = (accounting.VCPU, accounting.PCPU, accounting.MEMORY_MB,
                                   accounting.DISK_GB)
@@ -25,7 +30,7 @@ class HostState:
     __slots__ = ("host", "nodename", "uuid", "generation", "node", "service",
                  "free_ram_mb", "free_disk_gb", "free_vcpus", "free_pcpus", "consumed")
 
-    def __init__(self, node, service=None):
+    def __init__(self, node: ComputeNode, service: "ServiceRecord | None" = None) -> None:
         self.host = node.host
         self.nodename = node.nodename
         self.uuid = node.uuid
@@ -33,33 +38,33 @@ class HostState:
         self.consumed = 0
         self.update_from_node(node)
 
-    def update_from_node(self, node):
+    def update_from_node(self, node: ComputeNode) -> None:
         """Take the record's view (inventories, usage, generation)."""
         self.node = node
         self.generation = node.generation
         self.consumed = 0
         self._recompute()
 
-    def restore(self, node, consumed):
+    def restore(self, node: ComputeNode, consumed: int) -> None:
         """Go back to an earlier view (``node``) of this scheduler's own picks."""
         self.node, self.consumed = node, consumed
         self._recompute()
 
-    def _recompute(self):
+    def _recompute(self) -> None:
         node = self.node
         self.free_ram_mb, self.free_disk_gb = node.free(MEMORY_MB), node.free(DISK_GB)
         self.free_vcpus, self.free_pcpus = node.free(VCPU), node.free(PCPU)
 
-    def free(self, rc):
+    def free(self, rc: str) -> int:
         """``max(0, capacity - used)`` of ``rc``, including this scheduler's picks."""
         return self.node.free(rc)
 
-    def decide(self, spec):
+    def decide(self, spec: "RequestSpec") -> placement.Decision:
         """The claim's own pure decision for ``spec`` on this view (no overhead)."""
         return placement.decide(self.node, spec.requested, None, spec.numa_request,
                                 spec.pci_requests)
 
-    def consume(self, spec):
+    def consume(self, spec: "RequestSpec") -> None:
         """Count ``spec`` as placed here (amounts, NUMA cells, PCI devices)."""
         decision = self.decide(spec)
         alloc = Allocation(
@@ -70,16 +75,16 @@ class HostState:
         self.consumed += 1
         self._recompute()
 
-    def limits(self):
+    def limits(self) -> dict[str, float]:
         """Nova's scheduler limits for the claim: ``total x ratio`` per key
         (``memory_mb``, ``disk_gb``, ``vcpu``), for the classes the node offers."""
-        out = {}
+        out: dict[str, float] = {}
         for key, rc in accounting.LIMIT_KEYS.items():
             inv = self.node.inventories.get(rc)
             if inv is not None:
                 out[key] = float(inv.total * inv.allocation_ratio)
         return out
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"HostState({self.host}/{self.nodename}: ram {self.free_ram_mb} MB, "
                 f"disk {self.free_disk_gb} GB, vcpus {self.free_vcpus})")

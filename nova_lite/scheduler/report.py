@@ -1,6 +1,7 @@
 """``NoValidHost`` and its per-filter report."""
 
 import collections
+from collections.abc import Sequence
 
 import attrs
 
@@ -22,12 +23,12 @@ class FilterReport:
     reason: str | None = None
     reason_count: int = 0
 
-    def __str__(self):
+    def __str__(self) -> str:
         text = f"{self.filter} removed {self.removed} of {self.considered} hosts"
         return f"{text}: {self.reason}" if self.reason else text
 
 
-def summarise(name, considered, rejected):
+def summarise(name: str, considered: int, rejected: Sequence[tuple[object, str]]) -> FilterReport:
     """A FilterReport from ``(state, reason)`` pairs."""
     if not rejected:
         return FilterReport(filter=name, considered=considered, removed=0)

@@ -50,17 +50,17 @@ class RequestSpec:
     force_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
 
     @property
-    def numa_request(self):
+    def numa_request(self) -> InstanceNUMATopology | None:
         """The NUMA topology asked for: explicit, else the flavor's, else None."""
         return self.numa_topology or accounting.flavor_numa_request(self.flavor)
 
     @property
-    def requested(self):
+    def requested(self) -> dict[str, int]:
         """``{resource class: amount}`` of the flavor (no overhead: the claim adds it)."""
         return accounting.requested_resources(self.flavor, ZERO_OVERHEAD, self.numa_request)
 
 
-def as_request_spec(request):
+def as_request_spec(request: "RequestSpec | Flavor") -> RequestSpec:
     """A RequestSpec from a RequestSpec or a plain Flavor; else InvalidInput."""
     if isinstance(request, RequestSpec):
         return request

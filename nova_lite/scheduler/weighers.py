@@ -9,7 +9,14 @@ hosts that passed the filters and multiplied by its multiplier option
 negative packs.
 """
 
-from typing import ClassVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from nova_lite import conf
+
+if TYPE_CHECKING:
+    from nova_lite.scheduler.host_state import HostState
+    from nova_lite.scheduler.request import RequestSpec
 
 
 class BaseHostWeigher:
@@ -23,19 +30,19 @@ class BaseHostWeigher:
     #: The name reports use (the class name by default).
     name: str | None = None
 
-    def __init__(self, settings):
+    def __init__(self, settings: conf.Settings) -> None:
         self.settings = settings
         if self.name is None:
             self.name = type(self).__name__
 
     @property
-    def multiplier(self):
+    def multiplier(self) -> float:
         """The multiplier from settings (1.0 without an option)."""
         if self.multiplier_option is None:
             return 1.0
         return float(getattr(self.settings, self.multiplier_option))
 
-    def values(self, states, spec):
+    def values(self, states: Sequence["HostState"], spec: "RequestSpec") -> list[float]:
         """The raw value of each host, in order (a list of numbers): by default
         each state's :attr:`attr`."""
         if self.attr is None:
@@ -64,7 +71,8 @@ class DiskWeigher(BaseHostWeigher):
     attr = "free_disk_gb"
 
 
-def weights(states, spec, weighers):
+def weights(states: Sequence["HostState"], spec: "RequestSpec",
+            weighers: Iterable[BaseHostWeigher]) -> list[float]:
     """The total weight of each host (a list in ``states``' order)."""
     totals = [0.0] * len(states)
     for weigher in weighers:

@@ -16,6 +16,8 @@ The binaries are looked up at ``$NOVA_LITE_CHROMIUM`` and
 
 import os
 import shutil
+import unittest
+from typing import Any, cast
 
 import fixtures
 
@@ -25,7 +27,7 @@ CHROMIUM = os.environ.get("NOVA_LITE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("NOVA_LITE_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 
-def chromium_problem():
+def chromium_problem() -> str | None:
     """None if Chromium, chromedriver and selenium are all here, else why not."""
     for path, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -37,7 +39,7 @@ def chromium_problem():
     return None
 
 
-def use_chromium(test):
+def use_chromium(test: unittest.TestCase) -> None:
     """Skip ``test`` (or fail it where required) unless Chromium can be driven."""
     components.require(test, "chromium", chromium_problem())
 
@@ -50,12 +52,13 @@ class Chromium(fixtures.Fixture):
     logged since the last call.
     """
 
-    def __init__(self, width=1280, height=1000):
+    def __init__(self, width: int = 1280, height: int = 1000) -> None:
         super().__init__()
         self.width, self.height = width, height
-        self.driver = None
+        #: The selenium WebDriver (after setUp; None before).
+        self.driver: Any = None
 
-    def _setUp(self):
+    def _setUp(self) -> None:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
         profile = self.useFixture(fixtures.TempDir()).path
@@ -70,10 +73,10 @@ class Chromium(fixtures.Fixture):
         self.driver = webdriver.Chrome(options=options, service=service)
         self.addCleanup(self.driver.quit)
 
-    def console(self):
+    def console(self) -> list[dict[str, Any]]:
         """The browser console's entries since the last call: dicts with ``level``
         (``"SEVERE"``, ``"WARNING"``, ``"INFO"``...), ``message`` and ``source``."""
-        return self.driver.get_log("browser")
+        return cast(list[dict[str, Any]], self.driver.get_log("browser"))
 
 
 __all__ = ["Chromium", "use_chromium", "chromium_problem", "CHROMIUM", "CHROMEDRIVER"]

@@ -7,11 +7,12 @@ component fails the test instead: CI never skips silently.
 """
 
 import os
+import unittest
 
 DEFAULT_POSTGRESQL_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
-def is_required(component):
+def is_required(component: str) -> bool:
     """True if the environment demands ``component`` be present."""
     if os.environ.get("NOVA_LITE_REQUIRE_ALL", "") in ("1", "true", "yes"):
         return True
@@ -19,7 +20,7 @@ def is_required(component):
     return component in wanted
 
 
-def require(test, component, problem):
+def require(test: unittest.TestCase, component: str, problem: str | None) -> None:
     """Skip ``test`` (or fail it when required) if ``problem`` is not None."""
     if problem is None:
         return
@@ -28,6 +29,6 @@ def require(test, component, problem):
     test.skipTest(f"{component} unavailable: {problem}")
 
 
-def postgresql_url():
+def postgresql_url() -> str:
     """Admin URL of the test PostgreSQL server (env NOVA_LITE_TEST_POSTGRESQL_URL)."""
     return os.environ.get("NOVA_LITE_TEST_POSTGRESQL_URL", DEFAULT_POSTGRESQL_URL)

@@ -20,6 +20,8 @@ words and changing nothing.
 
 import os
 import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 import fixtures
@@ -29,27 +31,36 @@ from nova_lite.compute import accounting
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
-from nova_lite.objects import Flavor, Instance, NodeResources, Overhead
+from nova_lite.objects import ComputeNode, Flavor, Instance, NodeResources, Overhead
 from nova_lite.virt import driver as driver_api
 from nova_lite.virt import loader
 
+_T = TypeVar("_T")
 
-class DriverConformanceTests:
+if TYPE_CHECKING:
+    # What the mixin is used beside: gives the type checker its assertions.
+    import testtools
+    _TestCase = testtools.TestCase
+else:
+    _TestCase = object
+
+
+class DriverConformanceTests(_TestCase):
     """Mixin of conformance tests; see the module docstring."""
 
     #: Entry point name of the driver under test.
-    driver_name = None
+    driver_name: str | None = None
     #: Extra keyword arguments for ``load_driver``.
     driver_kwargs: dict[str, object] = {}
     #: Host name passed to ``init_host``.
     conformance_host = "conformance-host"
 
-    def make_settings(self):
+    def make_settings(self) -> conf.Settings:
         """Settings for the driver (override to customise)."""
         state_path = self.useFixture(fixtures.TempDir()).path
         return conf.Settings(host=self.conformance_host, state_path=state_path)
 
-    def make_driver(self):
+    def make_driver(self) -> driver_api.ComputeDriver:
         """Build the driver under test (not yet ``init_host``-ed)."""
         if not self.driver_name:
             raise AssertionError(
@@ -57,45 +68,46 @@ class DriverConformanceTests:
         return loader.load_driver(self.driver_name, settings=self.make_settings(),
                                   **dict(self.driver_kwargs))
 
-    def setUp(self):
+    def setUp(self) -> None:
         super().setUp()
-        self.driver = self.make_driver()
+        #: The driver under test, ``init_host``-ed.
+        self.driver: driver_api.ComputeDriver = self.make_driver()
         self.driver.init_host(self.conformance_host)
 
     # -- helpers ----------------------------------------------------------
-    def _require(self, capability):
+    def _require(self, capability: str) -> None:
         caps = self.driver.capabilities
         if not getattr(caps, capability, False):
             self.skipTest(f"capability {capability} not declared by "
                           f"{type(self.driver).__name__}")
 
-    def _call_declared(self, capability, func, *args):
+    def _call_declared(self, capability: str, func: Callable[..., _T], *args: Any) -> _T:
         try:
             return func(*args)
         except NotImplementedError:
             self.fail(f"{type(self.driver).__name__} declares {capability} but "
                       f"{func.__name__} raises NotImplementedError")
 
-    def _nodes(self):
+    def _nodes(self) -> list[str]:
         nodes = self.driver.get_available_nodes()
         self.assertIsInstance(nodes, list, "get_available_nodes must return a list")
         self.assertTrue(nodes, "get_available_nodes returned no node")
         return nodes
 
-    def _report(self, nodename):
+    def _report(self, nodename: str) -> NodeResources:
         report = self.driver.get_available_resource(nodename)
         if isinstance(report, dict):
             report = NodeResources.from_dict(report, nodename=nodename)
         self.assertIsInstance(report, NodeResources,
                               f"get_available_resource({nodename!r}) must return NodeResources")
-        return report
+        return cast(NodeResources, report)
 
     @staticmethod
-    def _flavor():
+    def _flavor() -> Flavor:
         return Flavor(name="conformance.tiny", vcpus=1, memory_mb=64, root_gb=0)
 
     # -- the tracker round trip: hooks -------------------------------------
-    def make_tracker(self):
+    def make_tracker(self) -> ResourceTracker:
         """A ResourceTracker over the driver, recording in a fresh SQLite file.
 
         The conformance host is registered as a live compute service first,
@@ -109,7 +121,7 @@ class DriverConformanceTests:
         return ResourceTracker(self.conformance_host, self.driver, store=store,
                                settings=self.driver.settings)
 
-    def conformance_flavor(self, node):
+    def conformance_flavor(self, node: ComputeNode) -> Flavor:
         """The small Flavor the round trip claims on ``node`` (a ComputeNode).
 
         A node offering a ``CUSTOM_*`` class (bare metal) gets one unit of it
@@ -125,7 +137,7 @@ class DriverConformanceTests:
         return self._flavor()
 
     # -- the tracker round trip: helpers -----------------------------------
-    def _audited_tracker(self):
+    def _audited_tracker(self) -> tuple[ResourceTracker, list[str]]:
         rt = self.make_tracker()
         nodes = sorted(self._nodes())
         result = rt.update_available_resource()
@@ -134,11 +146,11 @@ class DriverConformanceTests:
         self.assertEqual(tuple(nodes), tuple(result.audited))
         return rt, nodes
 
-    def _requested(self, instance):
+    def _requested(self, instance: Instance) -> dict[str, int]:
         overhead = self.driver.estimate_instance_overhead(instance)
         return accounting.requested_resources(instance.flavor, overhead)
 
-    def _claimable_node(self, rt, nodes):
+    def _claimable_node(self, rt: ResourceTracker, nodes: Iterable[str]) -> tuple[str, Flavor]:
         """``(nodename, flavor)``: the first node with room for its conformance flavor."""
         seen = []
         for nodename in nodes:
@@ -152,33 +164,34 @@ class DriverConformanceTests:
         self.fail("no node has room for the conformance flavor: " + "; ".join(seen))
 
     @staticmethod
-    def _instance(flavor):
+    def _instance(flavor: Flavor) -> Instance:
         return Instance(uuid=str(uuid.uuid4()), flavor=flavor, project_id="conformance")
 
-    def _assert_usage(self, rt, nodename, expected, when):
+    def _assert_usage(self, rt: ResourceTracker, nodename: str, expected: Mapping[str, int],
+                      when: str) -> None:
         node = rt.get_node(nodename)
         for rc, amount in expected.items():
             self.assertEqual(amount, node.used(rc), f"{nodename} {rc} used {when}")
 
     # -- the contract -----------------------------------------------------
-    def test_is_a_compute_driver(self):
+    def test_is_a_compute_driver(self) -> None:
         self.assertIsInstance(self.driver, driver_api.ComputeDriver)
         self.assertIsInstance(self.driver.capabilities, driver_api.Capabilities)
         self.assertIn(self.driver.api_version, driver_api.SUPPORTED_API_VERSIONS)
 
-    def test_node_names_are_unique_strings(self):
+    def test_node_names_are_unique_strings(self) -> None:
         nodes = self._nodes()
         for name in nodes:
             self.assertIsInstance(name, str)
             self.assertTrue(name.strip(), "node names must not be blank")
         self.assertEqual(len(nodes), len(set(nodes)), f"duplicate node names: {nodes}")
 
-    def test_node_list_is_stable(self):
+    def test_node_list_is_stable(self) -> None:
         first = sorted(self._nodes())
         self.assertEqual(first, sorted(self.driver.get_available_nodes()))
         self.assertEqual(first, sorted(self.driver.get_available_nodes(refresh=True)))
 
-    def test_resource_report_schema_for_every_node(self):
+    def test_resource_report_schema_for_every_node(self) -> None:
         for nodename in self._nodes():
             report = self._report(nodename)
             self.assertTrue(report.hypervisor_type, f"{nodename}: empty hypervisor_type")
@@ -188,16 +201,16 @@ class DriverConformanceTests:
             # The record must survive its own serialisation.
             self.assertEqual(report, NodeResources.from_dict(report.to_dict()))
 
-    def test_resource_report_is_deterministic(self):
+    def test_resource_report_is_deterministic(self) -> None:
         for nodename in self._nodes():
             self.assertEqual(self._report(nodename), self._report(nodename))
 
-    def test_node_is_available(self):
+    def test_node_is_available(self) -> None:
         for nodename in self._nodes():
             self.assertTrue(self.driver.node_is_available(nodename))
         self.assertFalse(self.driver.node_is_available(f"no-such-node-{uuid.uuid4()}"))
 
-    def test_overhead_is_non_negative_and_deterministic(self):
+    def test_overhead_is_non_negative_and_deterministic(self) -> None:
         flavor = self._flavor()
         inst = Instance(uuid=str(uuid.uuid4()), flavor=flavor, host=self.conformance_host)
         for subject in (flavor, inst):
@@ -208,7 +221,7 @@ class DriverConformanceTests:
             self.assertEqual(first, self.driver.estimate_instance_overhead(subject))
 
     # -- a round trip through a real ResourceTracker ----------------------------
-    def test_tracker_audit_claim_and_free(self):
+    def test_tracker_audit_claim_and_free(self) -> None:
         rt, nodes = self._audited_tracker()
         nodename, flavor = self._claimable_node(rt, nodes)
         before = rt.get_node(nodename)
@@ -232,7 +245,7 @@ class DriverConformanceTests:
         rt.update_available_resource()
         self._assert_usage(rt, nodename, baseline, "after the audit that followed")
 
-    def test_tracker_refuses_a_claim_that_does_not_fit(self):
+    def test_tracker_refuses_a_claim_that_does_not_fit(self) -> None:
         rt, nodes = self._audited_tracker()
         nodename, flavor = self._claimable_node(rt, nodes)
         node = rt.get_node(nodename)
@@ -265,7 +278,7 @@ class DriverConformanceTests:
         self.assertTrue(claim.claimed)
 
     # -- optional capabilities -----------------------------------------------
-    def test_lifecycle(self):
+    def test_lifecycle(self) -> None:
         self._require("supports_lifecycle")
         nodename = self._nodes()[0]
         inst = Instance(uuid=str(uuid.uuid4()), flavor=self._flavor(),
@@ -279,7 +292,7 @@ class DriverConformanceTests:
             self._call_declared("supports_lifecycle", self.driver.destroy, inst)
         self.assertNotIn(inst.uuid, self.driver.list_instances())
 
-    def test_numa_topology(self):
+    def test_numa_topology(self) -> None:
         self._require("supports_numa")
         for nodename in self._nodes():
             topo = self._report(nodename).numa_topology
@@ -291,7 +304,7 @@ class DriverConformanceTests:
                                  f"{nodename}: cell {cell.id} has CPUs both shared and "
                                  "dedicated")
 
-    def test_pci_devices(self):
+    def test_pci_devices(self) -> None:
         self._require("supports_pci")
         for nodename in self._nodes():
             devices = self._report(nodename).pci_devices
@@ -304,12 +317,12 @@ class DriverConformanceTests:
                     self.assertIn(dev.parent_addr, known,
                                   f"{nodename}: VF {dev.address} names unknown PF")
 
-    def test_pcpus(self):
+    def test_pcpus(self) -> None:
         self._require("supports_pcpus")
         for nodename in self._nodes():
             self.assertGreaterEqual(self._report(nodename).pcpus, 0)
 
-    def test_is_node_deleted_is_false_for_live_nodes(self):
+    def test_is_node_deleted_is_false_for_live_nodes(self) -> None:
         self._require("supports_node_deletion_check")
         for nodename in self._nodes():
             self.assertFalse(self._call_declared(

@@ -17,11 +17,16 @@ test outside CI and fails it when the environment requires PostgreSQL
 """
 
 import os
+import unittest
 import uuid
+from typing import TYPE_CHECKING, cast
 
 import fixtures
 
 from nova_lite.testing import components
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 #: Prefix of every database :class:`PostgreSQLDatabase` creates.
 DATABASE_PREFIX = "nova_lite_test_"
@@ -34,19 +39,20 @@ class SQLiteFile(fixtures.Fixture):
     creates it owner-only) and ``url`` (``sqlite:///<path>``).
     """
 
-    def __init__(self, name="nova-lite.db"):
+    def __init__(self, name: str = "nova-lite.db") -> None:
         super().__init__()
         self.name = name
-        self.path = None
-        self.url = None
+        #: The database file and its URL (after setUp; None before).
+        self.path: str = cast(str, None)
+        self.url: str = cast(str, None)
 
-    def _setUp(self):
+    def _setUp(self) -> None:
         directory = self.useFixture(fixtures.TempDir()).path
         self.path = os.path.join(directory, self.name)
         self.url = "sqlite:///" + self.path
 
 
-def _admin_engine(admin_url):
+def _admin_engine(admin_url: str) -> "sa.engine.Engine":
     import sqlalchemy as sa
 
     from nova_lite.db.engine import normalize_url
@@ -55,7 +61,7 @@ def _admin_engine(admin_url):
                             connect_args={"connect_timeout": 3})
 
 
-def postgresql_problem(admin_url=None):
+def postgresql_problem(admin_url: str | None = None) -> str | None:
     """None if the PostgreSQL server at ``admin_url`` answers, else why not."""
     admin_url = admin_url or components.postgresql_url()
     try:
@@ -80,7 +86,7 @@ def postgresql_problem(admin_url=None):
 _ANSWERED: set[str] = set()
 
 
-def use_postgresql(test, admin_url=None):
+def use_postgresql(test: unittest.TestCase, admin_url: str | None = None) -> None:
     """Skip ``test`` (or fail it where required) unless PostgreSQL answers.
 
     A server that answered once in this process is not asked again.
@@ -94,7 +100,7 @@ def use_postgresql(test, admin_url=None):
     components.require(test, "postgresql", problem)
 
 
-def _admin_execute(admin_url, statement):
+def _admin_execute(admin_url: str, statement: str) -> None:
     """Run one statement on the server at ``admin_url`` (autocommit)."""
     import sqlalchemy as sa
     engine = _admin_engine(admin_url)
@@ -114,13 +120,14 @@ class PostgreSQLDatabase(fixtures.Fixture):
     even when connections to it are still open.
     """
 
-    def __init__(self, admin_url=None):
+    def __init__(self, admin_url: str | None = None) -> None:
         super().__init__()
         self.admin_url = admin_url or components.postgresql_url()
-        self.name = None
-        self.url = None
+        #: The database (schema) name and its URL (after setUp; None before).
+        self.name: str = cast(str, None)
+        self.url: str = cast(str, None)
 
-    def _setUp(self):
+    def _setUp(self) -> None:
         import sqlalchemy as sa
         name = DATABASE_PREFIX + uuid.uuid4().hex[:16]
         _admin_execute(self.admin_url, f'CREATE DATABASE "{name}"')
@@ -129,7 +136,7 @@ class PostgreSQLDatabase(fixtures.Fixture):
         url = sa.engine.make_url(self.admin_url).set(database=name)
         self.url = url.render_as_string(hide_password=False)
 
-    def _drop(self):
+    def _drop(self) -> None:
         _admin_execute(self.admin_url, f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
@@ -141,13 +148,14 @@ class PostgreSQLSchema(fixtures.Fixture):
     built from it sees only its own tables.  ``name`` is the schema.
     """
 
-    def __init__(self, admin_url=None):
+    def __init__(self, admin_url: str | None = None) -> None:
         super().__init__()
         self.admin_url = admin_url or components.postgresql_url()
-        self.name = None
-        self.url = None
+        #: The database (schema) name and its URL (after setUp; None before).
+        self.name: str = cast(str, None)
+        self.url: str = cast(str, None)
 
-    def _setUp(self):
+    def _setUp(self) -> None:
         import sqlalchemy as sa
         name = DATABASE_PREFIX + uuid.uuid4().hex[:16]
         _admin_execute(self.admin_url, f'CREATE SCHEMA "{name}"')
@@ -157,7 +165,7 @@ class PostgreSQLSchema(fixtures.Fixture):
         url = url.update_query_dict({"options": f"-csearch_path={name}"})
         self.url = url.render_as_string(hide_password=False)
 
-    def _drop(self):
+    def _drop(self) -> None:
         _admin_execute(self.admin_url, f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
 
 

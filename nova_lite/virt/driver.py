@@ -9,6 +9,8 @@ instantiated, and the loader refuses it with a
 """
 
 import abc
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -17,6 +19,9 @@ from nova_lite import validators as v
 from nova_lite.objects import (  # noqa: F401  (re-exported for driver authors)
     ZERO_OVERHEAD, CpuInfo, Flavor, Instance, NodeResources, NUMACell, NUMATopology,
     Overhead, PciDevice, SupportedInstance)
+
+if TYPE_CHECKING:
+    from nova_lite.db.store import Store
 
 #: API versions of the driver contract this core speaks, oldest first.
 SUPPORTED_API_VERSIONS = ("1.0",)
@@ -45,12 +50,12 @@ class Capabilities:
     supports_same_host_resize: bool = False
     supports_node_deletion_check: bool = False
 
-    def declared(self):
-        """Names of the capabilities set to True."""
+    def declared(self) -> tuple[str, ...]:
+        """Names of the capabilities set to True, in declaration order."""
         return tuple(f.name for f in attrs.fields(type(self)) if getattr(self, f.name))
 
 
-def missing_methods(driver_class):
+def missing_methods(driver_class: type) -> tuple[str, ...]:
     """Names of the abstract methods ``driver_class`` leaves unimplemented, sorted."""
     return tuple(sorted(getattr(driver_class, "__abstractmethods__", ())))
 
@@ -64,100 +69,182 @@ class ComputeDriver(abc.ABC):
       speaks; None means :data:`CURRENT_API_VERSION`.
     - ``capabilities``: a :class:`Capabilities` record.
 
-    Constructor keywords: ``settings`` (a :class:`nova_lite.conf.Settings`;
-    defaults to ``Settings()``); drivers may accept more.
+    Every method is called from the compute service's threads, never inside
+    a lock or a database transaction; the calls an audit makes
+    (``get_available_nodes``, ``get_available_resource``,
+    ``estimate_instance_overhead``) each get ``driver_timeout`` seconds.
+    An exception a method raises reaches the core, which names it in the
+    audit's result: a driver never needs to catch errors only to log them.
+
+    :param settings: the service's settings; None means ``Settings()``, the
+        defaults.  Read your own INI section with
+        :meth:`nova_lite.conf.Settings.section`.
+    :param kwargs: nothing in the base class: a subclass takes its own
+        keyword arguments (given to
+        :func:`nova_lite.virt.loader.load_driver`) and passes ``settings``
+        on with ``super().__init__(settings=settings)``.
+    :raises TypeError: for a keyword argument the class does not take.
+    :raises nova_lite.exception.InvalidType: if ``settings`` is neither a
+        :class:`~nova_lite.conf.Settings` nor None.
     """
 
-    api_versions = None
-    capabilities = Capabilities()
+    #: Contract versions the driver speaks ("MAJOR.MINOR"), or None.
+    api_versions: tuple[str, ...] | None = None
+    #: Optional features the driver supports.
+    capabilities: Capabilities = Capabilities()
 
-    def __init__(self, settings=None, **kwargs):
+    def __init__(self, settings: conf.Settings | None = None, **kwargs: Any) -> None:
         if kwargs:
             raise TypeError(
                 f"{type(self).__name__} got unexpected arguments: {sorted(kwargs)}")
         v.check_type(settings, conf.Settings, f"{type(self).__name__} settings", optional=True)
-        self.settings = settings if settings is not None else conf.Settings()
-        self.host = None
+        self.settings: conf.Settings = settings if settings is not None else conf.Settings()
+        #: The service's host name, once :meth:`init_host` has been called.
+        self.host: str | None = None
         #: The contract version negotiated at load time (set by the loader).
-        self.api_version = CURRENT_API_VERSION
+        self.api_version: str = CURRENT_API_VERSION
 
     # -- required -------------------------------------------------------
     @abc.abstractmethod
-    def init_host(self, host):
-        """Prepare the driver for service ``host``; called once before the first audit."""
-        raise NotImplementedError
+    def init_host(self, host: str) -> None:
+        """Prepare the driver for service ``host``; called once before the first audit.
 
-    @abc.abstractmethod
-    def get_available_nodes(self, refresh=False):
-        """Names of the nodes this service manages (list of str).
-
-        ``refresh=True`` asks the driver to bypass any cache.  Raise
-        :class:`nova_lite.exception.DriverNotReady` when the nodes cannot be
-        listed now: the audit then skips the pass instead of treating every
-        node as gone.
+        :param host: the compute service's host name (the ``host`` option).
+        :returns: None.
+        :raises Exception: any error stops the service from starting, with
+            the error's text: raise one that names what is wrong (a
+            hypervisor that cannot be reached, a bad option).
         """
         raise NotImplementedError
 
     @abc.abstractmethod
-    def get_available_resource(self, nodename):
-        """A :class:`NodeResources` for ``nodename``.
+    def get_available_nodes(self, refresh: bool = False) -> list[str]:
+        """Names of the nodes this service manages.
 
-        A Nova-style dict is accepted too; the core reads it through
-        :meth:`NodeResources.from_dict`.
+        One name for a hypervisor, many for bare metal.  A name is recorded
+        only if it is a non-blank string of at most 255 characters with no
+        control character; the audit names any other as failed and records
+        the rest.
+
+        :param refresh: True asks the driver to bypass any cache it keeps.
+        :returns: the node names, a list of str.
+        :raises nova_lite.exception.DriverNotReady: when the nodes cannot be
+            listed now: the audit then skips the pass instead of treating
+            every node as gone.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def get_available_resource(self, nodename: str) -> NodeResources | dict[str, Any]:
+        """What node ``nodename`` has: its totals, the hypervisor's usage, topology.
+
+        :param nodename: one of the names :meth:`get_available_nodes`
+            returned.
+        :returns: a :class:`~nova_lite.objects.NodeResources` (memory in
+            MiB, disk in GiB).  A Nova-style dict is accepted too; the core
+            reads it through :meth:`~nova_lite.objects.NodeResources.from_dict`,
+            which names every missing or malformed key.
+        :raises nova_lite.exception.NodeNotFound: if this driver does not
+            manage ``nodename``.  Any exception (or a call that outlives
+            ``driver_timeout``) skips that node in the audit, with the
+            reason; the other nodes are still audited.
         """
         raise NotImplementedError
 
     # -- optional -------------------------------------------------------
-    def estimate_instance_overhead(self, instance_or_flavor):
-        """Resources one instance needs beyond its flavor: an :class:`Overhead`.
+    def estimate_instance_overhead(self, instance_or_flavor: Instance | Flavor) -> Overhead:
+        """Resources one instance needs beyond its flavor.
 
-        Accepts an Instance or a Flavor.  Default: zero in every dimension.
+        The overhead is added to every claim and to the usage alike, so it
+        must be non-negative and the same for the same flavor.
+
+        :param instance_or_flavor: an :class:`~nova_lite.objects.Instance`
+            or a :class:`~nova_lite.objects.Flavor` (:func:`instance_flavor`
+            gives the flavor of either).
+        :returns: an :class:`~nova_lite.objects.Overhead` (``memory_mb`` in
+            MiB, ``disk_gb`` in GiB, ``vcpus``).  Default: zero in every
+            dimension.
         """
         return ZERO_OVERHEAD
 
-    def node_is_available(self, nodename):
-        """True if ``nodename`` is managed here (checks once more with refresh)."""
+    def node_is_available(self, nodename: str) -> bool:
+        """Whether ``nodename`` is managed here.
+
+        :param nodename: a node name.
+        :returns: True if :meth:`get_available_nodes` lists it, asked once
+            more with ``refresh=True`` before answering False.
+        :raises nova_lite.exception.DriverNotReady: as
+            :meth:`get_available_nodes` does.
+        """
         if nodename in self.get_available_nodes():
             return True
         return nodename in self.get_available_nodes(refresh=True)
 
-    def attach_store(self, store):
-        """Called by the ResourceTracker with its :class:`~nova_lite.db.Store`.
+    def attach_store(self, store: "Store") -> None:
+        """Called by the ResourceTracker with its record store before the first audit.
 
         A driver whose nodes are shared with other compute services (bare
         metal) reads the live services and this host's instances from it.
-        Default: ignored.
+
+        :param store: the service's :class:`~nova_lite.db.Store`.
+        :returns: None.  Default: the store is ignored.
         """
         return None
 
-    def is_node_deleted(self, nodename):
-        """True only if the hypervisor says ``nodename`` is gone for good.
+    def is_node_deleted(self, nodename: str) -> bool:
+        """Whether the hypervisor says ``nodename`` is gone for good.
 
-        The core deletes an orphan node record only when this says so.
+        The core deletes an orphan node record only when this says so (and
+        the driver declares ``supports_node_deletion_check``).
+
+        :param nodename: the name of a node record no longer listed by
+            :meth:`get_available_nodes`.
+        :returns: True only when the node is known to be deleted; default
+            False, which keeps the record.
         """
         return False
 
-    def spawn(self, instance):
-        """Create and start a guest for ``instance`` (lifecycle capability)."""
+    def spawn(self, instance: Instance) -> None:
+        """Create and start a guest for ``instance`` (lifecycle capability).
+
+        :param instance: the :class:`~nova_lite.objects.Instance` whose
+            claim was admitted; its flavor gives the guest's size.
+        :returns: None, once the guest exists.
+        :raises NotImplementedError: unless the driver declares
+            ``supports_lifecycle``.
+        """
         raise NotImplementedError
 
-    def destroy(self, instance):
-        """Stop and remove the guest of ``instance`` (lifecycle capability)."""
+    def destroy(self, instance: Instance) -> None:
+        """Stop and remove the guest of ``instance`` (lifecycle capability).
+
+        :param instance: the :class:`~nova_lite.objects.Instance` to remove.
+        :returns: None, once the guest is gone; a guest that does not exist
+            is not an error.
+        :raises NotImplementedError: unless the driver declares
+            ``supports_lifecycle``.
+        """
         raise NotImplementedError
 
-    def list_instances(self):
-        """UUIDs of the guests the hypervisor has (lifecycle capability)."""
+    def list_instances(self) -> list[str]:
+        """UUIDs of the guests the hypervisor has (lifecycle capability).
+
+        :returns: the guests' instance uuids, a list of str; the audit
+            compares them with the records.
+        :raises NotImplementedError: unless the driver declares
+            ``supports_lifecycle``.
+        """
         raise NotImplementedError
 
 
-def instance_flavor(instance_or_flavor):
+def instance_flavor(instance_or_flavor: Instance | Flavor) -> Flavor:
     """The Flavor of an Instance, or the Flavor itself."""
     if isinstance(instance_or_flavor, Flavor):
         return instance_or_flavor
     return instance_or_flavor.flavor
 
 
-def parse_version(text):
+def parse_version(text: object) -> tuple[int, int]:
     """``"1.2"`` -> ``(1, 2)``; raises ValueError naming the bad text."""
     try:
         major, minor = str(text).split(".")
@@ -166,11 +253,11 @@ def parse_version(text):
         raise ValueError(f"bad driver API version {text!r}: expected 'MAJOR.MINOR'") from None
 
 
-def negotiate_api_version(driver_versions):
+def negotiate_api_version(driver_versions: str | Iterable[str] | None) -> str | None:
     """The highest version both sides speak, or None.
 
     ``driver_versions`` None means the driver declared nothing and gets
-    :data:`CURRENT_API_VERSION`.
+    :data:`CURRENT_API_VERSION`.  Raises ValueError for a malformed version.
     """
     if driver_versions is None:
         return CURRENT_API_VERSION
@@ -184,7 +271,7 @@ def negotiate_api_version(driver_versions):
     return f"{major}.{minor}"
 
 
-def describe_versions(versions):
+def describe_versions(versions: str | Iterable[str] | None) -> str:
     """Human text for a set of versions: ``"1.0-1.2"`` or ``"1.0"``."""
     if versions is None:
         return CURRENT_API_VERSION

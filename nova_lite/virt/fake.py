@@ -14,12 +14,15 @@ faults (:meth:`~FakeDriver.inject_fault`).
 import threading
 import time
 import uuid as uuidlib
+from collections.abc import Iterable
+from typing import Any, cast
 
 import attrs
 
+from nova_lite import conf
 from nova_lite.objects import (
-    CpuInfo, NodeResources, NUMATopology, Overhead, PciDevice, SupportedInstance,
-    ZERO_OVERHEAD)
+    CpuInfo, Flavor, Instance, NodeResources, NUMATopology, Overhead, PciDevice,
+    SupportedInstance, ZERO_OVERHEAD)
 from nova_lite.virt import driver
 
 
@@ -67,8 +70,11 @@ class FakeDriver(driver.ComputeDriver):
         supports_lifecycle=True, supports_numa=True, supports_pci=True, supports_pcpus=True,
         supports_same_host_resize=True, supports_node_deletion_check=True)
 
-    def __init__(self, settings=None, vcpus=None, memory_mb=None, local_gb=None, pcpus=None,
-                 nodes=None, numa_topology=None, pci_devices=(), overhead=None):
+    def __init__(self, settings: conf.Settings | None = None, vcpus: int | None = None,
+                 memory_mb: int | None = None, local_gb: int | None = None,
+                 pcpus: int | None = None, nodes: Iterable[str] | None = None,
+                 numa_topology: NUMATopology | None = None, pci_devices: Iterable[PciDevice] = (),
+                 overhead: Overhead | None = None) -> None:
         super().__init__(settings=settings)
         self._default_size = NodeSize(
             vcpus=self.size.vcpus if vcpus is None else vcpus,
@@ -76,37 +82,41 @@ class FakeDriver(driver.ComputeDriver):
             local_gb=self.size.local_gb if local_gb is None else local_gb,
             pcpus=self.size.pcpus if pcpus is None else pcpus)
         self._lock = threading.Lock()
-        self._node_names = None
-        self._node_set = frozenset()   # the same names: O(1) lookups for big fleets
+        self._node_names: list[str] | None = None
+        # The same names: O(1) lookups for big fleets.
+        self._node_set: frozenset[str] = frozenset()
         if nodes is not None:
             self._set_node_names(nodes)
-        self._sizes = {}
-        self._faults = {}
-        self._guests = {}   # instance uuid -> (nodename, flavor)
-        self._guests_on = {}   # nodename -> {instance uuid: flavor}: a report reads its own
-        self._uuids = {}   # (host, nodename) -> node uuid, derived once
+        self._sizes: dict[str, NodeSize] = {}
+        self._faults: dict[str, Fault] = {}
+        # instance uuid -> (nodename, flavor)
+        self._guests: dict[str, tuple[str, Flavor]] = {}
+        # nodename -> {instance uuid: flavor}: a report reads its own
+        self._guests_on: dict[str, dict[str, Flavor]] = {}
+        # (host, nodename) -> node uuid, derived once
+        self._uuids: dict[tuple[str | None, str], str] = {}
         self._numa = numa_topology if numa_topology is None else NUMATopology(
             cells=numa_topology.cells)
         self._pci = tuple(pci_devices)
         self._overhead = overhead if overhead is not None else ZERO_OVERHEAD
 
     # -- contract ---------------------------------------------------------
-    def init_host(self, host):
+    def init_host(self, host: str) -> None:
         """Remember ``host``; with no explicit nodes, the node is named after it."""
         self.host = host
         if self._node_names is None:
             self._set_node_names([host])
 
-    def _set_node_names(self, names):
+    def _set_node_names(self, names: Iterable[str]) -> None:
         self._node_names = list(names)
         self._node_set = frozenset(self._node_names)
 
-    def get_available_nodes(self, refresh=False):
+    def get_available_nodes(self, refresh: bool = False) -> list[str]:
         """The current node names."""
         with self._lock:
             return list(self._node_names or [])
 
-    def get_available_resource(self, nodename):
+    def get_available_resource(self, nodename: str) -> NodeResources | dict[str, Any]:
         """A NodeResources for ``nodename``, counting the guests spawned on it."""
         with self._lock:
             if nodename not in self._node_set:
@@ -120,7 +130,8 @@ class FakeDriver(driver.ComputeDriver):
             if fault.exception is not None:
                 raise fault.exception
             if fault.report is not None:
-                return fault.report
+                # Whatever the test asked for, malformed on purpose or not.
+                return cast(Any, fault.report)
         return NodeResources(
             vcpus=size.vcpus, memory_mb=size.memory_mb, local_gb=size.local_gb,
             pcpus=size.pcpus,
@@ -136,7 +147,7 @@ class FakeDriver(driver.ComputeDriver):
             pci_devices=self._pci,
             supported_instances=_SUPPORTED_INSTANCES)
 
-    def node_uuid(self, nodename):
+    def node_uuid(self, nodename: str) -> str:
         """The stable uuid of a fake node, derived from host and node name.
 
         Like an Ironic node's uuid (or Nova's persisted compute id) it
@@ -150,47 +161,48 @@ class FakeDriver(driver.ComputeDriver):
                 uuidlib.uuid5(_NODE_UUID_NAMESPACE, f"{self.host or ''}/{nodename}"))
         return node_uuid
 
-    def estimate_instance_overhead(self, instance_or_flavor):
+    def estimate_instance_overhead(self, instance_or_flavor: Instance | Flavor) -> Overhead:
         """The ``overhead`` given at construction (zero by default)."""
         driver.instance_flavor(instance_or_flavor)  # type check: Instance or Flavor
         return self._overhead
 
-    def is_node_deleted(self, nodename):
+    def is_node_deleted(self, nodename: str) -> bool:
         """A fake node is deleted once it is no longer in the node list."""
         return nodename not in self.get_available_nodes()
 
-    def spawn(self, instance):
+    def spawn(self, instance: Instance) -> None:
         """Create a guest on ``instance.node`` (or the first node)."""
         with self._lock:
-            node = instance.node or (self._node_names or [None])[0]
-            if node not in self._node_set:
+            node = instance.node or next(iter(self._node_names or ()), None)
+            if node is None or node not in self._node_set:
                 raise LookupError(f"fake node {node!r} does not exist")
             self._forget_guest(instance.uuid)
             self._guests[instance.uuid] = (node, instance.flavor)
             self._guests_on.setdefault(node, {})[instance.uuid] = instance.flavor
 
-    def destroy(self, instance):
+    def destroy(self, instance: Instance) -> None:
         """Remove the guest of ``instance``; a missing guest is not an error."""
         with self._lock:
             self._forget_guest(instance.uuid)
 
-    def _forget_guest(self, instance_uuid):
+    def _forget_guest(self, instance_uuid: str) -> None:
         placed = self._guests.pop(instance_uuid, None)
         if placed is not None:
             self._guests_on[placed[0]].pop(instance_uuid, None)
 
-    def list_instances(self):
+    def list_instances(self) -> list[str]:
         """UUIDs of the spawned guests."""
         with self._lock:
             return sorted(self._guests)
 
     # -- test controls ----------------------------------------------------
-    def set_nodes(self, names):
+    def set_nodes(self, names: Iterable[str]) -> None:
         """Replace the node list: nodes appear and disappear at once."""
         with self._lock:
             self._set_node_names(names)
 
-    def set_node_size(self, nodename, vcpus=None, memory_mb=None, local_gb=None, pcpus=None):
+    def set_node_size(self, nodename: str, vcpus: int | None = None, memory_mb: int | None = None,
+                      local_gb: int | None = None, pcpus: int | None = None) -> None:
         """Change the sizes ``nodename`` reports from now on."""
         with self._lock:
             current = self._sizes.get(nodename, self._default_size)
@@ -199,19 +211,20 @@ class FakeDriver(driver.ComputeDriver):
                        if val is not None}
             self._sizes[nodename] = attrs.evolve(current, **changes)
 
-    def inject_fault(self, nodename, exception=None, hang_seconds=0, report=None):
+    def inject_fault(self, nodename: str, exception: BaseException | None = None,
+                     hang_seconds: float = 0, report: object = None) -> None:
         """Make ``nodename`` raise, hang or return ``report`` instead of its resources."""
         with self._lock:
             self._faults[nodename] = Fault(exception=exception, hang_seconds=hang_seconds,
                                            report=report)
 
-    def destroy_all(self):
+    def destroy_all(self) -> None:
         """Remove every guest (test clean-up)."""
         with self._lock:
             self._guests.clear()
             self._guests_on.clear()
 
-    def clear_faults(self):
+    def clear_faults(self) -> None:
         """Undo every :meth:`inject_fault`."""
         with self._lock:
             self._faults.clear()
@@ -232,7 +245,7 @@ class MediumFakeDriver(FakeDriver):
 class FakeMultiNodeDriver(FakeDriver):
     """Many fake nodes; ``nodes`` names them (default: ``<host>-node0..1``)."""
 
-    def init_host(self, host):
+    def init_host(self, host: str) -> None:
         """Name two default nodes after ``host`` unless ``nodes`` was given."""
         self.host = host
         if self._node_names is None:

@@ -16,6 +16,9 @@ the entry point's name and target.
 
 import importlib.metadata
 import logging
+from collections.abc import Iterable, Mapping
+from importlib.metadata import EntryPoint
+from typing import Any, cast
 
 import attrs
 import stevedore
@@ -51,13 +54,15 @@ class DriverInfo:
     error: str | None = None
 
 
-def _manager(names, failures=None):
+def _manager(
+        names: Iterable[str], failures: list[tuple[EntryPoint, BaseException]] | None = None,
+) -> stevedore.NamedExtensionManager:
     """A NamedExtensionManager over ``names``: imports those plugins, nothing else.
 
     Import failures are appended to ``failures`` as ``(entry point,
     exception)``; a name nobody registered is not an error here.
     """
-    def on_failure(manager, entry_point, exc):
+    def on_failure(manager: object, entry_point: EntryPoint, exc: BaseException) -> None:
         LOG.debug("Virt driver entry point %s = %s failed to import: %s",
                   entry_point.name, entry_point.value, exc)
         if failures is not None:
@@ -69,14 +74,14 @@ def _manager(names, failures=None):
         on_missing_entrypoints_callback=None)
 
 
-def _entry_points():
+def _entry_points() -> list[EntryPoint]:
     """Every entry point of the group, as stevedore lists it (nothing imported)."""
     return list(_manager(()).list_entry_points())
 
 
-def _distributions():
+def _distributions() -> dict[tuple[str, str], list[importlib.metadata.Distribution]]:
     """``{(name, value): [Distribution, ...]}`` for the group, from installed metadata."""
-    found = {}
+    found: dict[tuple[str, str], list[importlib.metadata.Distribution]] = {}
     for ep in importlib.metadata.entry_points(group=GROUP):
         dist = getattr(ep, "dist", None)
         if dist is not None:
@@ -84,7 +89,9 @@ def _distributions():
     return found
 
 
-def _origin(ep, dists):
+def _origin(
+        ep: EntryPoint, dists: Mapping[tuple[str, str], list[importlib.metadata.Distribution]],
+) -> tuple[str, str]:
     """``(distribution name, version)`` that declares ``ep``, or ``("", "")``."""
     candidates = {(d.name, d.version) for d in dists.get((ep.name, ep.value), ())}
     if len(candidates) != 1:
@@ -92,27 +99,28 @@ def _origin(ep, dists):
     return candidates.pop()
 
 
-def _describe(ep, dists):
+def _describe(ep: EntryPoint,
+              dists: Mapping[tuple[str, str], list[importlib.metadata.Distribution]]) -> str:
     dist_name, version = _origin(ep, dists)
     origin = f" from {dist_name} {version}" if dist_name else ""
     return f"'{ep.name} = {ep.value}'{origin}"
 
 
-def installed_driver_names():
+def installed_driver_names() -> list[str]:
     """Names registered in the entry point group (nothing is imported)."""
     return sorted({ep.name for ep in _entry_points()})
 
 
-def _load_classes(name):
+def _load_classes(name: str) -> list[tuple[str, object]]:
     """Import every entry point called ``name``: ``[(described ep, class or exception)]``."""
-    failures = []
+    failures: list[tuple[EntryPoint, BaseException]] = []
     manager = _manager([name], failures)
     dists = _distributions()
     outcomes = [(ext.entry_point, ext.plugin) for ext in manager.extensions] + failures
     return [(_describe(ep, dists), plugin) for ep, plugin in outcomes]
 
 
-def _check_class(name, described, plugin):
+def _check_class(name: str, described: str, plugin: object) -> str:
     """The negotiated API version for ``plugin``; raises DriverLoadError."""
     installed = installed_driver_names()
     if isinstance(plugin, BaseException):
@@ -149,7 +157,7 @@ def _check_class(name, described, plugin):
     return version
 
 
-def load_driver_class(name):
+def load_driver_class(name: str) -> tuple[type[driver_api.ComputeDriver], str]:
     """Import the driver class called ``name``; returns (class, api_version).
 
     Raises :class:`DriverLoadError` if no plugin or more than one has that
@@ -171,10 +179,12 @@ def load_driver_class(name):
             + "; ".join(described for described, _ in candidates),
             installed_driver_names())
     described, plugin = candidates[0]
-    return plugin, _check_class(name, described, plugin)
+    version = _check_class(name, described, plugin)
+    return cast(type[driver_api.ComputeDriver], plugin), version
 
 
-def load_driver(name, settings=None, **kwargs):
+def load_driver(name: str, settings: conf.Settings | None = None,
+                **kwargs: Any) -> driver_api.ComputeDriver:
     """Load and construct the driver registered as ``name``.
 
     ``settings`` (a :class:`nova_lite.conf.Settings`, or None for the
@@ -196,7 +206,7 @@ def load_driver(name, settings=None, **kwargs):
     return instance
 
 
-def list_drivers():
+def list_drivers() -> list[DriverInfo]:
     """Every installed driver, loadable or not, as :class:`DriverInfo` records.
 
     Duplicated names are listed once per plugin, each with an error.

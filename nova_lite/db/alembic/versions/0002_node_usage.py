@@ -23,7 +23,7 @@ depends_on = None
 _EXTRAS = ("other IS NOT NULL OR numa_topology IS NOT NULL OR pci_devices IS NOT NULL")
 
 
-def upgrade():
+def upgrade() -> None:
     op.create_table(
         "node_usage",
         sa.Column("node_uuid", sa.String(36),

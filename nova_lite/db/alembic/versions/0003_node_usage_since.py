@@ -21,5 +21,5 @@ branch_labels = None
 depends_on = None
 
 
-def upgrade():
+def upgrade() -> None:
     op.add_column("node_usage", sa.Column("since", sa.Integer))

@@ -18,7 +18,7 @@ branch_labels = None
 depends_on = None
 
 
-def upgrade():
+def upgrade() -> None:
     op.create_table(
         "host_findings",
         sa.Column("host", sa.String(255), primary_key=True),
