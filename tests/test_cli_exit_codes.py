@@ -200,6 +200,11 @@ class TestErrorCases(CliTestCase):
             ("compute", ["compute", "--once", "--host", " "], 2, ["--host"]),
             ("audit", ["audit", "--host", h, "--driver", "nope"], 1, ["nope"]),
             ("audit", ["audit", "--host", h, "--node", "ghost"], 1, ["ghost"]),
+            ("audit", ["audit", "--host", "typo", "--driver", "fake"], 1, ["'typo' not found"]),
+            ("audit", ["audit", "--host", h, "--heal", "--migration",
+                       "6d1b3c36-0000-4000-8000-00000000beef"], 1,
+             ["Migration 6d1b3c36-0000-4000-8000-00000000beef not found"]),
+            ("audit", ["audit", "--host", h, "--migration", "x"], 2, ["--migration names"]),
             ("audit", ["audit", "--host", " "], 2, ["--host must not be empty"]),
             ("audit", ["audit", "--host", h, "--node", " "], 2, ["--node must not be empty"]),
             ("audit", ["audit", "--host", h], 3, []),   # the server's guest is elsewhere
