@@ -1,7 +1,7 @@
 """The claim model: what a claim asks for, whether it fits, and what it writes.
 
 Records and pure functions, below both the resource tracker
-(:mod:`nova_lite.compute`), which builds the requests, and the store
+(``nova_lite.compute``), which builds the requests, and the store
 (:mod:`nova_lite.db`), which decides again under the node's lock and writes
 the plans; as Nomad keeps its plan and its fit test below both its
 scheduler and its plan applier.  Nothing here does I/O, and nothing here

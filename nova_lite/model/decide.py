@@ -128,7 +128,7 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
 
 
 def plan_bounds(node: ComputeNode, ask: ClaimAsk, limits: Any) -> dict[str, int] | None:
-    """The plan's :attr:`~nova_lite.model.plans.ClaimPlan.bounds`: for a request
+    """The plan's ``bounds`` (:class:`~nova_lite.model.plans.ClaimPlan`): for a request
     that depends on the node only through its usage of each class (no NUMA
     cell, no PCI device to place), the most each class may hold with it."""
     if ask.numa_request is not None or ask.instance.pci_requests:
