@@ -30,6 +30,7 @@ from nova_lite.db import (
     arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models, rows,
     snapshot)
 from nova_lite.findings import Finding, RecordedFindings
+from nova_lite.db.direct import DirectConnection
 from nova_lite.db.engine import (
     DEFAULT_BUSY_TIMEOUT_S, Database, cause, is_unique_violation, sqlite_file_path)
 from nova_lite.exception import ComputeResourcesUnavailable
@@ -49,6 +50,10 @@ COMPUTE_BINARY = "nova-lite-compute"
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
 T_INST, T_MIG, T_SVC = models.instances, models.migrations, models.services
 T_FIND = models.host_findings
+
+#: A claim's decision (see :meth:`Store.claim`): a pure function of the node
+#: record, one plan per request, or ComputeResourcesUnavailable.
+Decide = Callable[[ComputeNode], Iterable[ClaimPlan]]
 
 
 @attrs.frozen
@@ -311,8 +316,7 @@ class Store:
         another process has moved the node on since."""
         return self.db.dialect == "postgresql"
 
-    def claim(self, node: ComputeNode, requests: Sequence[ClaimRequest],
-              decide: Callable[[ComputeNode], Iterable[ClaimPlan]],
+    def claim(self, node: ComputeNode, requests: Sequence[ClaimRequest], decide: Decide,
               optimistic: bool = True) -> tuple[ComputeNode, tuple[ClaimPlan, ...]]:
         """Admit claims on one node in one transaction: all of them or none.
 
@@ -608,11 +612,10 @@ def _sqlite_sidecars_empty(path):
     return not (os.path.exists(wal) and os.path.getsize(wal) > 0)
 
 
-def _claim_transaction(conn, *, node: ComputeNode, requests: Sequence[ClaimRequest],
-                       decide: Callable[[ComputeNode], Iterable[ClaimPlan]],
+def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
+                       requests: Sequence[ClaimRequest], decide: Decide,
                        plans: tuple[ClaimPlan, ...] | None,
-                       single: dict[str, Any] | None
-                       ) -> tuple[Any, tuple[ClaimPlan, ...]]:
+                       single: dict[str, Any] | None) -> tuple[Any, tuple[ClaimPlan, ...]]:
     """The statements of :meth:`Store.claim`, in its one transaction.
 
     ``plans``: decided on ``node`` before the transaction (None: refused
@@ -647,9 +650,8 @@ def _claim_transaction(conn, *, node: ComputeNode, requests: Sequence[ClaimReque
     return _decide_locked(conn, node, decide, generation, found)
 
 
-def _decide_locked(conn, node: ComputeNode,
-                   decide: Callable[[ComputeNode], Iterable[ClaimPlan]], generation: int,
-                   found: list | None = None) -> tuple[ComputeNode, tuple[ClaimPlan, ...]]:
+def _decide_locked(conn: DirectConnection, node: ComputeNode, decide: Decide, generation: int,
+                   found: list[Any] | None = None) -> tuple[ComputeNode, tuple[ClaimPlan, ...]]:
     """Under the node's lock, moved to ``generation``: decide on the records
     (``found``: the rows of its re-read, if sent with the bump) and write.
 
