@@ -1,7 +1,11 @@
 """Fitting an instance's NUMA topology onto a host's, and NUMA usage.
 
 Everything here is pure: a fit returns a placed copy of the request and
-never changes the host, the usage or the request.
+never changes the host, the usage or the request.  The usage sum,
+``numa_usage_for``, lives beside its record
+(:func:`nova_lite.objects.numa_usage_for`, which a node's own
+:meth:`~nova_lite.objects.ComputeNode.numa_usage` uses) and is importable
+from here too.
 
 Units: ``memory_mb`` is MiB, page sizes are KiB, CPUs are counted one per
 host CPU id (or guest vCPU id).  ``MemPage.used`` on a host cell means pages
@@ -10,18 +14,19 @@ by instances are in ``NUMACellUsage.pages_used``.
 """
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
 
 import attrs
 
 from nova_lite.exception import InvalidInput
-from nova_lite.objects import (
+from nova_lite.objects import (  # noqa: F401 - numa_usage_for: a public name here too
     InstanceNUMACell,
     InstanceNUMATopology,
     NUMACellUsage,
     NUMATopology,
+    numa_usage_for,
 )
 
 #: Nova's words for a request that fits nowhere on the host.
@@ -258,7 +263,7 @@ def fit_instance_to_host(host: NUMATopology | None, request: InstanceNUMATopolog
         ``cpu_pinning`` already set is ignored and chosen afresh.
     :param usage: what claims already hold, one :class:`NUMACellUsage` per
         host cell matched by ``id`` (missing cells hold nothing); see
-        :func:`numa_usage_for`.
+        :func:`~nova_lite.objects.numa_usage_for`.
     :param cpu_allocation_ratio: overcommit for shared vCPUs: a cell takes
         ``floor(len(cpuset) * ratio)`` of them, and no instance cell may have
         more vCPUs than the host cell has shared CPUs.  Dedicated vCPUs
@@ -292,43 +297,3 @@ def numa_fit_problem(host: NUMATopology | None, request: InstanceNUMATopology,
     """
     return _run(host, request, usage, cpu_allocation_ratio, ram_allocation_ratio,
                 pci, pci_requests).problem
-
-
-def _cell_usage(host_cell, inst_cells):
-    pinned, shared, memory, pages = set(), 0, 0, {}
-    for cell in inst_cells:
-        memory += cell.memory_mb
-        if cell.cpu_policy == "dedicated":
-            pinned |= cell.pinned_host_cpus
-        else:
-            shared += len(cell.cpuset)
-        if cell.pagesize_kb is not None:
-            size = cell.pagesize_kb
-            pages[size] = pages.get(size, 0) + cell.memory_mb * 1024 // size
-    return NUMACellUsage(id=host_cell.id, pinned_cpus=frozenset(pinned),
-                         shared_vcpus=shared, memory_mb=memory, pages_used=pages)
-
-
-def _placed_cells(placed: Iterable[InstanceNUMATopology]) -> Iterator[InstanceNUMACell]:
-    for topology in placed:
-        if topology is None:
-            continue
-        yield from (cell for cell in topology.cells if cell.host_cell is not None)
-
-
-def numa_usage_for(host: NUMATopology,
-                   placed: Iterable[InstanceNUMATopology]) -> tuple[NUMACellUsage, ...]:
-    """Sum what placed instance topologies hold on each host cell.
-
-    :param host: the host's cells.
-    :param placed: instance topologies returned by :func:`fit_instance_to_host`
-        (None entries, unplaced cells and cells on unknown host cells are
-        skipped).
-    :returns: one :class:`NUMACellUsage` per host cell, in ``host.cells``
-        order: memory (MiB) of every cell, shared vCPUs, pinned host CPUs
-        and pages (count per size in KiB) of cells with a page size.
-    """
-    cells = list(_placed_cells(placed))
-    return tuple(_cell_usage(hc, [c for c in cells if c.host_cell == hc.id])
-                 for hc in (host.cells if host is not None else ()))
-

@@ -5,7 +5,7 @@ All records are frozen attrs classes: build a changed copy with
 (``memory_mb`` is MiB, ``*_gb`` is GiB, ``swap`` is MiB as in Nova).
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import attrs
 
@@ -234,6 +234,48 @@ class NUMACellUsage:
         factory=dict, converter=v.frozen_mapping, hash=False)
 
 
+def _cell_usage(host_cell: NUMACell, inst_cells: Iterable[InstanceNUMACell]) -> NUMACellUsage:
+    pinned: set[int] = set()
+    pages: dict[int, int] = {}
+    shared, memory = 0, 0
+    for cell in inst_cells:
+        memory += cell.memory_mb
+        if cell.cpu_policy == "dedicated":
+            pinned |= cell.pinned_host_cpus
+        else:
+            shared += len(cell.cpuset)
+        if cell.pagesize_kb is not None:
+            size = cell.pagesize_kb
+            pages[size] = pages.get(size, 0) + cell.memory_mb * 1024 // size
+    return NUMACellUsage(id=host_cell.id, pinned_cpus=frozenset(pinned),
+                         shared_vcpus=shared, memory_mb=memory, pages_used=pages)
+
+
+def _placed_cells(
+        placed: Iterable[InstanceNUMATopology | None]) -> Iterator[InstanceNUMACell]:
+    for topology in placed:
+        if topology is None:
+            continue
+        yield from (cell for cell in topology.cells if cell.host_cell is not None)
+
+
+def numa_usage_for(host: NUMATopology | None,
+                   placed: Iterable[InstanceNUMATopology | None]) -> tuple[NUMACellUsage, ...]:
+    """Sum what placed instance topologies hold on each host cell.
+
+    :param host: the host's cells.
+    :param placed: instance topologies returned by
+        :func:`nova_lite.numa.fit_instance_to_host` (None entries, unplaced
+        cells and cells on unknown host cells are skipped).
+    :returns: one :class:`NUMACellUsage` per host cell, in ``host.cells``
+        order: memory (MiB) of every cell, shared vCPUs, pinned host CPUs
+        and pages (count per size in KiB) of cells with a page size.
+    """
+    cells = list(_placed_cells(placed))
+    return tuple(_cell_usage(hc, [c for c in cells if c.host_cell == hc.id])
+                 for hc in (host.cells if host is not None else ()))
+
+
 def _address_set(value: Iterable[str]) -> frozenset[str]:
     return frozenset(value)
 
@@ -264,12 +306,12 @@ class ComputeNode:
     #: it admits no claim and the scheduler does not offer it.
     reported: bool = attrs.field(default=True, hash=False)
 
-    def numa_usage(self):
-        """Per host NUMA cell usage (NUMACellUsage records); () without NUMA."""
+    def numa_usage(self) -> tuple[NUMACellUsage, ...]:
+        """Per host NUMA cell usage (NUMACellUsage records, see
+        :func:`numa_usage_for`); () without NUMA."""
         topology = self.resources.numa_topology if self.resources is not None else None
         if topology is None:
             return ()
-        from nova_lite.numa import numa_usage_for
         return numa_usage_for(topology, self.numa_placements)
 
     def inventory(self, rc):

@@ -40,8 +40,8 @@ MUTANTS = {
     "cas-ignored": (
         "the claim writes what it decided before the transaction, whatever the generation",
         "nova_lite/db/store.py",
-        "            if plans is not None and generation == node.generation + 1:\n",
-        "            if plans is not None:\n"),
+        "    if plans is not None and generation == node.generation + 1:\n",
+        "    if plans is not None:\n"),
     "one-statement-cas-ignored": (
         "PostgreSQL's one-statement claim writes whatever generation the node is at",
         "nova_lite/db/claim_writes.py",
@@ -74,11 +74,11 @@ MUTANTS = {
     "no-inventory-reread": (
         "a stale claim re-reads usage only, deciding on the inventories and owner it had",
         "nova_lite/db/store.py",
-        "            fresh, usage = rows.load_node_locked(conn, node.uuid, found)\n",
-        "            reread, usage = rows.load_node_locked(conn, node.uuid, found)\n"
-        "            fresh = attrs.evolve(node, usage=reread.usage,\n"
-        "                                 numa_placements=reread.numa_placements,\n"
-        "                                 pci_in_use=reread.pci_in_use)\n"),
+        "    fresh, usage = rows.load_node_locked(conn, node.uuid, found)\n",
+        "    reread, usage = rows.load_node_locked(conn, node.uuid, found)\n"
+        "    fresh = attrs.evolve(node, usage=reread.usage,\n"
+        "                         numa_placements=reread.numa_placements,\n"
+        "                         pci_in_use=reread.pci_in_use)\n"),
     "reread-before-the-bump": (
         "PostgreSQL's locked re-read is sent ahead of the bump, so it reads the node "
         "as it was before the lock's wait",
@@ -103,7 +103,7 @@ MUTANTS = {
         "            pass   # checked before the transaction (see the tracker)\n"),
     "no-ownership-check": (
         "a claim on a node of another host, or no longer reported, is admitted",
-        "nova_lite/compute/placement.py",
+        "nova_lite/model/decide.py",
         "    problems = owner_problems(node, host)\n",
         "    problems = []\n"),
     "heal-no-consumer-recheck": (

@@ -1,48 +1,8 @@
 """A node record with one more (or one less) allocation: a claim's effect, computed.
 
-After a claim commits at generation ``g + 1`` on a node recorded at ``g``,
-the node is exactly the one it decided on plus the claim's allocations: no
-read is needed to know it.
+The arithmetic is the claim model's (:mod:`nova_lite.model.usage`), below
+both the tracker and the store; its names are importable from here too.
 """
 
-import attrs
-
-
-def with_allocation(node, allocation, sign=1):
-    """``node`` (a ComputeNode) with ``allocation`` added (``sign=-1``: removed).
-
-    Usage amounts, NUMA placements and PCI devices in use change together;
-    the generation does not (the caller sets the one the change committed
-    at).  The inventories' own ``used`` figures are left as they were: see
-    :func:`synced`.
-    """
-    amounts = dict(node.usage)
-    for rc, n in allocation.resources.items():
-        amounts[rc] = amounts.get(rc, 0) + sign * n
-        if not amounts[rc]:
-            del amounts[rc]
-    numa, pci = node.numa_placements, node.pci_in_use
-    if allocation.numa_topology is not None:
-        numa = list(numa)
-        if sign > 0:
-            numa.append(allocation.numa_topology)
-        elif allocation.numa_topology in numa:
-            numa.remove(allocation.numa_topology)
-        numa = tuple(numa)
-    if allocation.pci_devices:
-        devices = frozenset(allocation.pci_devices)
-        pci = pci | devices if sign > 0 else pci - devices
-    return attrs.evolve(node, usage=amounts, numa_placements=numa, pci_in_use=pci)
-
-
-def synced(node):
-    """``node`` with each inventory's ``used`` equal to the node's usage of its class.
-
-    A claim's hot path leaves them behind (an Inventory is a validated
-    record: rebuilding them costs more than the rest of the decision); a
-    view shown to a caller syncs them.
-    """
-    if all(inv.used == node.usage.get(rc, 0) for rc, inv in node.inventories.items()):
-        return node
-    return attrs.evolve(node, inventories={
-        rc: attrs.evolve(inv, used=node.usage.get(rc, 0)) for rc, inv in node.inventories.items()})
+from nova_lite.model.usage import (  # noqa: F401 - public names here too
+    synced, with_allocation)

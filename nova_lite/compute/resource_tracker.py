@@ -14,12 +14,15 @@ import attrs
 
 from nova_lite import conf, metrics
 from nova_lite import validators as v
-from nova_lite.compute import accounting, node_checks, node_usage, placement
+from nova_lite.compute import accounting, node_checks, placement
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveClaim, NopClaim
 from nova_lite.compute.driver_calls import DriverCaller
 from nova_lite.compute.locks import NodeLocks
-from nova_lite.db.store import AuditedNode, ClaimRequest, Store
+from nova_lite.db.store import AuditedNode, Store
 from nova_lite.exception import DriverNotReady, InstanceNotFound, InvalidInput, NodeNotFound
+from nova_lite.model.decide import NodeClaims
+from nova_lite.model.plans import ClaimAsk, ClaimPlan
+from nova_lite.model.usage import synced
 from nova_lite.objects import ComputeNode, Flavor, Instance, Migration, NodeResources
 from nova_lite.virt.driver import ComputeDriver
 
@@ -99,7 +102,7 @@ class ResourceTracker:
                     node = self._nodes[nodename] = self.store.load_node(node.uuid)
             except NodeNotFound:
                 pass   # deleted as an orphan meanwhile: the last view
-            return node_usage.synced(node)
+            return synced(node)
 
     def nodenames(self):
         """Names of the nodes tracked here."""
@@ -329,22 +332,22 @@ class ResourceTracker:
         driver estimate holds up no other claim."""
         overhead = self.driver.estimate_instance_overhead(
             instance if migration is None else flavor)
-        return placement.ClaimAsk.build(instance, flavor, overhead, migration)
+        return ClaimAsk.build(instance, flavor, overhead, migration)
 
-    def _claim(self, nodename, limits, asks):
+    def _claim(self, nodename: str, limits: object,
+               asks: list[ClaimAsk]) -> tuple[tuple[ClaimPlan, ...], int]:
         """Claim ``asks`` on ``nodename`` in one transaction.
 
-        Returns ``(plans, generation)``: their ClaimPlans and the node's
+        The store decides with :meth:`~nova_lite.model.decide.NodeClaims.decide`
+        (a pure function of the node record), first on the node as tracked
+        here, and again on the records under the node's lock if they moved
+        on.  Returns ``(plans, generation)``: their ClaimPlans and the node's
         generation they committed at.
         """
         problem = node_checks.name_problem(nodename, "nodename")
         if problem is not None:
             raise InvalidInput(f"Cannot claim: {problem}")
-        requests = [ClaimRequest(ask.instance.uuid, ask.migration) for ask in asks]
-
-        def decide(node):
-            return placement.decide_claims(node, self.host, nodename, asks, limits)
-
+        claims = NodeClaims(host=self.host, nodename=nodename, asks=asks, limits=limits)
         with self._locks[nodename]:
             node = self._tracked(nodename)
             # Another process or host claimed on this node since our last
@@ -353,7 +356,7 @@ class ResourceTracker:
             # unless the database checks such a decision itself.
             optimistic = nodename not in self._raced or self.store.checks_stale_claims
             try:
-                after, plans = self.store.claim(node, requests, decide,
+                after, plans = self.store.claim(node, claims.requests, claims.decide,
                                                 optimistic=optimistic)
             except ComputeResourcesUnavailable as exc:
                 LOG.info("Claim of instance %s on node %s of host %s rejected: %s",

@@ -38,11 +38,11 @@ import attrs
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from nova_lite.compute.placement import MAX_AMOUNT
 from nova_lite import holds
 from nova_lite.db import models, rows
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
+from nova_lite.model.plans import MAX_AMOUNT
 from nova_lite.objects import DELETED, MIGRATION_IN_PROGRESS
 
 T_NODES, T_ALLOC = models.compute_nodes, models.allocations
@@ -364,8 +364,8 @@ def single_claim_values(node, plan, now):
     """The values of :data:`PG_SINGLE_CLAIM` for ``plan`` decided on ``node``,
     or None if the plan is not a case it covers (one new instance, no move).
 
-    The database may check the plan against newer usage (see
-    :attr:`~nova_lite.db.store.ClaimPlan.bounds`) only if it is plain: its
+    The database may check the plan against newer usage (see ``bounds``
+    of :class:`~nova_lite.model.plans.ClaimPlan`) only if it is plain: its
     classes all have columns of their own, and it places no NUMA cell, no
     PCI device and no other class.
     """

@@ -13,30 +13,34 @@ final, one move at a time) run inside the same transactions.
 """
 
 import collections
+import functools
 import json
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
 
 from nova_lite import holds
 from nova_lite import validators as v
-from nova_lite.compute.claims import ComputeResourcesUnavailable
-from nova_lite.compute.node_usage import with_allocation
 from nova_lite.db import (
     arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models, rows,
     snapshot)
 from nova_lite.findings import Finding, RecordedFindings
+from nova_lite.db.direct import DirectConnection
 from nova_lite.db.engine import (
     DEFAULT_BUSY_TIMEOUT_S, Database, cause, is_unique_violation, sqlite_file_path)
+from nova_lite.exception import ComputeResourcesUnavailable
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, MigrationNotFound, NodeNotFound,
     SchemaOutdated, StoreError)
+from nova_lite.model.plans import ClaimPlan, ClaimRequest
+from nova_lite.model.usage import with_allocations
 from nova_lite.objects import (
-    DELETED, Allocation, Instance, Migration, NodeResources)
+    DELETED, ComputeNode, Instance, NodeResources)
 from nova_lite.resources import Inventory
 
 LOG = logging.getLogger(__name__)
@@ -46,6 +50,10 @@ COMPUTE_BINARY = "nova-lite-compute"
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
 T_INST, T_MIG, T_SVC = models.instances, models.migrations, models.services
 T_FIND = models.host_findings
+
+#: A claim's decision (see :meth:`Store.claim`): a pure function of the node
+#: record, one plan per request, or ComputeResourcesUnavailable.
+Decide = Callable[[ComputeNode], Iterable[ClaimPlan]]
 
 
 @attrs.frozen
@@ -73,39 +81,6 @@ class AuditedNode:
     resources: NodeResources
     inventories: Mapping[str, Inventory]
     node_uuid: str | None = None  # the driver's stable uuid, if it has one
-
-
-@attrs.frozen
-class ClaimRequest:
-    """What a claim is for, checked under the instance row's lock before any decision.
-
-    ``migration`` is set for a move (resize, evacuation): it is recorded
-    with the claim, and the instance must be live with no other move in
-    progress.  Without it, an instance claim: the instance must not be
-    deleted nor hold another claim.
-    """
-
-    instance_uuid: str
-    migration: Migration | None = None
-
-
-@attrs.frozen
-class ClaimPlan:
-    """What a claim writes: the allocation, and the instance/migration rows.
-
-    ``bounds`` (``{rc: units}``), when set, says the decision depended on
-    the node only through its usage: with the node's inventories, owner and
-    reported flag unchanged, the plan is admitted whenever the usage of each
-    class plus the allocation stays within its bound.  On PostgreSQL the
-    database checks exactly that when the node moved on since the decision
-    (see ``nova_lite.db.claim_writes``).  None: the plan holds only on
-    the record it was decided on.
-    """
-
-    allocation: Allocation
-    instance: Instance | None = None
-    migration: Migration | None = None
-    bounds: Mapping[str, int] | None = None
 
 
 class Store:
@@ -341,15 +316,19 @@ class Store:
         another process has moved the node on since."""
         return self.db.dialect == "postgresql"
 
-    def claim(self, node, requests, decide, optimistic=True):
+    def claim(self, node: ComputeNode, requests: Sequence[ClaimRequest], decide: Decide,
+              optimistic: bool = True) -> tuple[ComputeNode, tuple[ClaimPlan, ...]]:
         """Admit claims on one node in one transaction: all of them or none.
 
         ``node`` is the :class:`~nova_lite.objects.ComputeNode` as the caller
-        last saw it; ``requests`` the :class:`ClaimRequest` of each claim;
-        ``decide(node) -> tuple[ClaimPlan]`` (one plan per request, in
-        order) is a pure function of the node record and raises
-        :class:`~nova_lite.compute.claims.ComputeResourcesUnavailable` to
-        refuse.
+        last saw it; ``requests`` the
+        :class:`~nova_lite.model.plans.ClaimRequest` of each claim;
+        ``decide(node) -> tuple[ClaimPlan]`` (one
+        :class:`~nova_lite.model.plans.ClaimPlan` per request, in order) is
+        a pure function of the node record, such as
+        :meth:`nova_lite.model.decide.NodeClaims.decide`, and raises
+        :class:`~nova_lite.exception.ComputeResourcesUnavailable` to refuse.
+        The store never calls back into code that does I/O.
 
         One transaction.  The guards of moves run first; then the
         node's generation is bumped, which takes the node row's lock (a
@@ -381,71 +360,32 @@ class Store:
         if optimistic:
             try:
                 plans = tuple(decide(node))
-            except ComputeResourcesUnavailable:   # perhaps stale: decide again on fresh records
+            except ComputeResourcesUnavailable:   # perhaps stale: decided again on fresh records
                 plans = None
-
-        op = f"claim on node {node.host}/{node.nodename}"
         single = None
         if plans is not None and len(plans) == 1 and self.db.dialect == "postgresql" \
                 and self.schema.current:
             single = claim_writes.single_claim_values(node, plans[0], time.time())
-
-        def decide_locked(conn, generation, found=None):
-            """Under the node's lock, moved to ``generation``: decide on the records."""
-            if found is None:
-                found = rows.locked_node_rows(conn, node.uuid, generation - 1)
-            fresh, usage = rows.load_node_locked(conn, node.uuid, found)
-            fresh = attrs.evolve(fresh, generation=generation - 1)
-            try:
-                fresh_plans = tuple(decide(fresh))
-            except ComputeResourcesUnavailable as exc:
-                exc.generation = fresh.generation
+        op = f"claim on node {node.host}/{node.nodename}"
+        transaction = functools.partial(_claim_transaction, node=node, requests=requests,
+                                        decide=decide, plans=plans)
+        try:
+            after, written = self._write_direct(op, functools.partial(transaction, single=single))
+        except StoreError as exc:
+            if single is None or not is_unique_violation(exc):
                 raise
-            claim_writes.write_plans(conn, fresh_plans, time.time(),
-                                     usage=(node.uuid, generation, usage))
-            return _after(fresh, generation, fresh_plans), fresh_plans
-
-        def transaction(conn, single):
-            if single is not None:
-                row = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first()
-                if row is not None:
-                    if row.written:
-                        # The node after it is worked out once the COMMIT
-                        # has released the node row for the next claim.
-                        return row, None
-                    # Bumped and locked, but neither current nor within its
-                    # bounds: decide again on the records, in this transaction.
-                    return decide_locked(conn, row.generation)
-                # The instance is known: the steps below guard it.
-            claim_writes.guard_requests(conn, requests)
-            if conn.dialect.name == "postgresql":
-                # The re-read travels with the bump: the lock's holder does
-                # not wait a round trip before the read is even sent.
-                generation, found = claim_writes.bump_and_reread(conn, node.uuid)
-            else:
-                # SQLite: the transaction holds the whole file already, and a
-                # statement costs no round trip.
-                generation, found = claim_writes.bump_and_lock(conn, node.uuid), None
-            if plans is not None and generation == node.generation + 1:
-                claim_writes.write_plans(conn, plans, time.time())
-                return _after(node, generation, plans), plans
-            return decide_locked(conn, generation, found)
-
-        if single is not None:
-            try:
-                after, written = self._write_direct(op, lambda conn: transaction(conn, single))
-            except StoreError as exc:
-                if not is_unique_violation(exc):
-                    raise
-                # The instance was recorded by another request meanwhile;
-                # nothing was written: the steps that guard a known instance decide.
-            else:
-                if written is None:   # the one statement's answer
-                    if after.generation == node.generation + 1:   # the compare-and-swap
-                        return _after(node, after.generation, plans), plans
-                    return claim_writes.node_with_usage_row(node, after), plans
-                return after, written
-        return self._write_direct(op, lambda conn: transaction(conn, None))
+            # The instance was recorded by another request while the one
+            # statement ran, and nothing was written: the steps that guard
+            # a known instance decide, in a transaction of their own.
+            after, written = self._write_direct(op, functools.partial(transaction, single=None))
+        if isinstance(after, ComputeNode):
+            return after, written
+        # The one statement wrote the plans (``after`` is its answer); the node
+        # after them is worked out now that the COMMIT has released the node row.
+        if after.generation == node.generation + 1:   # the compare-and-swap
+            return with_allocations(node, [p.allocation for p in written], after.generation), \
+                written
+        return claim_writes.node_with_usage_row(node, after), written
 
     def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
                 transfer=None):
@@ -685,11 +625,63 @@ def _sqlite_sidecars_empty(path):
     return not (os.path.exists(wal) and os.path.getsize(wal) > 0)
 
 
-def _after(node, generation, plans):
-    """``node`` at ``generation`` with the allocations of ``plans`` added."""
-    for plan in plans:
-        node = with_allocation(node, plan.allocation)
-    return attrs.evolve(node, generation=generation)
+def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
+                       requests: Sequence[ClaimRequest], decide: Decide,
+                       plans: tuple[ClaimPlan, ...] | None,
+                       single: dict[str, Any] | None) -> tuple[Any, tuple[ClaimPlan, ...]]:
+    """The statements of :meth:`Store.claim`, in its one transaction.
+
+    ``plans``: decided on ``node`` before the transaction (None: refused
+    there, or not decided); ``single``: the values of PostgreSQL's one
+    statement (:data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM`) for
+    ``plans``, or None.  Returns ``(node_after, plans_written)``: the node
+    as recorded after the claims, or, when the one statement wrote
+    ``plans``, its answer row (the node after it is worked out once the
+    COMMIT has released the node row for the next claim).
+    """
+    if single is not None and plans is not None:
+        row = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first()
+        if row is not None:
+            if row.written:
+                return row, plans
+            # Bumped and locked, but neither current nor within its
+            # bounds: decide again on the records, in this transaction.
+            return _decide_locked(conn, node, decide, row.generation)
+        # The instance is known: the steps below guard it.
+    claim_writes.guard_requests(conn, requests)
+    if conn.dialect.name == "postgresql":
+        # The re-read travels with the bump: the lock's holder does
+        # not wait a round trip before the read is even sent.
+        generation, found = claim_writes.bump_and_reread(conn, node.uuid)
+    else:
+        # SQLite: the transaction holds the whole file already, and a
+        # statement costs no round trip.
+        generation, found = claim_writes.bump_and_lock(conn, node.uuid), None
+    if plans is not None and generation == node.generation + 1:
+        claim_writes.write_plans(conn, plans, time.time())
+        return with_allocations(node, [p.allocation for p in plans], generation), plans
+    return _decide_locked(conn, node, decide, generation, found)
+
+
+def _decide_locked(conn: DirectConnection, node: ComputeNode, decide: Decide, generation: int,
+                   found: list[Any] | None = None) -> tuple[ComputeNode, tuple[ClaimPlan, ...]]:
+    """Under the node's lock, moved to ``generation``: decide on the records
+    (``found``: the rows of its re-read, if sent with the bump) and write.
+
+    A refusal raises ComputeResourcesUnavailable naming the generation it
+    was decided at, and the transaction writes nothing.
+    """
+    if found is None:
+        found = rows.locked_node_rows(conn, node.uuid, generation - 1)
+    fresh, usage = rows.load_node_locked(conn, node.uuid, found)
+    fresh = attrs.evolve(fresh, generation=generation - 1)
+    try:
+        plans = tuple(decide(fresh))
+    except ComputeResourcesUnavailable as exc:
+        exc.generation = fresh.generation
+        raise
+    claim_writes.write_plans(conn, plans, time.time(), usage=(node.uuid, generation, usage))
+    return with_allocations(fresh, [p.allocation for p in plans], generation), plans
 
 
 def _guard_instance_update(conn, instance):

@@ -1,0 +1,165 @@
+"""The decision: does a request fit a node, and where do its NUMA cells and PCI devices go.
+
+Pure functions of (node record, request), as Nomad's ``AllocsFit``: the
+node (a :class:`~nova_lite.objects.ComputeNode`) carries its inventories,
+its usage, its owner and the driver's last report, so nothing else is
+read.  The store calls :meth:`NodeClaims.decide` with the node as recorded
+at the generation it commits against, so NUMA and PCI are claimed under
+the same lock as everything else.
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from nova_lite.exception import ComputeResourcesUnavailable, PciClaimError
+from nova_lite.model.fit import amount_problems, usage_bounds
+from nova_lite.model.plans import MAX_AMOUNT, ClaimAsk, ClaimPlan, ClaimRequest
+from nova_lite.model.usage import with_allocation
+from nova_lite.numa import (
+    NUMA_FIT_FAILED, fit_instance_to_host, numa_fit_problem, numa_usage_for)
+from nova_lite.objects import Allocation, ComputeNode, InstanceNUMATopology, PciRequest
+from nova_lite.pci import PciStats
+
+
+@attrs.frozen
+class Decision:
+    """Where a request landed, or why it cannot."""
+
+    reasons: tuple[str, ...] = ()
+    numa_topology: InstanceNUMATopology | None = None     # as placed
+    pci_devices: tuple[str, ...] = ()
+
+
+def owner_problems(node: ComputeNode, host: str) -> list[str]:
+    """Why ``host`` may not claim on ``node`` (empty if it may)."""
+    problems = []
+    if node.host != host:
+        problems.append(f"Node {node.nodename} is owned by host {node.host}, not {host}")
+    if not node.reported:
+        problems.append(f"Node {node.nodename} is no longer reported by the virt driver of "
+                        f"host {node.host}")
+    return problems
+
+
+def decide(node: ComputeNode, requested: Mapping[str, int], limits: Any,
+           numa_request: InstanceNUMATopology | None = None,
+           pci_requests: Sequence[PciRequest] = ()) -> Decision:
+    """Check ``requested`` amounts plus NUMA and PCI against ``node``'s usage.
+
+    ``node`` is the ComputeNode (inventories, usage and the driver's
+    report); returns a :class:`Decision` with every failing reason.
+    """
+    reasons = amount_problems(node.inventories, node.usage, requested, limits)
+    resources = node.resources
+    placed: InstanceNUMATopology | None = None
+    numa_cells: set[int] | None = None
+    pci = None
+    if pci_requests:
+        devices = resources.pci_devices if resources is not None else ()
+        pci = PciStats(devices=devices, in_use=node.pci_in_use)
+    if numa_request is not None:
+        host = resources.numa_topology if resources is not None else None
+        if host is None:
+            reasons.append(f"{NUMA_FIT_FAILED}: the node reports no NUMA topology")
+        else:
+            kwargs: dict[str, Any] = dict(
+                usage=numa_usage_for(host, node.numa_placements),
+                cpu_allocation_ratio=node.inventory("VCPU").allocation_ratio,
+                ram_allocation_ratio=node.inventory("MEMORY_MB").allocation_ratio,
+                pci=pci, pci_requests=tuple(pci_requests))
+            placed = fit_instance_to_host(host, numa_request, **kwargs)
+            if placed is None:
+                problem = numa_fit_problem(host, numa_request, **kwargs)
+                reasons.append(problem if problem is not None else NUMA_FIT_FAILED)
+            else:
+                numa_cells = {c.host_cell for c in placed.cells if c.host_cell is not None}
+    addresses: tuple[str, ...] = ()
+    if pci is not None:
+        try:
+            addresses = pci.claim(tuple(pci_requests), numa_cells=numa_cells)
+        except PciClaimError as exc:
+            reasons.append(str(exc))
+    return Decision(reasons=tuple(reasons), numa_topology=placed, pci_devices=addresses)
+
+
+def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[ClaimAsk],
+                  limits: Any) -> tuple[ClaimPlan, ...]:
+    """The ClaimPlans of ``asks`` on ``node``, each decided with the ones before it counted.
+
+    ``node``: the ComputeNode as recorded; ``host``: the claiming host.
+    Raises :class:`~nova_lite.exception.ComputeResourcesUnavailable` with
+    every reason of the first ask that does not fit (and so none is
+    admitted).
+    """
+    problems = owner_problems(node, host)
+    if problems:
+        raise ComputeResourcesUnavailable(problems)
+    plans = []
+    for ask in asks:
+        oversized = [f"{rc}: requested {n} is more than nova-lite records ({MAX_AMOUNT})"
+                     for rc, n in sorted(ask.requested.items())
+                     if n > MAX_AMOUNT or node.used(rc) + n > MAX_AMOUNT]
+        if oversized:
+            raise ComputeResourcesUnavailable(oversized)
+        decision = decide(node, ask.requested, limits, ask.numa_request,
+                          ask.instance.pci_requests)
+        if decision.reasons:
+            raise ComputeResourcesUnavailable(decision.reasons)
+        migration, instance = ask.migration, ask.instance
+        alloc = Allocation(
+            consumer_uuid=instance.uuid if migration is None else migration.uuid,
+            consumer_type="instance" if migration is None else "migration",
+            instance_uuid=instance.uuid, node_uuid=node.uuid, resources=ask.requested,
+            flavor=ask.flavor, numa_topology=decision.numa_topology,
+            pci_devices=decision.pci_devices)
+        placed = None
+        if migration is None:
+            placed = attrs.evolve(
+                instance, host=host, node=nodename,
+                numa_topology=decision.numa_topology or instance.numa_topology,
+                pci_devices=decision.pci_devices)
+        plans.append(ClaimPlan(allocation=alloc, instance=placed, migration=migration,
+                               bounds=plan_bounds(node, ask, limits)))
+        if len(plans) < len(asks):
+            node = with_allocation(node, alloc)
+    return tuple(plans)
+
+
+def plan_bounds(node: ComputeNode, ask: ClaimAsk, limits: Any) -> dict[str, int] | None:
+    """The plan's ``bounds`` (:class:`~nova_lite.model.plans.ClaimPlan`): for a request
+    that depends on the node only through its usage of each class (no NUMA
+    cell, no PCI device to place), the most each class may hold with it."""
+    if ask.numa_request is not None or ask.instance.pci_requests:
+        return None
+    bounds = usage_bounds(node.inventories, ask.requested, limits)
+    return {rc: min(most, MAX_AMOUNT) for rc, most in bounds.items()}
+
+
+def _asks(value: Iterable[ClaimAsk]) -> tuple[ClaimAsk, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class NodeClaims:
+    """The claims of one transaction on one node: all of them are admitted or none.
+
+    ``host`` is the claiming compute service, ``nodename`` the node,
+    ``asks`` one :class:`~nova_lite.model.plans.ClaimAsk` per claim (in
+    order) and ``limits`` the scheduler's limits (Nova's keys), or None.
+    """
+
+    host: str
+    nodename: str
+    asks: tuple[ClaimAsk, ...] = attrs.field(converter=_asks)
+    limits: Any = None
+
+    @property
+    def requests(self) -> list[ClaimRequest]:
+        """What the store checks under each instance row's lock, one per ask."""
+        return [ClaimRequest(ask.instance.uuid, ask.migration) for ask in self.asks]
+
+    def decide(self, node: ComputeNode) -> tuple[ClaimPlan, ...]:
+        """:func:`decide_claims` of these claims on ``node``: one plan per ask."""
+        return decide_claims(node, self.host, self.nodename, self.asks, self.limits)
