@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite.db import models, serialize as ser
+from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import NodeNotFound
 from nova_lite.objects import (
     Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, NodeResources)
@@ -183,7 +184,8 @@ NODE_USAGE_INVENTORIES_BUMPED = _node_usage_inventories(
     T_NODES.c.generation - sa.literal_column("1"))
 
 
-def locked_node_rows(conn: sa.Connection, node_uuid: str, generation: int) -> Sequence[sa.Row[Any]]:
+def locked_node_rows(conn: sa.Connection | DirectConnection, node_uuid: str,
+                     generation: int) -> Sequence[Any]:
     """The rows of :func:`load_node_locked`'s first statement, for a claim
     that moved the node from ``generation`` (see also
     :data:`NODE_USAGE_INVENTORIES_BUMPED`, the same rows read in the round
@@ -192,7 +194,7 @@ def locked_node_rows(conn: sa.Connection, node_uuid: str, generation: int) -> Se
                                                  "usage_at": generation}).all()
 
 
-def load_node_locked(conn: sa.Connection, node_uuid: str,
+def load_node_locked(conn: sa.Connection | DirectConnection, node_uuid: str,
                      found: Sequence[Any]) -> tuple[ComputeNode, dict[str, int]]:
     """:func:`load_node` for a claim holding the node's lock; returns
     ``(node, usage)``.  ``found``: the node's rows as
@@ -233,7 +235,8 @@ def load_node_locked(conn: sa.Connection, node_uuid: str,
     return _node(row, inventories, (amounts, numa, pci)), usage
 
 
-def _column_sums(conn: sa.Connection, params: Mapping[str, Any]) -> dict[str, int]:
+def _column_sums(conn: sa.Connection | DirectConnection,
+                 params: Mapping[str, Any]) -> dict[str, int]:
     return {col: int(total or 0) for (_, col), total in
             zip(STD_COLUMNS, conn.execute(_NODE_SUMS, params).one())}
 

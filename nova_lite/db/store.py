@@ -664,7 +664,8 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
 
 
 def _decide_locked(conn: DirectConnection, node: ComputeNode, decide: Decide, generation: int,
-                   found: list[Any] | None = None) -> tuple[ComputeNode, tuple[ClaimPlan, ...]]:
+                   found: Sequence[Any] | None = None
+                   ) -> tuple[ComputeNode, tuple[ClaimPlan, ...]]:
     """Under the node's lock, moved to ``generation``: decide on the records
     (``found``: the rows of its re-read, if sent with the bump) and write.
 
