@@ -188,7 +188,6 @@ class ServiceCollector(Collector):
         self.cache = cache
 
     def collect(self) -> Iterator:
-        from nova_lite.cli.service import list_services
         yield GaugeMetricFamily(f"{PREFIX}_compute_nodes", "Compute node records.",
                                 value=len(self.cache.nodes()))
         up = GaugeMetricFamily(f"{PREFIX}_service_up", "1 if the compute service's last "
@@ -197,7 +196,7 @@ class ServiceCollector(Collector):
         enabled = GaugeMetricFamily(f"{PREFIX}_service_enabled", "1 if the compute service "
                                     "is enabled, 0 if disabled.", labels=["host", "binary"])
         now = time.time()
-        for service in list_services(self.store):
+        for service in self.store.list_services():
             state, status = reports.service_state(service, self.settings.service_down_time,
                                                   now)
             up.add_metric([service.host, service.binary], 1 if state == "up" else 0)

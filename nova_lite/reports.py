@@ -14,9 +14,12 @@ what is held beyond capacity in ``over``.
 """
 
 import math
-import time
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from nova_lite.db.services import ServiceRecord
 
 
 VCPU, MEMORY_MB, DISK_GB = "VCPU", "MEMORY_MB", "DISK_GB"
@@ -25,12 +28,15 @@ _OPTIONS = {VCPU: ("reserved_host_cpus", "cpu"), MEMORY_MB: ("reserved_host_memo
             DISK_GB: ("reserved_host_disk_mb", "disk")}
 
 
-def service_state(service, service_down_time, now=None):
-    """``("up"|"down", "enabled"|"disabled")`` of a service row (None: never reported)."""
+def service_state(service: "ServiceRecord | None", service_down_time: float,
+                  now: float | None = None) -> tuple[str, str]:
+    """``("up"|"down", "enabled"|"disabled")`` of a service record (None: never
+    reported) at ``now`` (epoch s, default the current time): up by
+    :meth:`~nova_lite.db.services.ServiceRecord.is_up` within
+    ``service_down_time`` seconds, and enabled or not, each on its own."""
     if service is None:
         return "down", "disabled"
-    now = time.time() if now is None else now
-    state = "up" if now - service.updated_at <= service_down_time else "down"
+    state = "up" if service.is_up(service_down_time, now) else "down"
     return state, "disabled" if service.disabled else "enabled"
 
 

@@ -160,8 +160,7 @@ class ApiApp:
         return self._services(), self.cache.nodes()
 
     def _services(self):
-        from nova_lite.cli.service import list_services
-        return list_services(self.store)
+        return self.store.list_services()
 
     def _static_response(self, endpoint):
         body, ctype = self._static[endpoint]

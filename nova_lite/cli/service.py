@@ -9,8 +9,6 @@ from nova_lite import validators as v
 from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.cli.typed import Lister, ShowOne
-from nova_lite.db import queries
-from nova_lite.db.store import COMPUTE_BINARY
 
 LOG = logging.getLogger(__name__)
 
@@ -25,12 +23,6 @@ def _row(service, settings, now):
     updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(service.updated_at))
     return (service.binary, TextColumn(service.host), status, state, updated,
             OptionalColumn(service.disabled_reason))
-
-
-def list_services(store, host=None):
-    """Compute service rows (of ``host``, or all)."""
-    return store.db.read("list services", lambda conn: queries.list_services(
-        conn, COMPUTE_BINARY, host))
 
 
 class ListServices(Lister):
@@ -53,7 +45,7 @@ class ListServices(Lister):
         store = ctx.open_store(must_exist=True, readonly=True)
         now = time.time()
         return HEADERS, [_row(s, ctx.settings, now)
-                         for s in list_services(store, parsed_args.host)]
+                         for s in store.list_services(parsed_args.host)]
 
 
 class _SetService(ShowOne):
@@ -75,17 +67,13 @@ class _SetService(ShowOne):
             raise BadArguments(problem)
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
-        changed = store.db.write(
-            f"set service {parsed_args.host} disabled={self.disabled}",
-            lambda conn: queries.set_service_disabled(
-                conn, parsed_args.host, COMPUTE_BINARY, self.disabled, reason))
-        if not changed:
-            known = ", ".join(s.host for s in list_services(store)) or "none"
+        service = store.set_service_disabled(parsed_args.host, self.disabled, reason)
+        if service is None:
+            known = ", ".join(s.host for s in store.list_services()) or "none"
             raise CommandError(f"No compute service on host {parsed_args.host!r}; "
                                f"known hosts: {known}. Nothing was changed")
         LOG.info("Compute service on %s %s", parsed_args.host,
                  "disabled" if self.disabled else "enabled")
-        service = list_services(store, parsed_args.host)[0]
         return HEADERS, _row(service, ctx.settings, time.time())
 
 

@@ -68,10 +68,11 @@ class ComputeService:
         self._stop = threading.Event()
 
     def live_services(self):
-        """Hosts of compute services whose heartbeat is within service_down_time."""
+        """Hosts of the compute services that are enabled and up (heartbeat within
+        service_down_time), sorted."""
         now = time.time()
-        return sorted(s.host for s in self.store.list_services(COMPUTE_BINARY)
-                      if s.is_up(self.settings.service_down_time, now))
+        return sorted(s.host for s in self.store.list_services(binary=COMPUTE_BINARY)
+                      if not s.disabled and s.is_up(self.settings.service_down_time, now))
 
     def run_once(self):
         """One pass: heartbeat, audit, orphans.  Returns a :class:`PassResult`."""

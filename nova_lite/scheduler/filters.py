@@ -62,10 +62,10 @@ class ComputeFilter(BaseHostFilter):
         if service is None:
             return "no compute service record for the host"
         if service.disabled:
-            reason = getattr(service, "disabled_reason", None)
+            reason = service.disabled_reason
             return f"compute service disabled ({reason})" if reason else \
                 "compute service disabled"
-        if now - service.updated_at > self.settings.service_down_time:
+        if not service.is_up(self.settings.service_down_time, now):
             return (f"compute service down (no heartbeat within service_down_time "
                     f"{self.settings.service_down_time:g} s)")
         if node.last_error:
@@ -74,9 +74,9 @@ class ComputeFilter(BaseHostFilter):
 
     def filter_all(self, states, spec, now):
         # Fast path: most hosts pass; only the others get a reason.
-        deadline = now - self.settings.service_down_time
+        down_time = self.settings.service_down_time
         passing = [s for s in states if s.service is not None
-                   and s.service.updated_at >= deadline and not s.service.disabled
+                   and not s.service.disabled and s.service.is_up(down_time, now)
                    and s.node.host and getattr(s.node, "reported", True)
                    and not s.node.last_error]
         if len(passing) == len(states):

@@ -76,7 +76,7 @@ def _compute_up(down_time, now):
     def check(state):   # ComputeFilter.host_reason is None, without building the reason
         service, node = state.service, state.node
         return (service is not None and not service.disabled
-                and now - service.updated_at <= down_time and bool(node.host)
+                and service.is_up(down_time, now) and bool(node.host)
                 and getattr(node, "reported", True) and not node.last_error)
     return check
 

@@ -23,9 +23,8 @@ import stevedore
 
 from nova_lite import conf
 from nova_lite import validators as v
-from nova_lite.db import queries
 from nova_lite.db.node_changes import NodeChangeTracker
-from nova_lite.db.store import COMPUTE_BINARY, Store
+from nova_lite.db.store import Store
 from nova_lite.exception import InvalidConfig, InvalidInput
 from nova_lite.scheduler import host_checks
 from nova_lite.scheduler.host_index import HostIndex
@@ -117,7 +116,7 @@ class HostManager:
         self._states = {}        # node uuid -> HostState
         self._ordered = []       # HostStates sorted by (host, nodename)
         self._changes = NodeChangeTracker(store, _BULK_RELOAD)
-        self._services = {}          # host -> ServiceRow
+        self._services = {}          # host -> ServiceRecord
         self._services_key = None    # (fingerprint, read at)
         self.services_max_age = services_max_age
         self.nodes_max_age = self.settings.nodes_max_age if nodes_max_age is None \
@@ -134,26 +133,20 @@ class HostManager:
         (the service rows also every :data:`SERVICES_MAX_AGE` seconds, for
         the heartbeats).
         """
-        nodes_key, services_key = self.store.db.read("scheduler refresh", self._fingerprints)
+        nodes_key, services_key = self.store.change_fingerprints()
         touched = self._reload_nodes(nodes_key) \
             if nodes_key != self._changes.fingerprint else ()
         now = time.monotonic()
         stale = self._services_key is None or services_key != self._services_key[0] \
             or now - self._services_key[1] >= self.services_max_age
         if stale:
-            self._services = {s.host: s for s in self.store.db.read(
-                "list services", lambda conn: queries.list_services(conn, COMPUTE_BINARY))}
+            self._services = {s.host: s for s in self.store.list_services()}
             self._services_key = (services_key, now)
             touched = self._ordered
         for state in touched:
             state.service = self._services.get(state.host)
         self._refreshed_at = now
         return self._ordered
-
-    @staticmethod
-    def _fingerprints(conn):
-        return (queries.nodes_fingerprint(conn),
-                queries.services_fingerprint(conn, COMPUTE_BINARY))
 
     def _reload_nodes(self, fingerprint):
         """Re-read the nodes of the fingerprint buckets that changed; returns

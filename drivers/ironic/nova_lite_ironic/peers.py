@@ -61,10 +61,12 @@ class StaticInstanceView:
 class StoreServiceView:
     """Live compute services read from the core's ``Store``.
 
-    A service is live when it is not disabled and its last heartbeat is at
-    most ``service_down_time`` seconds old.  ``store`` needs
-    ``list_services(binary)`` returning records with ``host``,
-    ``updated_at`` (epoch seconds) and ``disabled``.
+    A service is live when it is enabled and up: not ``disabled``, and its
+    ``is_up(service_down_time, now)`` (last heartbeat at most
+    ``service_down_time`` seconds old).  ``store`` needs
+    ``list_services(binary=...)`` returning the core's
+    ``nova_lite.db.ServiceRecord`` records (or any with ``host``,
+    ``disabled`` and that ``is_up``).
     """
 
     def __init__(self, store, service_down_time=60.0, binary=COMPUTE_BINARY, clock=time.time):
@@ -77,13 +79,8 @@ class StoreServiceView:
         """Hosts whose service heartbeat is recent enough."""
         now = self.clock()
         hosts = set()
-        for svc in self.store.list_services(self.binary):
-            is_up = getattr(svc, "is_up", None)
-            if is_up is not None:
-                up = is_up(self.service_down_time, now=now)
-            else:
-                up = not svc.disabled and now - svc.updated_at <= self.service_down_time
-            if up:
+        for svc in self.store.list_services(binary=self.binary):
+            if not svc.disabled and svc.is_up(self.service_down_time, now):
                 hosts.add(svc.host)
         return hosts
 
