@@ -46,6 +46,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import prometheus_client
 from prometheus_client.core import GaugeMetricFamily
@@ -54,6 +55,10 @@ from prometheus_client.utils import floatToGoString
 
 from nova_lite import cluster, reports
 from nova_lite.web_server import DEFAULT_BIND, BackgroundServer
+
+if TYPE_CHECKING:
+    from nova_lite.conf import Settings
+    from nova_lite.db import Store
 
 LOG = logging.getLogger(__name__)
 
@@ -182,7 +187,8 @@ class ServiceCollector(Collector):
     """Compute services up/enabled and the node count, read from ``store``
     (``settings`` gives ``service_down_time``, s)."""
 
-    def __init__(self, store, settings, cache: cluster.NodeCache) -> None:
+    def __init__(self, store: "Store", settings: "Settings",
+                 cache: cluster.NodeCache) -> None:
         self.store = store
         self.settings = settings
         self.cache = cache

@@ -14,12 +14,14 @@ what is held beyond capacity in ``over``.
 """
 
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import attrs
 
 if TYPE_CHECKING:
     from nova_lite.db.services import ServiceRecord
+    from nova_lite.objects import ComputeNode, Instance
 
 
 VCPU, MEMORY_MB, DISK_GB = "VCPU", "MEMORY_MB", "DISK_GB"
@@ -48,7 +50,7 @@ class HypervisorRow:
     host: str
     nodename: str
     uuid: str
-    hypervisor_type: str
+    hypervisor_type: str | None
     state: str
     status: str
     vcpus: int
@@ -66,10 +68,13 @@ def _live(instances):
     return [i for i in instances if i.holds_resources]
 
 
-def hypervisor_rows(nodes, services, instances, service_down_time, now=None):
-    """A HypervisorRow per node; ``services``: rows with host/updated_at/disabled."""
+def hypervisor_rows(nodes: Iterable["ComputeNode"], services: Iterable["ServiceRecord"],
+                    instances: Iterable["Instance"], service_down_time: float,
+                    now: float | None = None) -> list[HypervisorRow]:
+    """A HypervisorRow per node; ``services``: the compute services' records (state
+    and status as :func:`service_state` gives them at ``now``, epoch s)."""
     by_host = {s.host: s for s in services}
-    running = {}
+    running: dict[tuple[str | None, str | None], int] = {}
     for inst in _live(instances):
         running[(inst.host, inst.node)] = running.get((inst.host, inst.node), 0) + 1
     rows = []

@@ -66,8 +66,7 @@ class ShowHypervisor(ShowOne):
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
-        # A node no service owns has no service state (not another host's).
-        services = store.list_services(node.host) if node.host else []
+        services = store.list_services(node.host)
         state, status = reports.service_state(services[0] if services else None,
                                               ctx.settings.service_down_time, time.time())
         report = node.resources
