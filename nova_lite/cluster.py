@@ -3,8 +3,8 @@
 - :class:`NodeCache` keeps the :class:`~nova_lite.objects.ComputeNode`
   records of a store and re-reads only those whose generation moved, found
   through the nodes' fingerprint
-  (``nova_lite.db.queries.nodes_fingerprint``: one small aggregate
-  query): every change to a node's inventories or allocations bumps its
+  (:meth:`Store.nodes_fingerprint <nova_lite.db.store.Store.nodes_fingerprint>`:
+  one small aggregate query): every change to a node's inventories or allocations bumps its
   generation, and a node added or removed changes its bucket, as the
   scheduler's host view relies on.
 - :func:`class_totals` sums, per resource class, total, reserved,
@@ -23,7 +23,6 @@ from collections.abc import Iterable
 
 import attrs
 
-from nova_lite.db import queries
 from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.objects import ComputeNode
 
@@ -104,7 +103,7 @@ class NodeCache:
     """The compute node records of ``store``, re-read only where they changed.
 
     Each call of :meth:`nodes` or :meth:`totals` costs one aggregate query
-    (the fingerprint, in ``queries.NODE_BUCKETS`` buckets) while nothing
+    (the fingerprint, in ``nova_lite.db.queries.NODE_BUCKETS`` buckets) while nothing
     changed; when a bucket moved, the generations of its nodes are read and
     only the nodes whose generation changed (or that are new) are read
     again, in one read, as the scheduler's host view does; many changes at
@@ -121,7 +120,7 @@ class NodeCache:
         self._totals: ClusterTotals | None = None
 
     def _refresh(self) -> None:
-        fingerprint = self.store.db.read("nodes fingerprint", queries.nodes_fingerprint)
+        fingerprint = self.store.nodes_fingerprint()
         if fingerprint == self._changes.fingerprint:
             return
         changes = self._changes.changes(fingerprint, self._nodes)

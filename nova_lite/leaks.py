@@ -245,7 +245,7 @@ def _down_hosts(snap: "RecordsSnapshot", mig: Migration, settings: "Settings",
         beat = snap.services.get(end)
         if beat is None:
             down[end] = f"host {end} has no compute service record"
-        elif now - beat.updated_at > settings.service_down_time:
+        elif not beat.is_up(settings.service_down_time, now):
             down[end] = (f"the compute service of host {end} is down since "
                          f"{_when(beat.updated_at)} (no heartbeat for "
                          f"{now - beat.updated_at:.0f} s; service_down_time "

@@ -46,6 +46,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import prometheus_client
 from prometheus_client.core import GaugeMetricFamily
@@ -54,6 +55,10 @@ from prometheus_client.utils import floatToGoString
 
 from nova_lite import cluster, reports
 from nova_lite.web_server import DEFAULT_BIND, BackgroundServer
+
+if TYPE_CHECKING:
+    from nova_lite.conf import Settings
+    from nova_lite.db import Store
 
 LOG = logging.getLogger(__name__)
 
@@ -182,13 +187,13 @@ class ServiceCollector(Collector):
     """Compute services up/enabled and the node count, read from ``store``
     (``settings`` gives ``service_down_time``, s)."""
 
-    def __init__(self, store, settings, cache: cluster.NodeCache) -> None:
+    def __init__(self, store: "Store", settings: "Settings",
+                 cache: cluster.NodeCache) -> None:
         self.store = store
         self.settings = settings
         self.cache = cache
 
     def collect(self) -> Iterator:
-        from nova_lite.cli.service import list_services
         yield GaugeMetricFamily(f"{PREFIX}_compute_nodes", "Compute node records.",
                                 value=len(self.cache.nodes()))
         up = GaugeMetricFamily(f"{PREFIX}_service_up", "1 if the compute service's last "
@@ -197,7 +202,7 @@ class ServiceCollector(Collector):
         enabled = GaugeMetricFamily(f"{PREFIX}_service_enabled", "1 if the compute service "
                                     "is enabled, 0 if disabled.", labels=["host", "binary"])
         now = time.time()
-        for service in list_services(self.store):
+        for service in self.store.list_services():
             state, status = reports.service_state(service, self.settings.service_down_time,
                                                   now)
             up.add_metric([service.host, service.binary], 1 if state == "up" else 0)

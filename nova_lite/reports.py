@@ -14,9 +14,14 @@ what is held beyond capacity in ``over``.
 """
 
 import math
-import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from nova_lite.db.services import ServiceRecord
+    from nova_lite.objects import ComputeNode, Instance
 
 
 VCPU, MEMORY_MB, DISK_GB = "VCPU", "MEMORY_MB", "DISK_GB"
@@ -25,12 +30,15 @@ _OPTIONS = {VCPU: ("reserved_host_cpus", "cpu"), MEMORY_MB: ("reserved_host_memo
             DISK_GB: ("reserved_host_disk_mb", "disk")}
 
 
-def service_state(service, service_down_time, now=None):
-    """``("up"|"down", "enabled"|"disabled")`` of a service row (None: never reported)."""
+def service_state(service: "ServiceRecord | None", service_down_time: float,
+                  now: float | None = None) -> tuple[str, str]:
+    """``("up"|"down", "enabled"|"disabled")`` of a service record (None: never
+    reported) at ``now`` (epoch s, default the current time): up by
+    :meth:`~nova_lite.db.services.ServiceRecord.is_up` within
+    ``service_down_time`` seconds, and enabled or not, each on its own."""
     if service is None:
         return "down", "disabled"
-    now = time.time() if now is None else now
-    state = "up" if now - service.updated_at <= service_down_time else "down"
+    state = "up" if service.is_up(service_down_time, now) else "down"
     return state, "disabled" if service.disabled else "enabled"
 
 
@@ -42,7 +50,7 @@ class HypervisorRow:
     host: str
     nodename: str
     uuid: str
-    hypervisor_type: str
+    hypervisor_type: str | None
     state: str
     status: str
     vcpus: int
@@ -60,10 +68,13 @@ def _live(instances):
     return [i for i in instances if i.holds_resources]
 
 
-def hypervisor_rows(nodes, services, instances, service_down_time, now=None):
-    """A HypervisorRow per node; ``services``: rows with host/updated_at/disabled."""
+def hypervisor_rows(nodes: Iterable["ComputeNode"], services: Iterable["ServiceRecord"],
+                    instances: Iterable["Instance"], service_down_time: float,
+                    now: float | None = None) -> list[HypervisorRow]:
+    """A HypervisorRow per node; ``services``: the compute services' records (state
+    and status as :func:`service_state` gives them at ``now``, epoch s)."""
     by_host = {s.host: s for s in services}
-    running = {}
+    running: dict[tuple[str | None, str | None], int] = {}
     for inst in _live(instances):
         running[(inst.host, inst.node)] = running.get((inst.host, inst.node), 0) + 1
     rows = []

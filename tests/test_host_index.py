@@ -20,6 +20,7 @@ import testtools
 from nova_lite import conf
 from nova_lite.compute import accounting
 from nova_lite.compute.claims import ComputeResourcesUnavailable
+from nova_lite.db import COMPUTE_BINARY, ServiceRecord
 from nova_lite.scheduler import HostManager, NoValidHost
 from nova_lite.scheduler import filters as flt
 from nova_lite.scheduler import host_checks
@@ -51,8 +52,8 @@ amounts = st.fixed_dictionaries({
     "disk": st.integers(0, 3), "vcpus": st.integers(0, 4), "pcpus": st.integers(0, 2)})
 service = st.one_of(
     st.none(),
-    st.builds(lambda disabled, age: types.SimpleNamespace(
-        disabled=disabled, updated_at=NOW - age),
+    st.builds(lambda disabled, age: ServiceRecord(
+        "h", COMPUTE_BINARY, 0.0, NOW - age, 1, disabled, "why" if disabled else None),
         st.booleans() | st.just(False), st.sampled_from([0, 10, 59, 61, 1000])))
 node = st.builds(lambda host, reported, error: types.SimpleNamespace(
     host=host, reported=reported, last_error=error),
@@ -169,7 +170,7 @@ class HostIndexTests(testtools.TestCase):
 
     def test_ties_come_in_host_and_node_order(self):
         settings = conf.Settings(service_down_time=DOWN_TIME)
-        up = types.SimpleNamespace(disabled=False, updated_at=NOW)
+        up = ServiceRecord("h", COMPUTE_BINARY, 0.0, NOW, 1, False)
         ok = types.SimpleNamespace(host="h", reported=True, last_error=None)
         states = [FakeState(f"u{i}", f"host-{9 - i}", "n", 4096 if i % 2 else 2048, 1, 1, 0,
                             up, ok) for i in range(10)]
@@ -184,7 +185,7 @@ class HostIndexTests(testtools.TestCase):
         # Round 2 reads w1 and w2: the bound then equals the pick's total
         # (z, 1.0), but u (5, 5) ties it unread and comes before z.
         settings = conf.Settings(service_down_time=DOWN_TIME)
-        up = types.SimpleNamespace(disabled=False, updated_at=NOW)
+        up = ServiceRecord("h", COMPUTE_BINARY, 0.0, NOW, 1, False)
         ok = types.SimpleNamespace(host="h", reported=True, last_error=None)
         fleet = {"z": (10, 0), "z2": (0, 10), "a": (5, 0), "a2": (0, 5), "m": (5, 5),
                  "zz": (0, 0)}

@@ -15,7 +15,6 @@ import testtools
 from nova_lite import conf, resources, validators
 from nova_lite.compute.manager import ComputeService
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import COMPUTE_BINARY, queries
 from nova_lite.exception import (
     InstanceNotFound, InvalidConfig, InvalidInput, InvalidType, NodeNotFound)
 from nova_lite.objects import Instance, NodeResources
@@ -189,15 +188,12 @@ class NameTests:
         store = self.make_store()
         store.heartbeat("host1")
         for reason, words in BAD_NAMES:
-            exc = self.assertRaises(
-                InvalidInput, store.db.write, "disable",
-                lambda conn, reason=reason: queries.set_service_disabled(
-                    conn, "host1", COMPUTE_BINARY, True, reason))
+            exc = self.assertRaises(InvalidInput, store.set_service_disabled, "host1", True,
+                                    reason)
             self.assertIn("disabled reason", str(exc))
             self.assertIn(words, str(exc))
         self.assertEqual([False], [s.disabled for s in store.list_services()])
-        store.db.write("disable", lambda conn: queries.set_service_disabled(
-            conn, "host1", COMPUTE_BINARY, True, "r" * 255))
+        store.set_service_disabled("host1", True, "r" * 255)
         self.assertEqual([True], [s.disabled for s in store.list_services()])
 
     def test_a_nul_byte_in_a_driver_error_fails_the_node_alone(self):

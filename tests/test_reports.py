@@ -5,7 +5,7 @@ import testtools
 from nova_lite import conf, reports
 from nova_lite.objects import ComputeNode, Instance
 from nova_lite.resources import Inventory
-from nova_lite.db.queries import ServiceRow
+from nova_lite.db import ServiceRecord
 from tests import base
 
 
@@ -32,8 +32,8 @@ class TestReports(testtools.TestCase):
                                                    stats.count, stats.vcpus))
 
     def test_rows_state_and_running_vms(self):
-        services = [ServiceRow("h1", "nova-lite-compute", 0.0, 100.0, 1, False),
-                    ServiceRow("h2", "nova-lite-compute", 0.0, 100.0, 1, True, "maint")]
+        services = [ServiceRecord("h1", "nova-lite-compute", 0.0, 100.0, 1, False),
+                    ServiceRecord("h2", "nova-lite-compute", 0.0, 100.0, 1, True, "maint")]
         live = base.instance(host="h1", node="h1")
         gone = base.instance(host="h1", node="h1", vm_state="deleted")
         rows = reports.hypervisor_rows([node("h1", 10), node("h2", 10), node("h3", 10)],

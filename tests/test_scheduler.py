@@ -8,8 +8,7 @@ import fixtures
 from nova_lite import conf, objects
 from nova_lite.compute import api
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import models, queries
-from nova_lite.db.store import COMPUTE_BINARY
+from nova_lite.db import models
 from nova_lite.exception import InvalidConfig, InvalidInput
 from nova_lite.objects import InstanceNUMACell, InstanceNUMATopology, PciRequest
 from nova_lite.scheduler import HostManager, NoValidHost, RequestSpec, Selection
@@ -98,8 +97,7 @@ class SchedulerTests(SchedulerScenario):
         manager = self.manager()
         picks = {manager.select_destinations(base.flavor())[0].host for _ in range(6)}
         self.assertNotIn("host2", picks)
-        self.store.db.write("enable", lambda c: queries.set_service_disabled(
-            c, "host2", COMPUTE_BINARY, False))
+        self.store.set_service_disabled("host2", False)
         picks = {manager.select_destinations(base.flavor())[0].host for _ in range(6)}
         self.assertIn("host2", picks)
 
@@ -256,8 +254,7 @@ class SchedulerTests(SchedulerScenario):
 
 
 def queries_disable(store, host, reason=None):
-    store.db.write("disable", lambda c: queries.set_service_disabled(
-        c, host, COMPUTE_BINARY, True, reason))
+    store.set_service_disabled(host, True, reason)
 
 
 class BuildTests(SchedulerScenario):

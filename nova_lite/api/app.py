@@ -33,6 +33,8 @@ written: the store should be opened read-only.
 import importlib.resources
 import logging
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import sqlalchemy as sa
@@ -45,6 +47,13 @@ from nova_lite.api import openapi, query
 from nova_lite.api.errors import UnknownName, database_failure, echo, error_response
 from nova_lite.api.errors import json_response
 from nova_lite.exception import InvalidInput, NodeNotFound, StoreError
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+    from nova_lite.conf import Settings
+    from nova_lite.db import ServiceRecord, Store
+    from nova_lite.objects import ComputeNode
 
 LOG = logging.getLogger(__name__)
 
@@ -106,7 +115,7 @@ class ApiApp:
     (s), and explains reserved amounts and ratios in ``node explain``.
     """
 
-    def __init__(self, store, settings) -> None:
+    def __init__(self, store: "Store", settings: "Settings") -> None:
         self.store = store
         self.settings = settings
         self.cache = cluster.NodeCache(store)
@@ -116,7 +125,8 @@ class ApiApp:
                         for endpoint, (name, ctype) in STATIC.items()}
 
     # -- WSGI ---------------------------------------------------------------------
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: "WSGIEnvironment",
+                 start_response: "StartResponse") -> Iterable[bytes]:
         return self.dispatch(Request(environ))(environ, start_response)
 
     def dispatch(self, request: Request) -> Response:
@@ -155,50 +165,49 @@ class ApiApp:
                                   "internal error; the server's log has the details")
 
     # -- helpers ------------------------------------------------------------------
-    def _records(self):
+    def _records(self) -> tuple[list["ServiceRecord"], list["ComputeNode"]]:
         """``(services, nodes)`` against which a host or node parameter is checked."""
         return self._services(), self.cache.nodes()
 
-    def _services(self):
-        from nova_lite.cli.service import list_services
-        return list_services(self.store)
+    def _services(self) -> list["ServiceRecord"]:
+        return self.store.list_services()
 
-    def _static_response(self, endpoint):
+    def _static_response(self, endpoint: str) -> Response:
         body, ctype = self._static[endpoint]
         return Response(body, content_type=ctype, headers={"Cache-Control": "no-store"})
 
     # -- endpoints ----------------------------------------------------------------
-    def get_page(self, params):
+    def get_page(self, params: dict[str, Any]) -> Response:
         return self._static_response("page")
 
-    def get_page_css(self, params):
+    def get_page_css(self, params: dict[str, Any]) -> Response:
         return self._static_response("page_css")
 
-    def get_page_js(self, params):
+    def get_page_js(self, params: dict[str, Any]) -> Response:
         return self._static_response("page_js")
 
-    def get_favicon(self, params):
+    def get_favicon(self, params: dict[str, Any]) -> Response:
         return self._static_response("favicon")
 
-    def get_openapi(self, params):
+    def get_openapi(self, params: dict[str, Any]) -> Response:
         return json_response(openapi.document())
 
-    def get_cluster(self, params):
+    def get_cluster(self, params: dict[str, Any]) -> Response:
         totals = self.cache.totals()
         return json_response(dict(totals.to_dict(), generated_at=time.time()))
 
-    def get_hypervisors(self, params):
+    def get_hypervisors(self, params: dict[str, Any]) -> Response:
         rows = reports.hypervisor_rows(self.store.get_compute_nodes(), self._services(),
                                        self.store.list_instances(),
                                        self.settings.service_down_time)
         return json_response({"hypervisors": [attrs.asdict(r) for r in rows]})
 
-    def get_hypervisor_stats(self, params):
+    def get_hypervisor_stats(self, params: dict[str, Any]) -> Response:
         stats = reports.hypervisor_stats(self.store.get_compute_nodes(),
                                          self.store.list_instances())
         return json_response({"hypervisor_statistics": attrs.asdict(stats)})
 
-    def get_hypervisor(self, params, node):
+    def get_hypervisor(self, params: dict[str, Any], node: str) -> Response:
         host = params.get("host")
         found = explain.find_node(self.store, node, host)
         services = [s for s in self._services() if s.host == found.host]
@@ -211,10 +220,10 @@ class ApiApp:
             "last_error": found.last_error,
             "resources": [attrs.asdict(line) for line in lines]}})
 
-    def get_hosts(self, params):
+    def get_hosts(self, params: dict[str, Any]) -> Response:
         nodes = self.cache.nodes()
         services = {s.host: s for s in self._services()}
-        by_host: dict[str, list] = {}
+        by_host: dict[str, list[ComputeNode]] = {}
         for node in nodes:
             by_host.setdefault(node.host, []).append(node)
         hosts = []
@@ -227,7 +236,7 @@ class ApiApp:
                                         cluster.class_totals(by_host.get(host, ()))]})
         return json_response({"hosts": hosts})
 
-    def get_host(self, params, host):
+    def get_host(self, params: dict[str, Any], host: str) -> Response:
         nodes = self.store.get_compute_nodes()
         if not any(n.host == host for n in nodes):
             known = sorted({n.host for n in nodes})
@@ -238,7 +247,7 @@ class ApiApp:
         rows = reports.host_describe(host, nodes, self.store.list_instances(host=host))
         return json_response({"host": [attrs.asdict(r) for r in rows]})
 
-    def get_services(self, params):
+    def get_services(self, params: dict[str, Any]) -> Response:
         now = time.time()
         out = []
         for service in self._services():
@@ -249,12 +258,12 @@ class ApiApp:
                         "disabled_reason": service.disabled_reason})
         return json_response({"services": out})
 
-    def get_explain(self, params, node):
+    def get_explain(self, params: dict[str, Any], node: str) -> Response:
         host = params.get("host")
         result = explain.explain_node(self.store, node, self.settings, host=host)
         return json_response({"explanation": result.to_dict()})
 
-    def get_findings(self, params):
+    def get_findings(self, params: dict[str, Any]) -> Response:
         host = params.get("host")
         node = params.get("node")
         report = leaks.find_leaks(self.store, self.settings, host=host, nodename=node)
@@ -266,7 +275,7 @@ class ApiApp:
                               "recorded": recorded})
 
 
-def make_app(store, settings) -> ApiApp:
+def make_app(store: "Store", settings: "Settings") -> ApiApp:
     """The API's WSGI application over ``store`` and ``settings``."""
     return ApiApp(store, settings)
 

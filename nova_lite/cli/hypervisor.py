@@ -12,7 +12,6 @@ import attrs
 from nova_lite import reports
 from nova_lite.cli.lookup import find_node, node_arguments
 from nova_lite.cli.output import ListColumn, OptionalColumn, TextColumn
-from nova_lite.cli.service import list_services
 from nova_lite.cli.typed import Lister, ShowOne
 
 #: Every column of ``hypervisor list`` (-f json/yaml/csv/value, or --long).
@@ -40,7 +39,7 @@ class ListHypervisors(Lister):
     def take_action(self, parsed_args):
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
-        rows = reports.hypervisor_rows(store.get_compute_nodes(), list_services(store),
+        rows = reports.hypervisor_rows(store.get_compute_nodes(), store.list_services(),
                                        store.list_instances(), ctx.settings.service_down_time)
         return LIST_HEADERS, [
             (r.uuid, TextColumn(r.nodename), TextColumn(r.host),
@@ -67,7 +66,7 @@ class ShowHypervisor(ShowOne):
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
-        services = list_services(store, node.host)
+        services = store.list_services(node.host)
         state, status = reports.service_state(services[0] if services else None,
                                               ctx.settings.service_down_time, time.time())
         report = node.resources

@@ -1,16 +1,20 @@
 """``nova-lite service list|enable|disable``: the compute services and their heartbeats."""
 
+import argparse
 import logging
 import time
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from nova_lite import reports
 from nova_lite import validators as v
 from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.cli.typed import Lister, ShowOne
-from nova_lite.db import queries
-from nova_lite.db.store import COMPUTE_BINARY
+from nova_lite.conf import Settings
+from nova_lite.db import ServiceRecord
+
+if TYPE_CHECKING:
+    from nova_lite.cli.main import NovaLiteApp
 
 LOG = logging.getLogger(__name__)
 
@@ -20,17 +24,15 @@ HEADERS = ("Binary", "Host", "Status", "State", "Updated At", "Disabled Reason")
 DEFAULT_HEADERS = HEADERS[1:]
 
 
-def _row(service, settings, now):
+#: One service as the commands show it, in HEADERS' order.
+Row = tuple[str, TextColumn, str, str, str, OptionalColumn]
+
+
+def _row(service: ServiceRecord, settings: Settings, now: float) -> Row:
     state, status = reports.service_state(service, settings.service_down_time, now)
     updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(service.updated_at))
     return (service.binary, TextColumn(service.host), status, state, updated,
             OptionalColumn(service.disabled_reason))
-
-
-def list_services(store, host=None):
-    """Compute service rows (of ``host``, or all)."""
-    return store.db.read("list services", lambda conn: queries.list_services(
-        conn, COMPUTE_BINARY, host))
 
 
 class ListServices(Lister):
@@ -40,33 +42,36 @@ class ListServices(Lister):
     service_down_time seconds.  --long (or -c) adds the binary.
     """
 
+    app: "NovaLiteApp"
     columns = HEADERS
     default_columns = DEFAULT_HEADERS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--host", metavar="HOST", help="Only this host's service.")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], list[Row]]:
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         now = time.time()
         return HEADERS, [_row(s, ctx.settings, now)
-                         for s in list_services(store, parsed_args.host)]
+                         for s in store.list_services(parsed_args.host)]
 
 
 class _SetService(ShowOne):
+    app: "NovaLiteApp"
     #: What the command sets the service's ``disabled`` flag to.
     disabled: ClassVar[bool | None] = None
     columns = HEADERS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("host", metavar="HOST", help="Host of the compute service.")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace) -> tuple[tuple[str, ...], Row]:
         reason = getattr(parsed_args, "reason", None)
         if reason is not None and not reason.strip():
             raise BadArguments("--reason must not be empty; nothing was changed")
@@ -75,17 +80,13 @@ class _SetService(ShowOne):
             raise BadArguments(problem)
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
-        changed = store.db.write(
-            f"set service {parsed_args.host} disabled={self.disabled}",
-            lambda conn: queries.set_service_disabled(
-                conn, parsed_args.host, COMPUTE_BINARY, self.disabled, reason))
-        if not changed:
-            known = ", ".join(s.host for s in list_services(store)) or "none"
+        service = store.set_service_disabled(parsed_args.host, bool(self.disabled), reason)
+        if service is None:
+            known = ", ".join(s.host for s in store.list_services()) or "none"
             raise CommandError(f"No compute service on host {parsed_args.host!r}; "
                                f"known hosts: {known}. Nothing was changed")
         LOG.info("Compute service on %s %s", parsed_args.host,
                  "disabled" if self.disabled else "enabled")
-        service = list_services(store, parsed_args.host)[0]
         return HEADERS, _row(service, ctx.settings, time.time())
 
 
@@ -107,7 +108,7 @@ class DisableService(_SetService):
 
     disabled = True
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--reason", metavar="TEXT",
                             help="Why (shown by service list; at most 255 characters).")

@@ -73,10 +73,11 @@ class ComputeService:
         self._stop = threading.Event()
 
     def live_services(self) -> list[str]:
-        """Hosts of compute services whose heartbeat is within service_down_time."""
+        """Hosts of the compute services that are enabled and up (heartbeat within
+        service_down_time), sorted."""
         now = time.time()
-        return sorted(s.host for s in self.store.list_services(COMPUTE_BINARY)
-                      if s.is_up(self.settings.service_down_time, now))
+        return sorted(s.host for s in self.store.list_services(binary=COMPUTE_BINARY)
+                      if not s.disabled and s.is_up(self.settings.service_down_time, now))
 
     def run_once(self) -> PassResult:
         """One pass: heartbeat, audit, orphans.  Returns a :class:`PassResult`."""
@@ -119,7 +120,7 @@ class ComputeService:
             recorded = {r.host: r for r in self.store.recorded_findings()}
             down = [s.host for s in self.store.list_services(COMPUTE_BINARY)
                     if s.host != self.host
-                    and now - s.updated_at > self.settings.service_down_time
+                    and not s.is_up(self.settings.service_down_time, now)
                     and self._peer_should_record(recorded.get(s.host), now)]
             for host in down:
                 report = leaks.find_leaks(self.store, self.settings, host=host)

@@ -29,7 +29,7 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite import holds
-from nova_lite.db import claim_writes, holds_sql, models, rows
+from nova_lite.db import claim_writes, holds_sql, models, rows, services
 from nova_lite.exception import HealSkipped
 from nova_lite.objects import Migration
 
@@ -176,9 +176,9 @@ def _check_still_stuck(conn: sa.Connection, change: HealChange) -> Migration:
         raise HealSkipped(f"migration {change.migration_uuid} changed since the audit read it "
                           f"(now {row.status}, updated at {row.updated_at})")
     if change.down_hosts:
-        deadline = time.time() - change.service_down_time
         back = conn.execute(sa.select(T_SVC.c.host).where(
-            T_SVC.c.host.in_(list(change.down_hosts)), T_SVC.c.updated_at >= deadline)
+            T_SVC.c.host.in_(list(change.down_hosts)),
+            services.heartbeat_within(change.service_down_time, time.time()))
         ).scalars().all()
         if back:
             raise HealSkipped(f"the compute service of host {', '.join(sorted(back))} is up "

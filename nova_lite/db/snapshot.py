@@ -17,20 +17,12 @@ from collections.abc import Iterable, Iterator
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import holds_sql, models, rows
+from nova_lite.db import holds_sql, models, rows, services
+from nova_lite.db.services import ServiceRecord
 from nova_lite.objects import Allocation, ComputeNode, Instance, Migration
 
 T_NODES, T_ALLOC = models.compute_nodes, models.allocations
-T_INST, T_MIG, T_SVC = models.instances, models.migrations, models.services
-
-
-@attrs.frozen
-class ServiceBeat:
-    """A compute service's last heartbeat (``updated_at``, epoch s) and whether it is disabled."""
-
-    host: str
-    updated_at: float
-    disabled: bool
+T_INST, T_MIG = models.instances, models.migrations
 
 
 @attrs.frozen(slots=False)   # not slotted: the indexes below are cached on it
@@ -46,7 +38,7 @@ class RecordsSnapshot:
     ``{uuid: Migration}`` of the moves in progress that touch the host and
     of every migration allocation's consumer; ``migration_times``:
     ``{uuid: (created_at, updated_at)}`` (epoch s) of those; ``services``:
-    ``{host: ServiceBeat}`` of every compute service; ``read_at``: the
+    ``{host: ServiceRecord}`` of every compute service; ``read_at``: the
     clock (epoch s) when the read began.
     """
 
@@ -57,7 +49,7 @@ class RecordsSnapshot:
     instances: dict[str, Instance]
     migrations: dict[str, Migration]
     migration_times: dict[str, tuple[float, float]]
-    services: dict[str, ServiceBeat]
+    services: dict[str, ServiceRecord]
     read_at: float
 
     def scoped_nodes(self) -> list[ComputeNode]:
@@ -148,12 +140,11 @@ def read(conn: sa.Connection, host: str | None, binary: str, now: float) -> Reco
     for chunk in _chunks(wanted - set(inst_rows)):
         for r in conn.execute(T_INST.select().where(T_INST.c.uuid.in_(chunk))):
             inst_rows[r.uuid] = r
-    services = {r.host: ServiceBeat(r.host, r.updated_at, bool(r.disabled))
-                for r in conn.execute(T_SVC.select().where(T_SVC.c.binary == binary))}
+    beats = {s.host: s for s in services.list_services(conn, binary)}
     return RecordsSnapshot(
         host=host, nodes=nodes, scoped=scoped,
         allocations=tuple(rows.allocation_from_row(r) for _, r in sorted(allocations.items())),
         instances={u: rows.instance_from_row(r) for u, r in sorted(inst_rows.items())},
         migrations={u: rows.migration_from_row(r) for u, r in sorted(mig_rows.items())},
         migration_times={u: (r.created_at, r.updated_at) for u, r in mig_rows.items()},
-        services=services, read_at=now)
+        services=beats, read_at=now)

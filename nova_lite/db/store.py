@@ -27,13 +27,14 @@ import sqlalchemy as sa
 from nova_lite import holds
 from nova_lite import validators as v
 from nova_lite.db import (
-    arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models, rows,
-    snapshot)
+    arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models, queries,
+    rows, services, snapshot)
 from nova_lite.findings import Finding, RecordedFindings
 from nova_lite.db.direct import DirectConnection
 from nova_lite.db.engine import (
     DEFAULT_BUSY_TIMEOUT_S, Database, cause, is_unique_violation, sqlite_file_path)
 from nova_lite.exception import ComputeResourcesUnavailable
+from nova_lite.db.services import COMPUTE_BINARY, ServiceRecord
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, MigrationNotFound, NodeNotFound,
     SchemaOutdated, StoreError)
@@ -45,32 +46,13 @@ from nova_lite.resources import Inventory
 
 LOG = logging.getLogger(__name__)
 
-COMPUTE_BINARY = "nova-lite-compute"
-
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
-T_INST, T_MIG, T_SVC = models.instances, models.migrations, models.services
+T_INST, T_MIG = models.instances, models.migrations
 T_FIND = models.host_findings
 
 #: A claim's decision (see :meth:`Store.claim`): a pure function of the node
 #: record, one plan per request, or ComputeResourcesUnavailable.
 Decide = Callable[[ComputeNode], Iterable[ClaimPlan]]
-
-
-@attrs.frozen
-class ServiceRecord:
-    """A row of ``services``; ``updated_at`` is the last heartbeat (epoch s)."""
-
-    host: str
-    binary: str
-    created_at: float
-    updated_at: float
-    report_count: int
-    disabled: bool
-
-    def is_up(self, service_down_time, now=None):
-        """True if the last heartbeat is within ``service_down_time`` seconds."""
-        now = time.time() if now is None else now
-        return not self.disabled and now - self.updated_at <= service_down_time
 
 
 @attrs.frozen
@@ -184,7 +166,7 @@ class Store:
         self.db.dispose()
 
     # -- services -----------------------------------------------------------
-    def heartbeat(self, host, binary=COMPUTE_BINARY):
+    def heartbeat(self, host: str, binary: str = COMPUTE_BINARY) -> ServiceRecord:
         """Create or refresh the (host, binary) service row; returns it.
 
         ``host`` and ``binary`` are checked first
@@ -192,30 +174,53 @@ class Store:
         record raises InvalidInput and writes nothing.
         """
         arguments.check_names(host=host, binary=binary)
+        return self._write(f"heartbeat of service {host}/{binary}",
+                           lambda conn: services.beat(conn, host, binary, time.time()))
 
-        def op(conn):
-            now = time.time()
-            res = conn.execute(T_SVC.update().where(
-                T_SVC.c.host == host, T_SVC.c.binary == binary).values(
-                updated_at=now, report_count=T_SVC.c.report_count + 1))
-            if res.rowcount == 0:
-                conn.execute(T_SVC.insert().values(
-                    host=host, binary=binary, created_at=now, updated_at=now,
-                    report_count=1, disabled=False))
-            row = conn.execute(T_SVC.select().where(
-                T_SVC.c.host == host, T_SVC.c.binary == binary)).one()
-            return _service(row)
-        return self._write(f"heartbeat of service {host}/{binary}", op)
-
-    def list_services(self, binary=COMPUTE_BINARY):
-        """Every service row of ``binary``, sorted by host."""
+    def list_services(self, host: str | None = None, *,
+                      binary: str = COMPUTE_BINARY) -> list[ServiceRecord]:
+        """The :class:`~nova_lite.db.services.ServiceRecord` of every service of
+        ``binary`` (of ``host`` only, if given), sorted by host."""
+        arguments.check_lookup(optional=True, host=host)
         arguments.check_lookup(binary=binary)
+        return self._read("list services",
+                          lambda conn: services.list_services(conn, binary, host))
 
-        def op(conn):
-            found = conn.execute(T_SVC.select().where(T_SVC.c.binary == binary)
-                                 .order_by(T_SVC.c.host))
-            return [_service(r) for r in found]
-        return self._read("list services", op)
+    def set_service_disabled(self, host: str, disabled: bool, reason: str | None = None, *,
+                             binary: str = COMPUTE_BINARY) -> ServiceRecord | None:
+        """Disable (``disabled`` True) or enable the (host, binary) service.
+
+        Returns the :class:`~nova_lite.db.services.ServiceRecord` as changed,
+        or None (nothing written) if there is no such service.  ``reason``
+        (shown beside a disabled service) is kept only while disabled; a
+        reason the records cannot hold (over 255 characters, a control
+        character) raises :class:`~nova_lite.exception.InvalidInput` before
+        any statement, on every backend.
+        """
+        arguments.check_lookup(host=host, binary=binary)
+        v.check_type(disabled, bool, "set_service_disabled disabled")
+        if reason is not None:
+            v.check_text(reason, "disabled reason")
+        return self._write(
+            f"set service {host}/{binary} disabled={disabled}",
+            lambda conn: services.set_disabled(conn, host, binary, disabled, reason))
+
+    def nodes_fingerprint(self) -> dict[int, tuple[int, int, int]]:
+        """A small summary of the compute node rows that changes whenever a node
+        is added, removed or moves to a new generation (one aggregate query,
+        see ``nova_lite.db.queries.nodes_fingerprint``): a view that keeps
+        the node records compares it with the last one it saw."""
+        return self._read("nodes fingerprint", queries.nodes_fingerprint)
+
+    def change_fingerprints(self, binary: str = COMPUTE_BINARY
+                            ) -> tuple[dict[int, tuple[int, int, int]], tuple[int, ...]]:
+        """``(nodes, services)``: :meth:`nodes_fingerprint` and the fingerprint of
+        the service rows of ``binary`` (it changes when a service is added,
+        removed, enabled or disabled; heartbeats leave it alone), read in one
+        transaction: what a scheduler asks before each request."""
+        arguments.check_lookup(binary=binary)
+        return self._read("scheduler refresh", lambda conn: (
+            queries.nodes_fingerprint(conn), services.services_fingerprint(conn, binary)))
 
     # -- compute nodes --------------------------------------------------------
     def get_compute_nodes(self, host=None):
@@ -748,8 +753,3 @@ def _release(conn, node_uuids, consumer_uuids, instance=None, migration_status=N
         fresh[node_uuid] = rows.load_node(conn, node_uuid)
     return fresh
 
-
-def _service(row):
-    return ServiceRecord(host=row.host, binary=row.binary, created_at=row.created_at,
-                         updated_at=row.updated_at, report_count=row.report_count,
-                         disabled=bool(row.disabled))

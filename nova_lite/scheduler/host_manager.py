@@ -17,21 +17,24 @@ import heapq
 import logging
 import random
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import stevedore
 
 from nova_lite import conf
 from nova_lite import validators as v
-from nova_lite.db import queries
 from nova_lite.db.node_changes import NodeChangeTracker
-from nova_lite.db.store import COMPUTE_BINARY, Store
+from nova_lite.db.services import ServiceRecord
+from nova_lite.db.store import Store
 from nova_lite.exception import InvalidConfig, InvalidInput
+from nova_lite.objects import Flavor
 from nova_lite.scheduler import host_checks
 from nova_lite.scheduler.host_index import HostIndex
 from nova_lite.scheduler.host_state import HostState
-from nova_lite.scheduler.report import NoValidHost, summarise
-from nova_lite.scheduler.request import as_request_spec
+from nova_lite.scheduler.report import FilterReport, NoValidHost, summarise
+from nova_lite.scheduler.request import RequestSpec, as_request_spec
 from nova_lite.scheduler.weighers import weights
 
 LOG = logging.getLogger(__name__)
@@ -57,9 +60,11 @@ class Selection:
     alternates: tuple["Selection", ...] = ()
 
 
-def _load(group, names, option, settings):
+def _load(group: str, names: Sequence[str], option: str,
+          settings: conf.Settings) -> tuple[Any, ...]:
     """Instances of the entry point classes ``names`` of ``group``."""
-    manager = stevedore.ExtensionManager[type](group, invoke_on_load=False)
+    manager: stevedore.ExtensionManager = stevedore.ExtensionManager(
+        group, invoke_on_load=False)
     installed = {ext.name: ext.plugin for ext in manager}
     if group == WEIGHER_GROUP and any(n in ALL_WEIGHERS for n in names):
         names = sorted(installed)
@@ -96,8 +101,9 @@ class HostManager:
     naming it (:class:`~nova_lite.exception.InvalidType` for a wrong type).
     """
 
-    def __init__(self, store, settings=None, *, services_max_age=SERVICES_MAX_AGE,
-                 indexed=True, nodes_max_age=None):
+    def __init__(self, store: Store, settings: conf.Settings | None = None, *,
+                 services_max_age: float = SERVICES_MAX_AGE, indexed: bool = True,
+                 nodes_max_age: float | None = None) -> None:
         v.check_type(store, Store, "HostManager store")
         v.check_type(settings, conf.Settings, "HostManager settings", optional=True)
         v.check_seconds(services_max_age, "HostManager services_max_age")
@@ -114,19 +120,19 @@ class HostManager:
         #: then filters and weighs every host.
         self._index = HostIndex(specs) if indexed and specs is not None \
             and host_checks.per_host(self.filters) else None
-        self._states = {}        # node uuid -> HostState
-        self._ordered = []       # HostStates sorted by (host, nodename)
+        self._states: dict[str, HostState] = {}   # node uuid -> HostState
+        self._ordered: list[HostState] = []       # sorted by (host, nodename)
         self._changes = NodeChangeTracker(store, _BULK_RELOAD)
-        self._services = {}          # host -> ServiceRow
-        self._services_key = None    # (fingerprint, read at)
+        self._services: dict[str, ServiceRecord] = {}   # by host
+        self._services_key: tuple[tuple[int, ...], float] | None = None   # (fingerprint, read at)
         self.services_max_age = services_max_age
         self.nodes_max_age = self.settings.nodes_max_age if nodes_max_age is None \
             else nodes_max_age
         self._random = random.Random()   # host_subset_size's choice
-        self._refreshed_at = None   # time.monotonic() of the last refresh
+        self._refreshed_at: float | None = None   # time.monotonic() of the last refresh
 
     # -- the view -------------------------------------------------------------
-    def refresh(self):
+    def refresh(self) -> list[HostState]:
         """Bring the view up to date with the records; returns the HostStates.
 
         Two aggregate queries say whether any node or service row changed;
@@ -134,15 +140,14 @@ class HostManager:
         (the service rows also every :data:`SERVICES_MAX_AGE` seconds, for
         the heartbeats).
         """
-        nodes_key, services_key = self.store.db.read("scheduler refresh", self._fingerprints)
-        touched = self._reload_nodes(nodes_key) \
+        nodes_key, services_key = self.store.change_fingerprints()
+        touched: Sequence[HostState] = self._reload_nodes(nodes_key) \
             if nodes_key != self._changes.fingerprint else ()
         now = time.monotonic()
         stale = self._services_key is None or services_key != self._services_key[0] \
             or now - self._services_key[1] >= self.services_max_age
         if stale:
-            self._services = {s.host: s for s in self.store.db.read(
-                "list services", lambda conn: queries.list_services(conn, COMPUTE_BINARY))}
+            self._services = {s.host: s for s in self.store.list_services()}
             self._services_key = (services_key, now)
             touched = self._ordered
         for state in touched:
@@ -150,12 +155,7 @@ class HostManager:
         self._refreshed_at = now
         return self._ordered
 
-    @staticmethod
-    def _fingerprints(conn):
-        return (queries.nodes_fingerprint(conn),
-                queries.services_fingerprint(conn, COMPUTE_BINARY))
-
-    def _reload_nodes(self, fingerprint):
+    def _reload_nodes(self, fingerprint: dict[int, tuple[int, int, int]]) -> list[HostState]:
         """Re-read the nodes of the fingerprint buckets that changed; returns
         the HostStates that are new or changed."""
         changes = self._changes.changes(fingerprint, self._states)
@@ -185,12 +185,13 @@ class HostManager:
                   len(changes.fresh), len(changes.gone))
         return touched
 
-    def get_host_states(self):
+    def get_host_states(self) -> list[HostState]:
         """Every node's HostState, refreshed (sorted by host and node name)."""
         return list(self.refresh())
 
     # -- choosing -------------------------------------------------------------
-    def select_destinations(self, request, num_instances=1):
+    def select_destinations(self, request: RequestSpec | Flavor,
+                            num_instances: int = 1) -> list[Selection]:
         """Choose a node for each of ``num_instances`` instances of ``request``.
 
         ``request``: a :class:`RequestSpec` or a plain Flavor.  Returns a
@@ -214,7 +215,7 @@ class HostManager:
             states = [s for s in states if s.host not in ignored]
         subset = self.settings.host_subset_size
         saved = []
-        selections = []
+        selections: list[Selection] = []
         try:
             for placed in range(num_instances):
                 ranked = self._rank_indexed(spec, ignored, placed) if indexed \
@@ -239,22 +240,24 @@ class HostManager:
             f"{s.host}/{s.nodename}" for s in selections), num_instances, spec.flavor.name)
         return selections
 
-    def _ranked_count(self):
+    def _ranked_count(self) -> int:
         """How many of the best hosts a pick needs: the subset it chooses from,
         and the alternates that follow whichever it chooses."""
         subset = self.settings.host_subset_size
         return self.settings.max_attempts if subset <= 1 \
             else subset + self.settings.max_attempts - 1
 
-    def _reindex(self, state):
+    def _reindex(self, state: HostState) -> None:
         if self._index is not None:
             self._index.put(state)
 
-    def _rank_indexed(self, spec, ignored, placed):
+    def _rank_indexed(self, spec: RequestSpec, ignored: frozenset[str],
+                      placed: int) -> list[HostState]:
         """:meth:`_rank` of every state whose host is not ``ignored``, through the index.
 
         Only when no host passes are all of them filtered, for the report.
         """
+        assert self._index is not None, "only an indexed manager ranks through its index"
         passes, minimums = host_checks.host_test(self.filters, spec, time.time(), ignored)
         assert self._index is not None   # the caller checked: this path is the index's
         ranked = self._index.best(self._states, passes, self._ranked_count(), minimums,
@@ -263,10 +266,12 @@ class HostManager:
             return ranked
         return self._rank([s for s in self._ordered if s.host not in ignored], spec, placed)
 
-    def _rank(self, states, spec, placed):
+    def _rank(self, states: Sequence[HostState], spec: RequestSpec,
+              placed: int) -> list[HostState]:
         """The best ``max_attempts`` passing states, best first; NoValidHost if none."""
         now = time.time()
-        passing, report = list(states), []
+        passing = list(states)
+        report: list[FilterReport] = []
         for flt in self.filters:
             if not flt.applies(spec):
                 continue

@@ -13,6 +13,7 @@ alone:
 import logging
 import time
 import typing
+from collections.abc import Callable, Iterable, Mapping
 
 LOG = logging.getLogger(__name__)
 
@@ -39,10 +40,10 @@ class InstanceView(typing.Protocol):
 class StaticServiceView:
     """A fixed set of live hosts (tests, or a deployment without a services table)."""
 
-    def __init__(self, hosts=()):
+    def __init__(self, hosts: Iterable[str] = ()) -> None:
         self.hosts = set(hosts)
 
-    def live_hosts(self):
+    def live_hosts(self) -> set[str]:
         """The hosts given (a copy)."""
         return set(self.hosts)
 
@@ -50,10 +51,10 @@ class StaticServiceView:
 class StaticInstanceView:
     """A fixed ``{host: {instance uuid, ...}}`` mapping."""
 
-    def __init__(self, by_host=None):
+    def __init__(self, by_host: Mapping[str, Iterable[str]] | None = None) -> None:
         self.by_host = {h: set(u) for h, u in (by_host or {}).items()}
 
-    def instance_uuids(self, host):
+    def instance_uuids(self, host: str) -> set[str]:
         """The uuids recorded for ``host``."""
         return set(self.by_host.get(host, ()))
 
@@ -61,29 +62,28 @@ class StaticInstanceView:
 class StoreServiceView:
     """Live compute services read from the core's ``Store``.
 
-    A service is live when it is not disabled and its last heartbeat is at
-    most ``service_down_time`` seconds old.  ``store`` needs
-    ``list_services(binary)`` returning records with ``host``,
-    ``updated_at`` (epoch seconds) and ``disabled``.
+    A service is live when it is enabled and up: not ``disabled``, and its
+    ``is_up(service_down_time, now)`` (last heartbeat at most
+    ``service_down_time`` seconds old).  ``store`` needs
+    ``list_services(binary=...)`` returning the core's
+    ``nova_lite.db.ServiceRecord`` records (or any with ``host``,
+    ``disabled`` and that ``is_up``).
     """
 
-    def __init__(self, store, service_down_time=60.0, binary=COMPUTE_BINARY, clock=time.time):
+    def __init__(self, store: typing.Any, service_down_time: float = 60.0,
+                 binary: str = COMPUTE_BINARY,
+                 clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.service_down_time = service_down_time
         self.binary = binary
         self.clock = clock
 
-    def live_hosts(self):
-        """Hosts whose service heartbeat is recent enough."""
+    def live_hosts(self) -> set[str]:
+        """Hosts whose service is enabled and whose heartbeat is recent enough."""
         now = self.clock()
-        hosts = set()
-        for svc in self.store.list_services(self.binary):
-            is_up = getattr(svc, "is_up", None)
-            if is_up is not None:
-                up = is_up(self.service_down_time, now=now)
-            else:
-                up = not svc.disabled and now - svc.updated_at <= self.service_down_time
-            if up:
+        hosts: set[str] = set()
+        for svc in self.store.list_services(binary=self.binary):
+            if not svc.disabled and svc.is_up(self.service_down_time, now):
                 hosts.add(svc.host)
         return hosts
 
@@ -95,10 +95,10 @@ class StoreInstanceView:
     ``uuid`` (only instances that still hold resources).
     """
 
-    def __init__(self, store):
+    def __init__(self, store: typing.Any) -> None:
         self.store = store
 
-    def instance_uuids(self, host):
+    def instance_uuids(self, host: str) -> set[str]:
         """UUIDs of the live instances of ``host``."""
         return {inst.uuid for inst in self.store.list_instances(host=host)}
 
@@ -106,12 +106,12 @@ class StoreInstanceView:
 class UnionInstanceView:
     """Instances any of ``views`` reports for a host."""
 
-    def __init__(self, *views):
+    def __init__(self, *views: InstanceView) -> None:
         self.views = views
 
-    def instance_uuids(self, host):
+    def instance_uuids(self, host: str) -> set[str]:
         """The union of the views' answers."""
-        found = set()
+        found: set[str] = set()
         for view in self.views:
             found |= set(view.instance_uuids(host))
         return found
@@ -121,10 +121,10 @@ class CallableServiceView:
     """A ServiceView over a callable returning the live hosts (the core's
     ``ComputeService.live_services``)."""
 
-    def __init__(self, func):
+    def __init__(self, func: Callable[[], Iterable[str]]) -> None:
         self.func = func
 
-    def live_hosts(self):
+    def live_hosts(self) -> set[str]:
         """Whatever the callable returns, as a set."""
         return set(self.func())
 
@@ -132,15 +132,15 @@ class CallableServiceView:
 class CallableInstanceView:
     """An InstanceView over a callable ``func(host) -> uuids``."""
 
-    def __init__(self, func):
+    def __init__(self, func: Callable[[str], Iterable[str]]) -> None:
         self.func = func
 
-    def instance_uuids(self, host):
+    def instance_uuids(self, host: str) -> set[str]:
         """Whatever the callable returns for ``host``, as a set."""
         return set(self.func(host))
 
 
-def as_service_view(view):
+def as_service_view(view: ServiceView | Callable[[], Iterable[str]]) -> ServiceView:
     """``view`` if it is a ServiceView, else a callable wrapped in one."""
     if isinstance(view, ServiceView):
         return view
@@ -149,7 +149,7 @@ def as_service_view(view):
     raise TypeError(f"expected a ServiceView or a callable, got {view!r}")
 
 
-def as_instance_view(view):
+def as_instance_view(view: InstanceView | Callable[[str], Iterable[str]]) -> InstanceView:
     """``view`` if it is an InstanceView, else a callable wrapped in one."""
     if isinstance(view, InstanceView):
         return view

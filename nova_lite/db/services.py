@@ -1,0 +1,142 @@
+"""Compute services: one record, one "up" rule, and the statements on ``services``.
+
+A service row says two separate things:
+
+- whether the service is **up**: its last heartbeat (``updated_at``, epoch
+  s) is at most ``service_down_time`` seconds old
+  (:meth:`ServiceRecord.is_up`, or :func:`heartbeat_within` in SQL);
+- whether it is **enabled**: an operator may disable it (``disabled``,
+  with an optional ``disabled_reason``) whatever its heartbeat says.
+
+Each reader decides which of the two it needs: the scheduler's
+ComputeFilter refuses a host that is disabled or down (with a reason for
+each), ``service list``, the API and the metrics show both, and the leak
+finder and heal only ask whether a service is up.
+
+The functions below run on a SQLAlchemy connection inside a
+:class:`~nova_lite.db.store.Store` transaction; callers outside
+``nova_lite.db`` use the Store's methods (``heartbeat``,
+``list_services``, ``set_service_disabled``, ``change_fingerprints``).
+"""
+
+import time
+
+import attrs
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from nova_lite.db import models
+
+#: The ``binary`` of the compute services in the ``services`` table.
+COMPUTE_BINARY = "nova-lite-compute"
+
+T_SVC = models.services
+
+
+def heartbeat_deadline(service_down_time: float, now: float) -> float:
+    """The oldest heartbeat (epoch s) that still counts as up at ``now`` (epoch
+    s), for a ``service_down_time`` in seconds: a service is up when its last
+    heartbeat is at or after it."""
+    return now - service_down_time
+
+
+@attrs.frozen
+class ServiceRecord:
+    """A row of ``services``: ``updated_at`` is the last heartbeat and
+    ``created_at`` the first (epoch s); ``report_count`` counts heartbeats;
+    ``disabled`` (with ``disabled_reason``, or None) is the operator's
+    choice, separate from being up (:meth:`is_up`)."""
+
+    host: str
+    binary: str
+    created_at: float
+    updated_at: float
+    report_count: int
+    disabled: bool
+    disabled_reason: str | None = None
+
+    def is_up(self, service_down_time: float, now: float | None = None) -> bool:
+        """True if the last heartbeat is within ``service_down_time`` seconds of
+        ``now`` (epoch s, default the current time).  Whether the service is
+        enabled is a separate question: see ``disabled``."""
+        now = time.time() if now is None else now
+        return self.updated_at >= heartbeat_deadline(service_down_time, now)
+
+
+def heartbeat_within(service_down_time: float, now: float) -> sa.ColumnElement[bool]:
+    """:meth:`ServiceRecord.is_up` as a SQL condition on ``services`` rows."""
+    return T_SVC.c.updated_at >= heartbeat_deadline(service_down_time, now)
+
+
+#: The columns of a ServiceRecord, in its field order.
+_COLUMNS = (T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
+            T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason)
+# Built once: a scheduler reads every row often.
+_LIST = sa.select(*_COLUMNS).where(
+    T_SVC.c.binary == sa.bindparam("binary")).order_by(T_SVC.c.host)
+_LIST_HOST = _LIST.where(T_SVC.c.host == sa.bindparam("host"))
+
+
+def list_services(conn: Connection, binary: str, host: str | None = None
+                  ) -> list[ServiceRecord]:
+    """The service rows of ``binary`` (of ``host``, or all), sorted by host."""
+    if host is None:
+        found = conn.execute(_LIST, {"binary": binary})
+    else:
+        found = conn.execute(_LIST_HOST, {"binary": binary, "host": host})
+    # Plain tuples in the record's field order: cheaper than Row attributes.
+    return [ServiceRecord(h, b, c, u, n, bool(d), r)
+            for h, b, c, u, n, d, r in found.tuples().all()]
+
+
+def beat(conn: Connection, host: str, binary: str, now: float) -> ServiceRecord:
+    """Refresh the (host, binary) row's heartbeat at ``now`` (epoch s), creating
+    it (enabled) if it is new; returns it."""
+    if not conn.execute(T_SVC.update().where(
+            T_SVC.c.host == host, T_SVC.c.binary == binary).values(
+            updated_at=now, report_count=T_SVC.c.report_count + 1)).rowcount:
+        conn.execute(T_SVC.insert().values(
+            host=host, binary=binary, created_at=now, updated_at=now,
+            report_count=1, disabled=False))
+    return list_services(conn, binary, host)[0]
+
+
+def set_disabled(conn: Connection, host: str, binary: str, disabled: bool,
+                 reason: str | None = None) -> ServiceRecord | None:
+    """Enable or disable the (host, binary) service; returns it as changed, or
+    None if there is no such service.  ``reason`` is kept only while disabled."""
+    changed = conn.execute(T_SVC.update().where(
+        T_SVC.c.host == host, T_SVC.c.binary == binary).values(
+        disabled=bool(disabled), disabled_reason=reason if disabled else None)).rowcount
+    return list_services(conn, binary, host)[0] if changed else None
+
+
+def services_fingerprint(conn: Connection, binary: str) -> tuple[int, ...]:
+    """A tuple that changes when a service row of ``binary`` is added or removed, or
+    is enabled or disabled (or its reason changes); heartbeats leave it alone.
+
+    Sums over the rows (see ``nova_lite.db.queries.nodes_fingerprint``):
+    enabling or disabling changes a per-row mix of id and disabled flag.
+    Sums can collide in principle, and heartbeats are not in it, so a
+    reader also re-reads the rows now and then.
+    """
+    return tuple(conn.execute(_SERVICES_FINGERPRINT, {"binary": binary}).one())
+
+
+def _services_fingerprint() -> sa.Select:
+    disabled_mix = sa.case(
+        (T_SVC.c.disabled, (T_SVC.c.id * 7919 + 1) % 1000003), else_=0)
+    reason_mix = sa.func.length(sa.func.coalesce(T_SVC.c.disabled_reason, "")) * T_SVC.c.id
+    return sa.select(
+        sa.func.count(), sa.func.coalesce(sa.func.sum(T_SVC.c.id), 0),
+        sa.func.coalesce(sa.func.sum(disabled_mix), 0),
+        sa.func.coalesce(sa.func.sum(reason_mix), 0),
+    ).where(T_SVC.c.binary == sa.bindparam("binary"))
+
+
+# Built once: a scheduler asks it on every request.
+_SERVICES_FINGERPRINT = _services_fingerprint()
+
+
+__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat", "heartbeat_deadline",
+           "heartbeat_within", "list_services", "services_fingerprint", "set_disabled"]

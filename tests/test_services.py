@@ -1,0 +1,200 @@
+"""Compute services: one record, one "up" rule, and every reader agreeing on it.
+
+A service is up when its last heartbeat is within service_down_time;
+enabled or disabled is a separate field.  The scheduler refuses a host
+that is either disabled or down (a reason for each), the operator views
+show both, the compute service's live hosts are the enabled and up ones,
+and the heal statement's SQL form of the rule finds the same hosts as the
+record's.  The same tests run on a SQLite file and on PostgreSQL.
+"""
+
+import time
+import types
+
+import attrs
+import sqlalchemy as sa
+
+from nova_lite import metrics, reports
+from nova_lite.cluster import NodeCache
+from nova_lite.compute.manager import ComputeService
+from nova_lite.db import COMPUTE_BINARY, ServiceRecord, models, services
+from nova_lite.exception import InvalidInput, InvalidType
+from nova_lite.scheduler import HostManager, filters, host_checks
+from tests import base
+
+DOWN_TIME = 60
+#: host -> (up, disabled reason or None)
+FLEET = {"h-up": (True, None), "h-off": (True, "disk swap"),
+         "h-dead": (False, None), "h-dead-off": (False, "gone")}
+
+
+class ServiceRecordTests(base.TestCase):
+
+    def test_up_is_the_heartbeat_alone(self):
+        for disabled in (False, True):
+            record = ServiceRecord("h", COMPUTE_BINARY, 0.0, 1000.0, 3, disabled)
+            self.assertTrue(record.is_up(60, now=1000.0))
+            self.assertTrue(record.is_up(60, now=1060.0))   # exactly service_down_time
+            self.assertFalse(record.is_up(60, now=1060.5))
+            self.assertFalse(record.is_up(0.25, now=1000.5))
+
+    def test_is_up_defaults_to_now(self):
+        fresh = ServiceRecord("h", COMPUTE_BINARY, 0.0, time.time(), 1, False)
+        old = attrs.evolve(fresh, updated_at=time.time() - 3600)
+        self.assertTrue(fresh.is_up(60))
+        self.assertFalse(old.is_up(60))
+
+    def test_service_state_reports_up_and_enabled_apart(self):
+        record = ServiceRecord("h", COMPUTE_BINARY, 0.0, 1000.0, 3, True, "maint")
+        self.assertEqual(("up", "disabled"), reports.service_state(record, 60, 1010.0))
+        self.assertEqual(("down", "disabled"), reports.service_state(record, 60, 1100.0))
+        self.assertEqual(("up", "enabled"), reports.service_state(
+            attrs.evolve(record, disabled=False), 60, 1010.0))
+        self.assertEqual(("down", "disabled"), reports.service_state(None, 60, 1010.0))
+
+
+class ServiceStoreTests:
+    """Run against ``self.make_store()`` (a SQLite file, or PostgreSQL)."""
+
+    def setUp(self):
+        super().setUp()
+        self.store = self.make_store()
+
+    def age(self, host, seconds):
+        """Make ``host``'s last heartbeat ``seconds`` old (a fixture write)."""
+        self.store.db.write("age heartbeat", lambda conn: conn.execute(
+            models.services.update().where(models.services.c.host == host)
+            .values(updated_at=time.time() - seconds)))
+
+    def fleet(self):
+        """One fake node per host of FLEET, its service up or down, enabled or not."""
+        settings = self.settings(reserved_host_memory_mb=0, service_down_time=DOWN_TIME)
+        drivers = {}
+        for host, (up, reason) in FLEET.items():
+            drivers[host], _ = self.make_tracker(host=host, store=self.store, settings=settings)
+            self.store.heartbeat(host)
+            if reason is not None:
+                self.store.set_service_disabled(host, True, reason)
+            if not up:
+                self.age(host, 3600)
+        return settings, drivers
+
+    # -- the Store's methods --------------------------------------------------------
+    def test_list_services_of_a_host_and_of_a_binary(self):
+        self.store.heartbeat("h2")
+        self.store.heartbeat("h1")
+        self.store.heartbeat("h1", binary="other")
+        self.assertEqual(["h1", "h2"], [s.host for s in self.store.list_services()])
+        one, = self.store.list_services("h1")
+        self.assertIsInstance(one, ServiceRecord)
+        self.assertEqual(("h1", COMPUTE_BINARY, 1, False, None),
+                         (one.host, one.binary, one.report_count, one.disabled,
+                          one.disabled_reason))
+        other, = self.store.list_services(binary="other")
+        self.assertEqual(("h1", "other"), (other.host, other.binary))
+        self.assertEqual([], self.store.list_services("nowhere"))
+        self.assertEqual([], self.store.list_services("h2", binary="other"))
+
+    def test_set_service_disabled_returns_the_record_and_keeps_the_reason_while_disabled(self):
+        beat = self.store.heartbeat("h1")
+        off = self.store.set_service_disabled("h1", True, "disk swap")
+        self.assertEqual((True, "disk swap"), (off.disabled, off.disabled_reason))
+        self.assertEqual([off], self.store.list_services("h1"))
+        self.assertEqual(beat.updated_at, off.updated_at)   # not a heartbeat
+        on = self.store.set_service_disabled("h1", False)
+        self.assertEqual((False, None), (on.disabled, on.disabled_reason))
+
+    def test_set_service_disabled_of_no_service_or_with_bad_input_changes_nothing(self):
+        self.store.heartbeat("h1")
+        before = self.store.list_services()
+        self.assertIsNone(self.store.set_service_disabled("nowhere", True, "why"))
+        exc = self.assertRaises(InvalidInput, self.store.set_service_disabled, "h1", True,
+                                "r" * 256)
+        self.assertIn("disabled reason", str(exc))
+        exc = self.assertRaises(InvalidType, self.store.set_service_disabled, "h1", "yes")
+        self.assertIn("set_service_disabled disabled", str(exc))
+        self.assertRaises(InvalidInput, self.store.list_services, "h\x001")
+        self.assertEqual(before, self.store.list_services())
+
+    def test_change_fingerprints_move_with_the_services_not_their_heartbeats(self):
+        _, rt = self.make_tracker(host="h1", store=self.store)
+        self.store.heartbeat("h1")
+        nodes, first = self.store.change_fingerprints()
+        self.assertEqual(nodes, self.store.nodes_fingerprint())
+        self.store.heartbeat("h1")
+        self.assertEqual(first, self.store.change_fingerprints()[1])
+        self.store.set_service_disabled("h1", True, "a")
+        disabled = self.store.change_fingerprints()[1]
+        self.assertNotEqual(first, disabled)
+        self.store.set_service_disabled("h1", True, "a longer reason")
+        self.assertNotEqual(disabled, self.store.change_fingerprints()[1])
+        self.store.heartbeat("h2")
+        self.assertEqual(4, len({first, disabled, self.store.change_fingerprints()[1],
+                                 self.store.change_fingerprints(binary="other")[1]}))
+        rt.instance_claim(base.instance(), "h1")
+        self.assertNotEqual(nodes, self.store.nodes_fingerprint())
+
+    # -- every reader, one rule --------------------------------------------------
+    def test_every_reader_agrees_on_up_and_enabled(self):
+        settings, drivers = self.fleet()
+        now = time.time()
+        by_host = {s.host: s for s in self.store.list_services()}
+        self.assertEqual(set(FLEET), set(by_host))
+        for host, (up, reason) in FLEET.items():
+            expected = ("up" if up else "down", "disabled" if reason else "enabled")
+            self.assertEqual(expected, reports.service_state(by_host[host], DOWN_TIME, now))
+            self.assertEqual(up, by_host[host].is_up(DOWN_TIME, now), host)
+            self.assertEqual(reason, by_host[host].disabled_reason)
+
+        # The heal statement's SQL form of the rule finds the same hosts.
+        sql_up = self.store.db.read("up in SQL", lambda conn: set(conn.execute(
+            sa.select(models.services.c.host).where(
+                services.heartbeat_within(DOWN_TIME, now))).scalars()))
+        self.assertEqual({"h-up", "h-off"}, sql_up)
+
+        # The scheduler: a reason for each of disabled and down; both paths agree.
+        manager = HostManager(self.store, settings)
+        states = {s.host: s for s in manager.get_host_states()}
+        compute = filters.ComputeFilter(settings)
+        spec = types.SimpleNamespace(requested={})
+        self.assertEqual({
+            "h-up": None,
+            "h-off": "compute service disabled (disk swap)",
+            "h-dead": "compute service down (no heartbeat within service_down_time 60 s)",
+            "h-dead-off": "compute service disabled (gone)",
+        }, {h: compute.host_reason(s, spec, now) for h, s in states.items()})
+        passing, rejected = compute.filter_all(list(states.values()), spec, now)
+        self.assertEqual(["h-up"], [s.host for s in passing])
+        self.assertEqual(3, len(rejected))
+        for other in ("h-off", "h-dead"):   # every host but one up, or but one enabled
+            passing, rejected = compute.filter_all([states["h-up"], states[other]], spec, now)
+            self.assertEqual((["h-up"], [other]), ([s.host for s in passing],
+                                                   [s.host for s, _ in rejected]))
+        passes, _ = host_checks.host_test([compute], spec, now)
+        self.assertEqual({"h-up"}, {h for h, s in states.items() if passes(s)})
+        self.assertEqual({"h-up"}, {manager.select_destinations(base.flavor())[0].host
+                                    for _ in range(4)})
+
+        # The compute service's live hosts (the bare-metal hash ring): enabled and up.
+        service = ComputeService("h-up", drivers["h-up"], store=self.store, settings=settings)
+        self.assertEqual(["h-up"], service.live_services())
+
+        # The metrics: up and enabled, each on its own.
+        collector = metrics.ServiceCollector(self.store, settings, NodeCache(self.store))
+        found = {}
+        for family in collector.collect():
+            for sample in family.samples:
+                if "host" in sample.labels:
+                    found[(sample.name, sample.labels["host"])] = sample.value
+        for host, (up, reason) in FLEET.items():
+            self.assertEqual((1 if up else 0, 0 if reason else 1),
+                             (found[("nova_lite_service_up", host)],
+                              found[("nova_lite_service_enabled", host)]), host)
+
+
+class TestServicesOnSQLite(ServiceStoreTests, base.OnSQLiteFile, base.TestCase):
+    pass
+
+
+class TestServicesOnPostgreSQL(ServiceStoreTests, base.OnPostgreSQL, base.TestCase):
+    pass
