@@ -188,6 +188,19 @@ class TestResize(TrackerTestCase):
         self.check(rt, {"a": use(SMALL)})
         self.assertEqual(SMALL, rt.store.get_instance(inst.uuid).flavor)
 
+    def test_a_move_starts_from_the_recorded_flavor_not_a_stale_copy(self):
+        rt, inst = self.start()
+        rt.resize_claim(inst, BIG, "a")
+        rt.drop_move_claim(inst, "a", SMALL)       # confirmed: the record is BIG now
+        stale = inst                                 # the caller still holds SMALL
+        again = rt.resize_claim(stale, SMALL, "a").migration
+        self.assertEqual(BIG, again.old_flavor)
+        self.assertEqual(BIG, rt.store.list_migrations(inst.uuid)[-1].old_flavor)
+        rt.drop_move_claim(stale, "a", BIG)          # confirm, by the old flavor
+        self.assertEqual("confirmed", rt.store.list_migrations(inst.uuid)[-1].status)
+        self.assertEqual(SMALL, rt.store.get_instance(inst.uuid).flavor)
+        self.check(rt, {"a": use(SMALL), "b": {}})
+
     def test_same_node_resize_must_fit_beside_the_old_flavor(self):
         rt, inst = self.start(nodes=("a",), vcpus=4,
                               settings=self.settings(cpu_allocation_ratio=1.0,

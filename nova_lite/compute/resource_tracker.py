@@ -320,11 +320,18 @@ class ResourceTracker:
         return stored.host, stored.node
 
     def _new_migration(self, instance, new_flavor, nodename, kind):
-        host, node = self._placement_of(instance)
+        # The move starts from the instance as recorded (the caller's copy may
+        # predate a confirmed resize); the claim's transaction checks it again.
+        try:
+            stored = self.store.get_instance(instance.uuid)
+        except InstanceNotFound:
+            stored = instance
+        host, node = ((instance.host, instance.node) if instance.host is not None
+                      and instance.node is not None else (stored.host, stored.node))
         return Migration(
             uuid=str(uuidlib.uuid4()), instance_uuid=instance.uuid,
             source_compute=host or self.host, source_node=node or nodename,
-            dest_compute=self.host, dest_node=nodename, old_flavor=instance.flavor,
+            dest_compute=self.host, dest_node=nodename, old_flavor=stored.flavor,
             new_flavor=new_flavor, status="pre-migrating", migration_type=kind)
 
     def _request(self, instance, flavor, migration):

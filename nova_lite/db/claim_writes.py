@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite import holds
-from nova_lite.db import models, rows
+from nova_lite.db import models, rows, serialize as ser
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
 from nova_lite.model.plans import MAX_AMOUNT
@@ -52,7 +52,7 @@ T_INST, T_MIG, T_USAGE = models.instances, models.migrations, models.node_usage
 # The claim's statements are built once, and run on the transaction's DBAPI
 # cursor (:mod:`nova_lite.db.direct`), each compiled once per dialect.
 _SELECT_INSTANCE = sa.select(T_INST.c.uuid, T_INST.c.vm_state, T_INST.c.task_state,
-                             T_INST.c.host, T_INST.c.node).where(
+                             T_INST.c.host, T_INST.c.node, T_INST.c.flavor).where(
     T_INST.c.uuid == sa.bindparam("uuid"))
 _SELECT_INSTANCE_LOCKED = _SELECT_INSTANCE.with_for_update()
 _SELECT_HELD = sa.select(T_NODES.c.host, T_NODES.c.nodename).select_from(
@@ -108,6 +108,12 @@ def _guard_move(conn, migration):
         raise InstanceStateConflict(
             migration.instance_uuid, stored.vm_state, f"moving ({migration.migration_type})",
             "there is nothing to move")
+    recorded = ser.flavor_from_json(stored.flavor)
+    if recorded != migration.old_flavor:
+        raise InvalidInput(
+            f"Instance {migration.instance_uuid} is recorded with flavor {recorded.name!r}, "
+            f"not {migration.old_flavor.name!r}, since this move was planned; nothing was "
+            "claimed: move it again")
     moving = conn.execute(_SELECT_MOVING, {"uuid": migration.instance_uuid}).first()
     if moving is not None:
         raise InvalidInput(
