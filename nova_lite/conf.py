@@ -22,11 +22,11 @@ INI layout (Nova's sections)::
     [database]
     connection = sqlite:////var/lib/nova-lite/nova-lite.db
 
-    [libvirt]
-    connection_uri = qemu:///system
-
-Sections a plugin owns (``[ironic]``, ...) are kept as raw strings: see
-:meth:`Settings.section`.
+Every section is also kept as raw strings (:meth:`Settings.section`).  A
+driver declares the options of its own sections (``[libvirt]``, ...) as an
+attrs class of :func:`option` fields, set as its ``options`` class
+attribute, and reads them with :func:`driver_options`; see
+:func:`read_options`.
 """
 
 import configparser
@@ -38,13 +38,15 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from nova_lite import validators as v
 from nova_lite.exception import InvalidConfig, InvalidCPUSpec
 from nova_lite.resources import to_ratio
+
+_T = TypeVar("_T")
 
 DEFAULT_STATE_PATH = "/var/lib/nova-lite"
 DEFAULT_DRIVER_TIMEOUT = 60.0
@@ -136,6 +138,25 @@ def _cpu_set_option(instance: object, attribute: _Attribute, value: Any) -> None
 def _str_option(instance: object, attribute: _Attribute, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidConfig(attribute.name, value, "must be a non-empty string")
+
+
+def _optional_str_option(instance: object, attribute: _Attribute, value: Any) -> None:
+    if value is not None:
+        _str_option(instance, attribute, value)
+
+
+#: Validators a driver's option fields may reuse (see :func:`read_options`):
+#: each raises :class:`~nova_lite.exception.InvalidConfig` naming the field,
+#: which :func:`read_options` turns into ``[section] name``.
+#: ``int_option(minimum, maximum)`` bounds an integer (inclusive);
+#: ``seconds_option(minimum)`` a finite number of seconds > 0;
+#: ``string_option`` a non-empty string, ``optional_string_option`` the same
+#: or None; ``cpu_set_option`` a CPU spec such as ``0-3,^2`` or None.
+int_option = _int_option
+string_option = _str_option
+optional_string_option = _optional_str_option
+seconds_option = _seconds_option
+cpu_set_option = _cpu_set_option
 
 
 def _name_option(instance: object, attribute: _Attribute, value: Any) -> None:
@@ -397,11 +418,11 @@ class Settings:
             operation fails with "database busy" and writes nothing, so a
             claim never hangs on a locked database.""",
             minimum=MIN_DRIVER_TIMEOUT, unit="seconds", nova="nova-lite only"))
-    libvirt_connection_uri: str = attrs.field(
-        default="qemu:///system", validator=_str_option,
-        metadata=option("libvirt", "connection_uri", """
-            libvirt connection of the libvirt driver.""",
-            nova="same name and default"))
+    #: libvirt connection of the libvirt driver, set from code only (no INI
+    #: option: the driver's own ``[libvirt] connection_uri`` wins over it;
+    #: None leaves the choice to the driver).
+    libvirt_connection_uri: str | None = attrs.field(
+        default=None, validator=_optional_str_option)
     enabled_filters: tuple[str, ...] = attrs.field(
         default=DEFAULT_FILTERS, converter=_name_list,
         metadata=option("filter_scheduler", "enabled_filters", """
@@ -535,26 +556,39 @@ def redact_url(url: object) -> str:
     return _KEYWORD_PASSWORD.sub(r"\g<pre>***", text)
 
 
-def options() -> list[tuple[str, Option]]:
-    """Every option of :class:`Settings` as ``(field name, Option)`` pairs, in order.
+def options(cls: type | None = None) -> list[tuple[str, Option]]:
+    """Every option of ``cls`` as ``(field name, Option)`` pairs, in order.
 
-    A field without :func:`option` metadata (``sections``) is not an option.
+    ``cls`` is :class:`Settings` (the default, the core's options) or a
+    driver's options class (see :func:`read_options`).  A field without
+    :func:`option` metadata (``sections``) is not an option.
     """
-    return [(f.name, f.metadata[OPTION_KEY]) for f in attrs.fields(Settings)
+    cls = Settings if cls is None else cls
+    return [(f.name, f.metadata[OPTION_KEY]) for f in attrs.fields(cls)
             if OPTION_KEY in f.metadata]
 
 
 # INI (section, option) -> Settings field.
 _INI_OPTIONS = {(opt.section, opt.name): name for name, opt in options()}
+#: The sections whose options are the core's: no driver may declare options in them.
+CORE_SECTIONS = frozenset(section for section, _ in _INI_OPTIONS)
 #: Shortest values accepted from a configuration file (seconds): an operator
 #: asking for less is mistaken (a 1e-9 s driver timeout fails every call).
 MIN_FILE_SECONDS = {name: opt.file_minimum for name, opt in options()
                     if opt.file_minimum is not None}
-def value_type(field_name: str) -> type:
+
+
+def value_type(field_name: str, cls: type | None = None) -> type:
     """The Python type of option ``field_name``'s value when it is set:
-    ``float`` for a ``float | None`` field, ``tuple`` for ``tuple[str, ...]``."""
-    annotation: typing.Any = attrs.fields_dict(Settings)[field_name].type
-    if isinstance(annotation, types.UnionType):
+    ``float`` for a ``float | None`` field, ``tuple`` for ``tuple[str, ...]``.
+
+    ``cls`` is :class:`Settings` (the default) or a driver's options class.
+    """
+    cls = Settings if cls is None else cls
+    annotation: typing.Any = attrs.fields_dict(cls)[field_name].type
+    if isinstance(annotation, str):   # postponed annotations
+        annotation = typing.get_type_hints(cls)[field_name]
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
     return typing.get_origin(annotation) or annotation
 
@@ -562,8 +596,8 @@ def value_type(field_name: str) -> type:
 _FIELD_TYPES = {f.name: value_type(f.name) for f in attrs.fields(Settings)}
 
 
-def _convert(section: str, option: str, field: str, raw: str) -> int | float | str:
-    kind = _FIELD_TYPES[field]
+def _convert(section: str, option: str, kind: type, raw: str,
+             whole_seconds: bool = False) -> int | float | str:
     where = f"[{section}] {option}"
     text = raw.strip()
     if kind is int:
@@ -576,15 +610,108 @@ def _convert(section: str, option: str, field: str, raw: str) -> int | float | s
             number = float(text)
         except ValueError:
             raise InvalidConfig(where, raw, "must be a number") from None
-        return int(number) if number.is_integer() and field.endswith("interval") else number
+        return int(number) if number.is_integer() and whole_seconds else number
     return text
+
+
+def _check_options_class(cls: object, owner: str) -> list[tuple[str, Option]]:
+    """The options of ``cls``, a driver's options class; TypeError if it is not one."""
+    if not (isinstance(cls, type) and attrs.has(cls)):
+        raise TypeError(f"{owner}: options must be an attrs class, got {cls!r}")
+    declared = options(cls)
+    undeclared = [f.name for f in attrs.fields(cls) if OPTION_KEY not in f.metadata]
+    if undeclared:
+        raise TypeError(f"{owner}: options field(s) {', '.join(undeclared)} carry no "
+                        "nova_lite.conf.option(...) metadata")
+    for field, opt in declared:
+        if opt.section in CORE_SECTIONS:
+            raise TypeError(f"{owner}: option {field} is in [{opt.section}], a section "
+                            "of the core's options; declare it in the driver's own section")
+    return declared
+
+
+def option_sections(cls: type) -> frozenset[str]:
+    """The INI sections a driver's options class declares options in.
+
+    Raises TypeError if ``cls`` is not an attrs class of :func:`option`
+    fields, or declares an option in a section of the core's (:data:`CORE_SECTIONS`).
+    """
+    return frozenset(opt.section for _, opt in _check_options_class(cls, repr(cls)))
+
+
+def read_options(settings: "Settings", cls: type[_T]) -> _T:
+    """Build ``cls``, a driver's options class, from ``settings``' INI sections.
+
+    Every field of ``cls`` is an ``attrs.field`` with :func:`option`
+    metadata naming its ``[section] name``; its default is used when the
+    section does not set it.  Values are the raw strings of
+    :meth:`Settings.section`, converted by the field's type (``int``,
+    ``float``, ``str``; an empty value of a number leaves the default) and
+    checked by the field's converter and validator (the validators of this
+    module may be reused: :data:`int_option`, ...).  A value read from the
+    file must respect the option's ``file_minimum`` (seconds).
+
+    Raises :class:`~nova_lite.exception.InvalidConfig` naming ``[section]
+    name`` and the value for a bad value or an option the class does not
+    declare in one of its sections, and TypeError if ``cls`` is not an
+    options class (see :func:`option_sections`).
+    """
+    declared = _check_options_class(cls, repr(cls))
+    by_ini = {(opt.section, opt.name): field for field, opt in declared}
+    where = {field: f"[{opt.section}] {opt.name}" for field, opt in declared}
+    values: dict[str, Any] = {}
+    raws: dict[str, str] = {}
+    for section in sorted({opt.section for _, opt in declared}):
+        for name, value in settings.section(section).items():
+            raw = str(value)
+            field = by_ini.get((section, name))
+            if field is None:
+                raise InvalidConfig(f"[{section}] {name}", raw, "unknown option")
+            kind = value_type(field, cls)
+            if raw.strip() == "" and kind is not str:
+                continue
+            values[field] = _convert(section, name, kind, raw)
+            raws[field] = raw.strip()
+    for field, opt in declared:
+        number = values.get(field)
+        if opt.file_minimum is not None and isinstance(number, (int, float)) \
+                and math.isfinite(number) and 0 < number < opt.file_minimum:
+            raise InvalidConfig(where[field], raws[field],
+                                f"must be at least {opt.file_minimum:g} seconds")
+    try:
+        return cls(**values)
+    except InvalidConfig as exc:
+        raise InvalidConfig(where.get(exc.option, exc.option),
+                            raws.get(exc.option, exc.value), exc.reason) from None
+
+
+def driver_options(settings: "Settings", driver_cls: type) -> Any:
+    """The options record ``driver_cls`` declares, read from ``settings``.
+
+    ``driver_cls`` is a driver class whose ``options`` class attribute is
+    its options class (see :func:`read_options`, which does the reading and
+    raises as it does); a driver that declares none gets None.
+    """
+    declared = getattr(driver_cls, "options", None)
+    if declared is None:
+        return None
+    return read_options(settings, declared)
+
+
+def _installed_options() -> list[tuple[str, type]]:
+    """``[(driver name, options class)]`` of every installed driver that declares options."""
+    from nova_lite.virt import loader   # the loader imports this module
+    return loader.installed_driver_options()
 
 
 def load_settings(path: str | os.PathLike[str], **overrides: Any) -> Settings:
     """Read an INI file into :class:`Settings`; ``overrides`` win over the file.
 
     Raises :class:`InvalidConfig` naming ``[section] option`` and the value
-    for any bad value, and for an unknown option in a section nova-lite owns.
+    for any bad value, and for an unknown option in a section nova-lite owns
+    or an installed driver declares options in (its values are checked too,
+    by :func:`read_options`).  Other sections are kept as raw strings
+    (:meth:`Settings.section`).
     """
     parser = configparser.ConfigParser(interpolation=None)
     try:
@@ -597,7 +724,6 @@ def load_settings(path: str | os.PathLike[str], **overrides: Any) -> Settings:
     values: dict[str, Any] = {}
     raw_sections: dict[str, dict[str, str]] = {}
     raws: dict[str, str] = {}
-    owned = {s for s, _ in _INI_OPTIONS}
     for section in ["DEFAULT"] + parser.sections():
         items = parser.defaults() if section == "DEFAULT" else {
             k: val for k, val in parser.items(section) if k not in parser.defaults()}
@@ -605,12 +731,13 @@ def load_settings(path: str | os.PathLike[str], **overrides: Any) -> Settings:
         for option, raw in items.items():
             field = _INI_OPTIONS.get((section, option))
             if field is None:
-                if section in owned and section != "libvirt":
+                if section in CORE_SECTIONS:
                     raise InvalidConfig(f"[{section}] {option}", raw, "unknown option")
                 continue
             if raw.strip() == "" and _FIELD_TYPES[field] is not str:
                 continue
-            values[field] = _convert(section, option, field, raw)
+            values[field] = _convert(section, option, _FIELD_TYPES[field], raw,
+                                     whole_seconds=field.endswith("interval"))
             raws[field] = raw.strip()
     for field, minimum in MIN_FILE_SECONDS.items():
         value = values.get(field)
@@ -619,11 +746,14 @@ def load_settings(path: str | os.PathLike[str], **overrides: Any) -> Settings:
                                 f"must be at least {minimum:g} seconds")
     values.update(overrides)
     try:
-        return Settings(sections=raw_sections, **values)
+        settings = Settings(sections=raw_sections, **values)
     except InvalidConfig as exc:
         where = _where_in_ini(exc.option)
         value = raws.get(exc.option, exc.value) if exc.option not in overrides else exc.value
         raise InvalidConfig(where, value, exc.reason) from None
+    for _, declared in _installed_options():
+        read_options(settings, declared)
+    return settings
 
 
 def _where_in_ini(field: str) -> str:

@@ -1,7 +1,9 @@
 """The sample configuration file and the configuration reference, generated.
 
 Both come from the :class:`~nova_lite.conf.Option` metadata declared on
-each :class:`~nova_lite.conf.Settings` field, so a new option appears in
+each :class:`~nova_lite.conf.Settings` field (a driver's options class
+declares its own the same way: its reference is rendered on the driver's
+page, never in the core's sample), so a new option appears in
 ``etc/nova-lite.conf.sample`` (``tools/gen-sample-config``) and in the
 documentation (the ``nova-lite-config`` Sphinx directive of
 ``doc/source/_ext/nova_lite_config.py``) as soon as its field declares it.
@@ -29,8 +31,8 @@ SAMPLE_HEADER = """\
 # tools/gen-sample-config: do not edit by hand.  Every option is shown
 # commented out with its default; copy the file to
 # /etc/nova-lite/nova-lite.conf and uncomment what you change.  Sections a
-# driver owns ([libvirt] beyond connection_uri, [ironic]) are described in
-# each driver's README.
+# driver owns ([libvirt], [ironic]) are described in each driver's
+# documentation.
 """
 
 
@@ -49,11 +51,11 @@ class OptionDoc:
     nova: str
 
 
-def _kind(field: "attrs.Attribute[Any]", opt: conf.Option) -> str:
+def _kind(field: "attrs.Attribute[Any]", opt: conf.Option, cls: type) -> str:
     if opt.kind:
         return opt.kind
     names = {str: "string", int: "integer", float: "float", tuple: "list"}
-    kind = conf.value_type(field.name)
+    kind = conf.value_type(field.name, cls)
     return names.get(kind, getattr(kind, "__name__", str(kind)))
 
 
@@ -77,7 +79,7 @@ def _default(field: "attrs.Attribute[Any]", opt: conf.Option) -> tuple[str, bool
     return _number(default), True
 
 
-def _bounds(field: "attrs.Attribute[Any]", opt: conf.Option) -> str:
+def _bounds(field: "attrs.Attribute[Any]", opt: conf.Option, cls: type) -> str:
     parts: list[str] = []
     if opt.file_minimum is not None:
         # What a configuration file may say (code may go lower, down to minimum).
@@ -88,24 +90,30 @@ def _bounds(field: "attrs.Attribute[Any]", opt: conf.Option) -> str:
     if opt.maximum is not None and not (isinstance(opt.maximum, int)
                                         and opt.maximum >= 2 ** 53):
         parts.append(f"at most {_number(opt.maximum)}")
-    if conf.value_type(field.name) is float and opt.minimum is None and opt.kind is None:
+    if conf.value_type(field.name, cls) is float and opt.minimum is None and opt.kind is None:
         parts.append("finite")
     return ", ".join(parts)
 
 
-def option_docs() -> list[OptionDoc]:
-    """Every option of :class:`~nova_lite.conf.Settings` as :class:`OptionDoc`, in order."""
-    fields = {f.name: f for f in attrs.fields(conf.Settings)}
+def option_docs(cls: type | None = None) -> list[OptionDoc]:
+    """Every option of ``cls`` as :class:`OptionDoc`, in order.
+
+    ``cls`` is :class:`~nova_lite.conf.Settings` (the default: the core's
+    options) or a driver's options class (see
+    :func:`nova_lite.conf.read_options`).
+    """
+    cls = conf.Settings if cls is None else cls
+    fields = {f.name: f for f in attrs.fields(cls)}
     docs: list[OptionDoc] = []
-    for name, opt in conf.options():
+    for name, opt in conf.options(cls):
         field = fields[name]
         default, literal = _default(field, opt)
-        kind = _kind(field, opt)
+        kind = _kind(field, opt, cls)
         if opt.unit:
             kind = f"{kind} ({opt.unit})"
         docs.append(OptionDoc(
             field=name, section=opt.section, name=opt.name, help=opt.help, kind=kind,
-            default=default, literal_default=literal, bounds=_bounds(field, opt),
+            default=default, literal_default=literal, bounds=_bounds(field, opt, cls),
             nova=opt.nova or ""))
     return docs
 
@@ -127,7 +135,7 @@ def _comment(text: str, indent: str = "# ") -> str:
 
 
 def sample_config(docs: Iterable[OptionDoc] | None = None) -> str:
-    """The text of ``etc/nova-lite.conf.sample``."""
+    """The text of ``etc/nova-lite.conf.sample``: the core's options only."""
     docs = option_docs() if docs is None else docs
     out = [SAMPLE_HEADER]
     for section, items in _sections(docs):
@@ -149,7 +157,11 @@ def sample_config(docs: Iterable[OptionDoc] | None = None) -> str:
 
 
 def reference_rst(docs: Iterable[OptionDoc] | None = None) -> str:
-    """The configuration reference as reStructuredText (one definition list per section)."""
+    """The configuration reference as reStructuredText (one definition list per section).
+
+    ``docs`` default to the core's options; give ``option_docs(cls)`` for a
+    driver's.
+    """
     docs = option_docs() if docs is None else docs
     out: list[str] = []
     for section, items in _sections(docs):

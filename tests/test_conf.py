@@ -10,6 +10,7 @@ import testtools
 
 from nova_lite import conf
 from nova_lite.exception import InvalidConfig, InvalidInput
+from tests.entry_points import ThrowawayDistributions
 
 
 class TestDefaults(testtools.TestCase):
@@ -32,7 +33,8 @@ class TestDefaults(testtools.TestCase):
         self.assertEqual(60, s.service_down_time)
         self.assertEqual("sqlite:///" + os.path.join(s.state_path, "nova-lite.db"),
                          s.database_url)
-        self.assertEqual("qemu:///system", s.libvirt_connection_uri)
+        # Code-only: the libvirt driver chooses when it is unset.
+        self.assertIsNone(s.libvirt_connection_uri)
 
     def test_effective_ratios(self):
         s = conf.Settings()
@@ -172,6 +174,10 @@ class TestLoadSettings(testtools.TestCase):
             connection_uri = qemu+ssh://root@kvm1/system
             """)
         s = conf.load_settings(path)
+        # [libvirt] is the libvirt driver's section: kept for it, not a core option.
+        self.assertEqual({"connection_uri": "qemu+ssh://root@kvm1/system"},
+                         dict(s.section("libvirt")))
+        self.assertIsNone(s.libvirt_connection_uri)
         self.assertEqual("compute7", s.host)
         self.assertEqual("fake.multinode", s.compute_driver)
         self.assertEqual(2048, s.reserved_host_memory_mb)
@@ -185,7 +191,6 @@ class TestLoadSettings(testtools.TestCase):
         self.assertEqual("0-3, 8-11", s.cpu_shared_set)
         self.assertEqual("4-7,^6", s.cpu_dedicated_set)
         self.assertEqual("postgresql://nova:pw@db.example.org/nova", s.database_url)
-        self.assertEqual("qemu+ssh://root@kvm1/system", s.libvirt_connection_uri)
         self.assertEqual("/srv/nova-lite/instances", s.instances_path)
 
     def test_defaults_when_file_is_empty(self):
@@ -248,3 +253,129 @@ class TestLoadSettings(testtools.TestCase):
         exc = self.assertRaises(InvalidConfig, conf.load_settings,
                                 self.write("reserved_host_memory_mb = 1\n"))
         self.assertIn("not valid INI", str(exc))
+
+
+# A driver declaring its own [acme] options, installed with a real entry point.
+ACME_DRIVER = """
+import attrs
+
+from nova_lite import conf
+from nova_lite.virt import fake
+
+
+@attrs.frozen
+class AcmeOptions:
+    endpoint: str = attrs.field(
+        default="http://acme:8080", validator=conf.string_option,
+        metadata=conf.option("acme", "endpoint", "Where the Acme API listens."))
+    retries: int = attrs.field(
+        default=3, validator=conf.int_option(0, 10),
+        metadata=conf.option("acme", "retries", "Times a call is retried.",
+                             minimum=0, maximum=10))
+    poll_interval: float = attrs.field(
+        default=5.0, validator=conf.seconds_option(),
+        metadata=conf.option("acme_extra", "poll_interval", "Time between polls.",
+                             file_minimum=1.0, unit="seconds"))
+
+
+class AcmeDriver(fake.FakeDriver):
+    options = AcmeOptions
+"""
+
+
+class TestDriverOptions(testtools.TestCase):
+    """Options a driver declares: read from its sections, checked like the core's."""
+
+    def setUp(self):
+        super().setUp()
+        self.dists = self.useFixture(ThrowawayDistributions())
+        self.dists.add("nltest-acme", entry_points={"nova_lite.virt.drivers": {
+            "nltest.acme": "nltest_acme_driver:AcmeDriver"}},
+            modules={"nltest_acme_driver": ACME_DRIVER})
+        import nltest_acme_driver
+        self.driver_cls = nltest_acme_driver.AcmeDriver
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def write(self, text):
+        path = os.path.join(self.tmp, "nova-lite.conf")
+        with open(path, "w") as handle:
+            handle.write(textwrap.dedent(text))
+        return path
+
+    def test_declared_options_are_read_from_the_file(self):
+        s = conf.load_settings(self.write("""
+            [acme]
+            endpoint = https://acme.example.org
+            retries = 7
+            [acme_extra]
+            poll_interval = 2.5
+            """))
+        options = conf.driver_options(s, self.driver_cls)
+        self.assertEqual(("https://acme.example.org", 7, 2.5),
+                         (options.endpoint, options.retries, options.poll_interval))
+
+    def test_defaults_when_the_section_is_absent(self):
+        options = conf.driver_options(conf.Settings(), self.driver_cls)
+        self.assertEqual(("http://acme:8080", 3, 5.0),
+                         (options.endpoint, options.retries, options.poll_interval))
+        self.assertIsNone(conf.driver_options(conf.Settings(), object))
+
+    def test_settings_built_in_code_are_read_too(self):
+        s = conf.Settings(sections={"acme": {"retries": "0"}})
+        self.assertEqual(0, conf.driver_options(s, self.driver_cls).retries)
+
+    def test_bad_values_name_section_option_and_value(self):
+        for section, option, raw in [("acme", "retries", "many"),
+                                     ("acme", "retries", "11"),
+                                     ("acme", "endpoint", " "),
+                                     ("acme_extra", "poll_interval", "soon"),
+                                     ("acme_extra", "poll_interval", "0.5"),
+                                     ("acme_extra", "poll_interval", "-3")]:
+            path = self.write(f"[{section}]\n{option} = {raw}\n")
+            exc = self.assertRaises(InvalidConfig, conf.load_settings, path)
+            self.assertEqual(f"[{section}] {option}", exc.option, raw)
+            self.assertEqual(raw.strip(), str(exc.value).strip(), raw)
+            s = conf.Settings(sections={section: {option: raw}})
+            exc = self.assertRaises(InvalidConfig, conf.driver_options, s, self.driver_cls)
+            self.assertEqual(f"[{section}] {option}", exc.option, raw)
+
+    def test_unknown_option_in_a_declared_section(self):
+        exc = self.assertRaises(InvalidConfig, conf.load_settings,
+                                self.write("[acme]\nretires = 2\n"))
+        self.assertEqual("[acme] retires", exc.option)
+        self.assertIn("unknown option", str(exc))
+        s = conf.Settings(sections={"acme": {"retires": "2"}})
+        exc = self.assertRaises(InvalidConfig, conf.driver_options, s, self.driver_cls)
+        self.assertEqual("[acme] retires", exc.option)
+
+    def test_a_section_nobody_declares_is_kept_raw(self):
+        s = conf.load_settings(self.write("[acme_other]\nretires = 2\n"))
+        self.assertEqual({"retires": "2"}, dict(s.section("acme_other")))
+
+    def test_a_driver_may_not_declare_core_options(self):
+        @attrs.frozen
+        class Bad:
+            host: str = attrs.field(default="x", metadata=conf.option("DEFAULT", "host", "H."))
+
+        class Driver:
+            options = Bad
+
+        exc = self.assertRaises(TypeError, conf.driver_options, conf.Settings(), Driver)
+        self.assertIn("[DEFAULT]", str(exc))
+
+        class NotAttrs:
+            options = dict
+
+        self.assertRaises(TypeError, conf.driver_options, conf.Settings(), NotAttrs)
+
+    def test_a_badly_declared_driver_breaks_only_itself(self):
+        self.dists.add("nltest-badopts", entry_points={"nova_lite.virt.drivers": {
+            "nltest.badopts": "nltest_badopts_driver:Driver"}},
+            modules={"nltest_badopts_driver": """
+                from nova_lite.virt import fake
+
+                class Driver(fake.FakeDriver):
+                    options = "not a class"
+                """})
+        s = conf.load_settings(self.write("[acme]\nretries = 1\n"))
+        self.assertEqual(1, conf.driver_options(s, self.driver_cls).retries)

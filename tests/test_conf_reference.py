@@ -18,6 +18,8 @@ import testtools
 
 from nova_lite import conf, conf_reference
 from nova_lite.exception import InvalidConfig
+from tests.entry_points import ThrowawayDistributions
+from tests.test_conf import ACME_DRIVER
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "etc", "nova-lite.conf.sample")
@@ -34,8 +36,11 @@ def _write(test, text):
 class TestMetadata(testtools.TestCase):
 
     def test_every_field_declares_its_option(self):
+        # sections: raw text for plugins; libvirt_connection_uri: set from code
+        # only (the libvirt driver declares [libvirt] connection_uri itself).
         missing = [f.name for f in attrs.fields(conf.Settings)
-                   if f.name != "sections" and conf.OPTION_KEY not in f.metadata]
+                   if f.name not in ("sections", "libvirt_connection_uri")
+                   and conf.OPTION_KEY not in f.metadata]
         self.assertEqual([], missing, "Settings fields without option(...) metadata")
 
     def test_ini_names_are_unique_and_read_by_the_loader(self):
@@ -113,6 +118,17 @@ class TestSample(testtools.TestCase):
         self.assertEqual(conf.Settings(host="h"), loaded)
         self.assertGreater(len(literal), 20)
 
+    def test_the_sample_holds_the_core_options_only(self):
+        before = conf_reference.sample_config()
+        dists = self.useFixture(ThrowawayDistributions())
+        dists.add("nltest-acme", entry_points={"nova_lite.virt.drivers": {
+            "nltest.acme": "nltest_acme_driver:AcmeDriver"}},
+            modules={"nltest_acme_driver": ACME_DRIVER})
+        self.assertEqual(before, conf_reference.sample_config())
+        sections = set(re.findall(r"(?m)^\[(\w+)\]$", before))
+        self.assertEqual(set(conf.CORE_SECTIONS), sections)
+        self.assertNotIn("connection_uri", before)
+
     def test_a_changed_help_makes_the_sample_differ(self):
         docs = conf_reference.option_docs()
         changed = [attrs.evolve(docs[0], help="Something else entirely.")] + docs[1:]
@@ -135,6 +151,19 @@ class TestReference(testtools.TestCase):
         block = text.split("``claim_retries``", 1)[1].split("\n\n.. _", 1)[0]
         self.assertIn("Bounds: at least 1, at most 1000.", block)
         self.assertIn("Default: ``10``.", block)
+
+    def test_a_driver_options_class_has_its_own_reference(self):
+        dists = self.useFixture(ThrowawayDistributions())
+        dists.add("nltest-acme", entry_points={}, modules={"nltest_acme_driver": ACME_DRIVER})
+        import nltest_acme_driver
+        text = conf_reference.reference_rst(
+            conf_reference.option_docs(nltest_acme_driver.AcmeOptions))
+        self.assertIn(".. rubric:: [acme]", text)
+        self.assertIn(".. rubric:: [acme_extra]", text)
+        block = text.split("``retries``", 1)[1].split("\n\n.. _", 1)[0]
+        self.assertIn("Bounds: at least 0, at most 10.", block)
+        self.assertIn("Default: ``3``.", block)
+        self.assertNotIn("[DEFAULT]", text)
 
     def test_main_writes_the_sample(self):
         path = _write(self, "")

@@ -28,6 +28,8 @@ import unittest
 import fixtures
 import testtools
 
+from nova_lite import conf
+from nova_lite.exception import InvalidConfig
 from nova_lite.virt import loader
 from tests.entry_points import ThrowawayDistributions
 from tests.test_cli import CliTestCase
@@ -42,6 +44,8 @@ EXAMPLES = os.path.join(DOC, "examples")
 RUN_AS_TESTS = ("conformance_by_entry_point.py", "conformance_own_driver.py",
                 "fake_host_test.py")
 LOADED_AS_DRIVER = ("noop_driver.py",)
+#: Installed as a driver whose declared options are read from a file.
+OPTIONS_EXAMPLES = ("driver_options.py",)
 
 
 def _guide_pages():
@@ -131,7 +135,7 @@ class TestGuideShowsOnlyTestedCode(testtools.TestCase):
 
     def test_every_example_file_is_run_here(self):
         files = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py"))
-        self.assertEqual(sorted(RUN_AS_TESTS + LOADED_AS_DRIVER), files)
+        self.assertEqual(sorted(RUN_AS_TESTS + LOADED_AS_DRIVER + OPTIONS_EXAMPLES), files)
 
     def test_every_included_file_exists(self):
         included = set()
@@ -139,7 +143,7 @@ class TestGuideShowsOnlyTestedCode(testtools.TestCase):
             for path in re.findall(r"^\.\. literalinclude:: (\S+)$", text, re.MULTILINE):
                 self.assertTrue(os.path.isfile(os.path.join(GUIDE, path)), f"{name}: {path}")
                 included.add(os.path.basename(path))
-        self.assertEqual(set(RUN_AS_TESTS + LOADED_AS_DRIVER), included)
+        self.assertEqual(set(RUN_AS_TESTS + LOADED_AS_DRIVER + OPTIONS_EXAMPLES), included)
 
 
 class TestExamplesRun(testtools.TestCase):
@@ -149,6 +153,27 @@ class TestExamplesRun(testtools.TestCase):
         self.assertEqual(loader.GROUP, group)
         driver = loader.load_driver(ep_name, endpoint="http://x")
         self.assertEqual("http://x", driver.endpoint)
+
+    def test_declared_options_example(self):
+        dists = self.useFixture(ThrowawayDistributions())
+        with open(os.path.join(EXAMPLES, "driver_options.py"), encoding="utf-8") as handle:
+            source = handle.read()
+        dists.add("nova-lite-acme", entry_points={loader.GROUP: {
+            "acme": "nltest_doc_acme:AcmeDriver"}}, modules={"nltest_doc_acme": source})
+        # The configuration file of the example's docstring.
+        text = source.split("::\n", 1)[1].split('"""', 1)[0]
+        path = self.useFixture(fixtures.TempDir()).join("nova-lite.conf")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(textwrap.dedent(text))
+        settings = conf.load_settings(path, host="h")
+        driver = loader.load_driver(settings.compute_driver, settings=settings)
+        self.assertEqual(("https://acme.example.org", 30),
+                         (driver.acme.endpoint, driver.acme.poll_interval))
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(textwrap.dedent(text).replace("poll_interval = 30",
+                                                       "poll_interval = 0"))
+        exc = self.assertRaises(InvalidConfig, conf.load_settings, path)
+        self.assertEqual("[acme] poll_interval", exc.option)
 
     def test_example_test_modules_pass(self):
         install_mydriver(self)

@@ -68,6 +68,11 @@ class ComputeDriver(abc.ABC):
     - ``api_versions``: tuple of contract versions ("1.0", ...) the driver
       speaks; None means :data:`CURRENT_API_VERSION`.
     - ``capabilities``: a :class:`Capabilities` record.
+    - ``options``: the attrs class of the options the driver reads from its
+      own INI section(s), or None; read them with
+      :func:`nova_lite.conf.driver_options`.  Once the driver is installed,
+      :func:`nova_lite.conf.load_settings` rejects an unknown option or a
+      bad value in those sections.
 
     Every method is called from the compute service's threads, never inside
     a lock or a database transaction; the calls an audit makes
@@ -77,8 +82,9 @@ class ComputeDriver(abc.ABC):
     audit's result: a driver never needs to catch errors only to log them.
 
     :param settings: the service's settings; None means ``Settings()``, the
-        defaults.  Read your own INI section with
-        :meth:`nova_lite.conf.Settings.section`.
+        defaults.  Read your declared options with
+        :func:`nova_lite.conf.driver_options`, or your own INI section's raw
+        strings with :meth:`nova_lite.conf.Settings.section`.
     :param kwargs: nothing in the base class: a subclass takes its own
         keyword arguments (given to
         :func:`nova_lite.virt.loader.load_driver`) and passes ``settings``
@@ -92,6 +98,8 @@ class ComputeDriver(abc.ABC):
     api_versions: tuple[str, ...] | None = None
     #: Optional features the driver supports.
     capabilities: Capabilities = Capabilities()
+    #: The driver's options class (see :func:`nova_lite.conf.read_options`), or None.
+    options: type | None = None
 
     def __init__(self, settings: conf.Settings | None = None, **kwargs: Any) -> None:
         if kwargs:

@@ -34,7 +34,7 @@ LOG = logging.getLogger(__name__)
 GROUP = "nova_lite.virt.drivers"
 
 __all__ = ["GROUP", "DriverInfo", "DriverLoadError", "installed_driver_names",
-           "list_drivers", "load_driver", "load_driver_class"]
+           "installed_driver_options", "list_drivers", "load_driver", "load_driver_class"]
 
 
 @attrs.frozen
@@ -109,6 +109,32 @@ def _describe(ep: EntryPoint,
 def installed_driver_names() -> list[str]:
     """Names registered in the entry point group (nothing is imported)."""
     return sorted({ep.name for ep in _entry_points()})
+
+
+def installed_driver_options() -> list[tuple[str, type]]:
+    """``[(driver name, options class)]`` for every installed driver declaring options.
+
+    The options class is a driver class's ``options`` attribute (see
+    :func:`nova_lite.conf.read_options`).  Every driver is imported; one
+    that fails to import, declares no options, or declares something that
+    is not an options class is left out (the last logged at WARNING), so it
+    breaks only itself: :func:`load_driver` reports it.
+    """
+    found: list[tuple[str, type]] = []
+    failures: list[tuple[EntryPoint, BaseException]] = []
+    manager = _manager(installed_driver_names(), failures)
+    for ext in manager.extensions:
+        declared = getattr(ext.plugin, "options", None)
+        if declared is None:
+            continue
+        try:
+            conf.option_sections(declared)
+        except TypeError as exc:
+            LOG.warning("Virt driver %s = %s: ignoring its options: %s",
+                        ext.entry_point.name, ext.entry_point.value, exc)
+            continue
+        found.append((ext.name, declared))
+    return found
 
 
 def _load_classes(name: str) -> list[tuple[str, object]]:

@@ -1,27 +1,25 @@
 """The libvirt driver's settings, read once from :class:`nova_lite.conf.Settings`.
 
-Core options used (Nova's names): ``[libvirt] connection_uri``
-(``Settings.libvirt_connection_uri``), ``instances_path``, ``vcpu_pin_set``,
+Core options used (Nova's names): ``instances_path``, ``vcpu_pin_set``,
 ``[compute] cpu_shared_set``, ``[compute] cpu_dedicated_set``,
 ``reserved_host_cpus``.
 
-Options of the ``[libvirt]`` section this driver owns (raw INI strings,
-through ``Settings.section("libvirt")``):
+The ``[libvirt]`` section is this driver's: :class:`LibvirtOptions` declares
+its options (``LibvirtDriver.options``), so once the driver is installed
+:func:`nova_lite.conf.load_settings` rejects an unknown option or a bad
+value in it, naming ``[libvirt] <option>`` and the value.
 
-``virt_type`` (default ``kvm``)
-    The domain type of the guests ``spawn`` defines (``kvm``, ``qemu``, ...).
-``file_backed_memory`` (MiB, default 0)
-    When > 0, guest memory is backed by files: the node's memory total is
-    this amount and memory used is the sum over running guests (Nova).
-``instance_memory_overhead_mb`` (MiB, default 0)
-    Memory every instance needs beyond its flavor (QEMU's own footprint),
-    reported by ``estimate_instance_overhead``.
+The connection is ``[libvirt] connection_uri`` when the section sets it,
+else ``Settings.libvirt_connection_uri`` (set from code, for library users),
+else ``qemu:///system``.
 """
 
 import logging
+import re
 
 import attrs
 
+from nova_lite import conf
 from nova_lite.exception import InvalidConfig
 from nova_lite.hardware import format_cpu_spec, parse_cpu_spec
 
@@ -30,14 +28,65 @@ LOG = logging.getLogger(__name__)
 DEFAULT_URI = "qemu:///system"
 DEFAULT_INSTANCES_PATH = "/var/lib/nova-lite/instances"
 
-#: [libvirt] options this driver reads (connection_uri is the core's).
-KNOWN_LIBVIRT_OPTIONS = frozenset({
-    "connection_uri", "virt_type", "file_backed_memory", "instance_memory_overhead_mb"})
-
 #: Option names as an operator writes them in the INI file.
 OPT_VCPU_PIN_SET = "vcpu_pin_set"
 OPT_SHARED = "[compute] cpu_shared_set"
 OPT_DEDICATED = "[compute] cpu_dedicated_set"
+
+# scheme[+transport]: then anything (qemu:///system, qemu+ssh://host/system, test:///default).
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:\S*$")
+
+
+def _uri_option(instance, attribute, value):
+    if value is None:
+        return
+    conf.string_option(instance, attribute, value)
+    if not _URI.match(value):
+        raise InvalidConfig(attribute.name, value, "must be a libvirt connection URI "
+                            "such as qemu:///system or qemu+ssh://host/system")
+
+
+def _virt_type_option(instance, attribute, value):
+    if not isinstance(value, str) or not value or not value.replace("_", "").isalnum():
+        raise InvalidConfig(attribute.name, value, "must be a libvirt domain type "
+                            "such as 'kvm' or 'qemu'")
+
+
+def _lower(value):
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+@attrs.frozen
+class LibvirtOptions:
+    """The options of the ``[libvirt]`` section (Nova's names), sizes in MiB."""
+
+    connection_uri: str | None = attrs.field(
+        default=None, validator=_uri_option,
+        metadata=conf.option("libvirt", "connection_uri", """
+            libvirt connection of the driver: qemu:///system for this host's
+            QEMU/KVM, qemu+ssh://host/system for another's, test:///default
+            for libvirt's test driver.  Unset, the driver uses
+            Settings.libvirt_connection_uri when code set it, else
+            qemu:///system.""",
+            default_text="qemu:///system", nova="same name and default"))
+    virt_type: str = attrs.field(
+        default="kvm", converter=_lower, validator=_virt_type_option,
+        metadata=conf.option("libvirt", "virt_type", """
+            Domain type of the guests spawn defines (kvm, qemu, ...).""",
+            nova="same name and default"))
+    file_backed_memory: int = attrs.field(
+        default=0, validator=conf.int_option(),
+        metadata=conf.option("libvirt", "file_backed_memory", """
+            When above 0, guest memory is backed by files: the node's memory
+            total is this amount and memory used is the sum over running
+            guests.""",
+            minimum=0, maximum=2 ** 53, unit="MiB", nova="same name and meaning"))
+    instance_memory_overhead_mb: int = attrs.field(
+        default=0, validator=conf.int_option(),
+        metadata=conf.option("libvirt", "instance_memory_overhead_mb", """
+            Memory every instance needs beyond its flavor (QEMU's own
+            footprint), reported as its overhead and so claimed with it.""",
+            minimum=0, maximum=2 ** 53, unit="MiB", nova="nova-lite only"))
 
 
 def _cpus(value):
@@ -67,32 +116,25 @@ class LibvirtConfig:
 
     @classmethod
     def from_settings(cls, settings):
-        """Build from a ``Settings`` (or any object with the same attributes).
+        """Build from a :class:`nova_lite.conf.Settings`.
 
-        :raises InvalidConfig: naming the option and value of a bad setting.
+        :raises InvalidConfig: naming the option and value of a bad setting,
+            or an option of ``[libvirt]`` that :class:`LibvirtOptions` does
+            not declare.
         """
-        section = _section(settings, "libvirt")
-        unknown = sorted(set(section) - KNOWN_LIBVIRT_OPTIONS)
-        if unknown:
-            LOG.warning("Ignoring unknown [libvirt] options: %s", ", ".join(unknown))
-        uri = getattr(settings, "libvirt_connection_uri", None) or section.get(
-            "connection_uri") or DEFAULT_URI
+        options = conf.read_options(settings, LibvirtOptions)
+        uri = options.connection_uri or settings.libvirt_connection_uri or DEFAULT_URI
         return cls(
             connection_uri=uri,
-            instances_path=getattr(settings, "instances_path", None) or DEFAULT_INSTANCES_PATH,
+            instances_path=settings.instances_path or DEFAULT_INSTANCES_PATH,
             vcpu_pin_set=_cpu_option(settings, "vcpu_pin_set", OPT_VCPU_PIN_SET),
             cpu_shared_set=_cpu_option(settings, "cpu_shared_set", OPT_SHARED),
             cpu_dedicated_set=_cpu_option(settings, "cpu_dedicated_set", OPT_DEDICATED),
-            reserved_host_cpus=getattr(settings, "reserved_host_cpus", 0) or 0,
-            virt_type=_virt_type(section.get("virt_type", "kvm")),
-            file_backed_memory_mb=_mib(section, "file_backed_memory"),
-            instance_memory_overhead_mb=_mib(section, "instance_memory_overhead_mb"),
+            reserved_host_cpus=settings.reserved_host_cpus or 0,
+            virt_type=options.virt_type,
+            file_backed_memory_mb=options.file_backed_memory,
+            instance_memory_overhead_mb=options.instance_memory_overhead_mb,
         )
-
-
-def _section(settings, name):
-    getter = getattr(settings, "section", None)
-    return dict(getter(name)) if callable(getter) else {}
 
 
 def _cpu_option(settings, attribute, option):
@@ -108,25 +150,6 @@ def _cpu_option(settings, attribute, option):
     if not cpus:
         raise InvalidConfig(option, raw, "leaves no CPUs")
     return frozenset(cpus)
-
-
-def _mib(section, option):
-    raw = section.get(option, "0")
-    try:
-        value = int(str(raw).strip() or "0")
-    except ValueError:
-        raise InvalidConfig(f"[libvirt] {option}", raw, "must be an integer (MiB)") from None
-    if value < 0:
-        raise InvalidConfig(f"[libvirt] {option}", raw, "must not be negative")
-    return value
-
-
-def _virt_type(raw):
-    value = str(raw).strip().lower()
-    if not value or not value.replace("_", "").isalnum():
-        raise InvalidConfig("[libvirt] virt_type", raw, "must be a libvirt domain type "
-                            "such as 'kvm' or 'qemu'")
-    return value
 
 
 def _check_cpu_options(cfg):

@@ -14,7 +14,7 @@ from nova_lite.objects import Overhead
 from nova_lite.virt import driver
 
 from nova_lite_libvirt import guest_xml
-from nova_lite_libvirt.config import LibvirtConfig
+from nova_lite_libvirt.config import LibvirtConfig, LibvirtOptions
 from nova_lite_libvirt.errors import GuestExists, LibvirtDriverError, SpawnFailed
 from nova_lite_libvirt.host import Host
 from nova_lite_libvirt.host_model import HostModel
@@ -38,6 +38,8 @@ class LibvirtDriver(driver.ComputeDriver):
     api_versions = ("1.0",)
     capabilities = driver.Capabilities(
         supports_lifecycle=True, supports_numa=True, supports_pci=True, supports_pcpus=True)
+    #: The ``[libvirt]`` options (see :mod:`nova_lite_libvirt.config`).
+    options = LibvirtOptions
 
     def __init__(self, settings=None, meminfo_path=DEFAULT_MEMINFO_PATH, statvfs=None):
         super().__init__(settings=settings)

@@ -1,12 +1,15 @@
 """CPU selection and the driver's settings (no libvirt needed)."""
 
+import attrs
 import fixtures
 import testtools
 
 from nova_lite import conf
 from nova_lite.exception import InvalidConfig
+from nova_lite.virt import loader
 
-from nova_lite_libvirt.config import LibvirtConfig
+from nova_lite_libvirt.config import LibvirtConfig, LibvirtOptions
+from nova_lite_libvirt.driver import LibvirtDriver
 from nova_lite_libvirt.cpus import CPUSetNotOnline, online_cpus_from_map, select_cpus
 
 
@@ -91,6 +94,67 @@ class ConfigTest(testtools.TestCase):
         exc = self.assertRaises(InvalidConfig, LibvirtConfig, cpu_shared_set={0},
                                 reserved_host_cpus=1)
         self.assertEqual("reserved_host_cpus", exc.option)
+
+    def write(self, text):
+        path = self.useFixture(fixtures.TempDir()).join("nova-lite.conf")
+        with open(path, "w") as handle:
+            handle.write(text)
+        return path
+
+    def test_the_driver_declares_its_options(self):
+        self.assertIs(LibvirtOptions, LibvirtDriver.options)
+        self.assertIn(("libvirt", LibvirtOptions), loader.installed_driver_options())
+        self.assertEqual(frozenset({"libvirt"}), conf.option_sections(LibvirtOptions))
+
+    def test_declared_options_from_ini(self):
+        s = conf.load_settings(self.write(
+            "[libvirt]\nconnection_uri = qemu+ssh://kvm1/system\nvirt_type = QEMU\n"
+            "file_backed_memory = 4096\n"))
+        options = conf.driver_options(s, LibvirtDriver)
+        self.assertEqual(LibvirtOptions(connection_uri="qemu+ssh://kvm1/system",
+                                        virt_type="qemu", file_backed_memory=4096), options)
+        self.assertEqual("qemu+ssh://kvm1/system", LibvirtConfig.from_settings(s).connection_uri)
+
+    def test_bad_connection_uri_names_the_option_and_value(self):
+        for raw in ("", "no scheme here", "qemu:///sys tem"):
+            path = self.write(f"[libvirt]\nconnection_uri = {raw}\n")
+            exc = self.assertRaises(InvalidConfig, conf.load_settings, path)
+            self.assertEqual("[libvirt] connection_uri", exc.option, raw)
+            self.assertEqual(raw, exc.value)
+            self.assertIn("'[libvirt] connection_uri'", str(exc))
+
+    def test_unknown_libvirt_option_is_rejected(self):
+        exc = self.assertRaises(InvalidConfig, conf.load_settings,
+                                self.write("[libvirt]\nconection_uri = qemu:///system\n"))
+        self.assertEqual("[libvirt] conection_uri", exc.option)
+        self.assertIn("unknown option", str(exc))
+        settings = conf.Settings(sections={"libvirt": {"virt-type": "kvm"}})
+        exc = self.assertRaises(InvalidConfig, LibvirtConfig.from_settings, settings)
+        self.assertEqual("[libvirt] virt-type", exc.option)
+
+    def test_a_section_no_driver_declares_is_kept_raw(self):
+        s = conf.load_settings(self.write("[libvirt_extra]\nanything = 1\n"))
+        self.assertEqual({"anything": "1"}, dict(s.section("libvirt_extra")))
+
+    def test_connection_uri_precedence(self):
+        # INI [libvirt] connection_uri, then Settings.libvirt_connection_uri, then qemu:///system.
+        from_code = conf.Settings(libvirt_connection_uri="test:///default")
+        both = conf.Settings(libvirt_connection_uri="test:///default",
+                             sections={"libvirt": {"connection_uri": "qemu+ssh://h/system"}})
+        self.assertEqual(("test:///default", "qemu+ssh://h/system", "qemu:///system"),
+                         tuple(LibvirtConfig.from_settings(s).connection_uri
+                               for s in (from_code, both, conf.Settings())))
+
+    def test_code_set_connection_uri_reaches_the_driver(self):
+        settings = conf.Settings(libvirt_connection_uri="qemu+tcp://kvm9/system")
+        driver = loader.load_driver("libvirt", settings=settings)
+        self.addCleanup(driver.close)
+        self.assertEqual("qemu+tcp://kvm9/system", driver.libvirt_host.uri)
+        settings = attrs.evolve(settings, sections={"libvirt": {
+            "connection_uri": "qemu:///session"}})
+        driver = loader.load_driver("libvirt", settings=settings)
+        self.addCleanup(driver.close)
+        self.assertEqual("qemu:///session", driver.libvirt_host.uri)
 
     def test_settings_from_ini(self):
         path = self.useFixture(fixtures.TempDir()).join("nova-lite.conf")
