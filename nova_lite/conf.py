@@ -418,11 +418,12 @@ class Settings:
             operation fails with "database busy" and writes nothing, so a
             claim never hangs on a locked database.""",
             minimum=MIN_DRIVER_TIMEOUT, unit="seconds", nova="nova-lite only"))
-    #: libvirt connection of the libvirt driver, set from code only (no INI
-    #: option: the driver's own ``[libvirt] connection_uri`` wins over it;
-    #: None leaves the choice to the driver).
+    #: libvirt connection of the libvirt driver.  The libvirt plugin declares
+    #: its INI option, ``[libvirt] connection_uri``; :func:`load_settings`
+    #: copies it here (the option says so with ``SETTINGS_FIELD`` metadata),
+    #: and code may set it directly.
     libvirt_connection_uri: str | None = attrs.field(
-        default=None, validator=_optional_str_option)
+        default="qemu:///system", validator=_optional_str_option)
     enabled_filters: tuple[str, ...] = attrs.field(
         default=DEFAULT_FILTERS, converter=_name_list,
         metadata=option("filter_scheduler", "enabled_filters", """
@@ -639,6 +640,12 @@ def option_sections(cls: type) -> frozenset[str]:
     return frozenset(opt.section for _, opt in _check_options_class(cls, repr(cls)))
 
 
+#: Metadata key of a driver's option whose value :func:`load_settings` also
+#: copies into the named :class:`Settings` field, for code that reads it
+#: there (``libvirt_connection_uri``).
+SETTINGS_FIELD = "nova_lite_settings_field"
+
+
 def read_options(settings: "Settings", cls: type[_T]) -> _T:
     """Build ``cls``, a driver's options class, from ``settings``' INI sections.
 
@@ -751,9 +758,16 @@ def load_settings(path: str | os.PathLike[str], **overrides: Any) -> Settings:
         where = _where_in_ini(exc.option)
         value = raws.get(exc.option, exc.value) if exc.option not in overrides else exc.value
         raise InvalidConfig(where, value, exc.reason) from None
+    mirrored: dict[str, Any] = {}
     for _, declared in _installed_options():
-        read_options(settings, declared)
-    return settings
+        options: Any = read_options(settings, declared)
+        for option_field in attrs.fields(declared):
+            target = option_field.metadata.get(SETTINGS_FIELD)
+            value = getattr(options, option_field.name)
+            if target is not None and target not in overrides and \
+                    value != option_field.default:
+                mirrored[target] = value
+    return attrs.evolve(settings, **mirrored) if mirrored else settings
 
 
 def _where_in_ini(field: str) -> str:

@@ -33,8 +33,7 @@ class TestDefaults(testtools.TestCase):
         self.assertEqual(60, s.service_down_time)
         self.assertEqual("sqlite:///" + os.path.join(s.state_path, "nova-lite.db"),
                          s.database_url)
-        # Code-only: the libvirt driver chooses when it is unset.
-        self.assertIsNone(s.libvirt_connection_uri)
+        self.assertEqual("qemu:///system", s.libvirt_connection_uri)
 
     def test_effective_ratios(self):
         s = conf.Settings()
@@ -174,10 +173,11 @@ class TestLoadSettings(testtools.TestCase):
             connection_uri = qemu+ssh://root@kvm1/system
             """)
         s = conf.load_settings(path)
-        # [libvirt] is the libvirt driver's section: kept for it, not a core option.
+        # [libvirt] is the libvirt driver's section, declared by it; load_settings
+        # also copies its connection to Settings.libvirt_connection_uri.
         self.assertEqual({"connection_uri": "qemu+ssh://root@kvm1/system"},
                          dict(s.section("libvirt")))
-        self.assertIsNone(s.libvirt_connection_uri)
+        self.assertEqual("qemu+ssh://root@kvm1/system", s.libvirt_connection_uri)
         self.assertEqual("compute7", s.host)
         self.assertEqual("fake.multinode", s.compute_driver)
         self.assertEqual(2048, s.reserved_host_memory_mb)

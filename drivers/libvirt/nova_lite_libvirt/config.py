@@ -9,9 +9,10 @@ its options (``LibvirtDriver.options``), so once the driver is installed
 :func:`nova_lite.conf.load_settings` rejects an unknown option or a bad
 value in it, naming ``[libvirt] <option>`` and the value.
 
-The connection is ``[libvirt] connection_uri`` when the section sets it,
-else ``Settings.libvirt_connection_uri`` (set from code, for library users),
-else ``qemu:///system``.
+The connection is ``[libvirt] connection_uri`` when the section sets it
+(:func:`nova_lite.conf.load_settings` also copies it to
+``Settings.libvirt_connection_uri``), else ``Settings.libvirt_connection_uri``
+(default ``qemu:///system``; code may set it).
 """
 
 import logging
@@ -62,13 +63,13 @@ class LibvirtOptions:
 
     connection_uri: str | None = attrs.field(
         default=None, validator=_uri_option,
-        metadata=conf.option("libvirt", "connection_uri", """
+        metadata={**conf.option("libvirt", "connection_uri", """
             libvirt connection of the driver: qemu:///system for this host's
             QEMU/KVM, qemu+ssh://host/system for another's, test:///default
-            for libvirt's test driver.  Unset, the driver uses
-            Settings.libvirt_connection_uri when code set it, else
-            qemu:///system.""",
-            default_text="qemu:///system", nova="same name and default"))
+            for libvirt's test driver.  It is also
+            Settings.libvirt_connection_uri (code may set that instead).""",
+            default_text="qemu:///system", nova="same name and default"),
+            conf.SETTINGS_FIELD: "libvirt_connection_uri"})
     virt_type: str = attrs.field(
         default="kvm", converter=_lower, validator=_virt_type_option,
         metadata=conf.option("libvirt", "virt_type", """
