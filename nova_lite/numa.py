@@ -140,7 +140,8 @@ def _pick_pinned_cpus(host_cell, used, count):
     are filled before fresh ones are split.
     """
     groups = sorted(_free_core_groups(host_cell, used), key=lambda g: (-len(g), g[0]))
-    chosen, rest = [], []
+    chosen: list[int] = []
+    rest = []
     for group in groups:
         if len(group) <= count - len(chosen):
             chosen.extend(group)

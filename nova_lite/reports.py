@@ -104,12 +104,12 @@ class ResourceLine:
     """
 
     resource_class: str
-    detected: int
-    configured_reserved: int
-    configured_ratio: float
+    detected: int | None
+    configured_reserved: int | None
+    configured_ratio: float | None
     total: int
     reserved: int
-    ratio: float
+    ratio: float | None
     capacity: int
     used: int
     free: int
@@ -217,7 +217,7 @@ def host_describe(host, nodes, instances):
             HostUsageRow(host, "(used_now)", *total(
                 lambda n, rc: n.inventory(rc).reserved + n.used(rc)))]
     live = [i for i in _live(instances) if i.host == host]
-    per_project = {}
+    per_project: dict[str, list[int]] = {}
     for inst in live:
         sums = per_project.setdefault(inst.project_id, [0, 0, 0])
         for idx, amount in enumerate(_flavor_amounts(inst.flavor)):
