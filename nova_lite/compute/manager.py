@@ -118,7 +118,7 @@ class ComputeService:
         now = time.time()
         try:
             recorded = {r.host: r for r in self.store.recorded_findings()}
-            down = [s.host for s in self.store.list_services(COMPUTE_BINARY)
+            down = [s.host for s in self.store.list_services(binary=COMPUTE_BINARY)
                     if s.host != self.host
                     and not s.is_up(self.settings.service_down_time, now)
                     and self._peer_should_record(recorded.get(s.host), now)]
