@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from nova_lite import validators as v
 from nova_lite.cli import demo, views
+from nova_lite.cli.context import CliContext
 from nova_lite.cli.output import cell, render_table
 from nova_lite.cli.report_formats import ReportShowOne
-from nova_lite.cli.context import CliContext
 from nova_lite.compute.manager import ComputeService
 
 LOG = logging.getLogger(__name__)
