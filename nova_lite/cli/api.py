@@ -1,7 +1,15 @@
 """``nova-lite api serve``: the read-only JSON API and the overview page."""
 
+from typing import TYPE_CHECKING
+
 from nova_lite.api import make_app
 from nova_lite.cli.serving import ServeCommand
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
+    from nova_lite.conf import Settings
+    from nova_lite.db import Store
 
 #: Default port of ``api serve`` (Nova's compute API listens on 8774).
 DEFAULT_PORT = 8774
@@ -20,5 +28,5 @@ class ServeApi(ServeCommand):
     default_port = DEFAULT_PORT
     what = "API and overview page"
 
-    def make_app(self, store, settings):
+    def make_app(self, store: "Store", settings: "Settings") -> "WSGIApplication":
         return make_app(store, settings)

@@ -1,16 +1,19 @@
 """``nova-lite audit [--heal] [--dry-run]``: hypervisor view, tracked view and records,
 side by side; the leaks they reveal, and their repair."""
 
+import argparse
 import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
-
-import time
 
 from nova_lite import audit, explain, leaks
 from nova_lite.cli.output import render_table
 from nova_lite.cli.report_formats import ReportShowOne
 from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.db import Store
 from nova_lite.exception import HostNotFound
 
 LOG = logging.getLogger(__name__)
@@ -19,7 +22,7 @@ LOG = logging.getLogger(__name__)
 EXIT_DIFFERENCES = 3
 
 
-def _differences_table(differences):
+def _differences_table(differences: Iterable[Mapping[str, Any]]) -> str:
     return render_table(["Kind", "UUID", "Node", "Detail"],
                         [[d["kind"], d["uuid"] or "-", d["nodename"], d["detail"]]
                          for d in differences])
@@ -29,7 +32,7 @@ def _differences_table(differences):
 _NODE_KINDS = (audit.NODE_REPORT_FAILED, audit.NODE_NOT_RECORDED, audit.NODE_NOT_REPORTED)
 
 
-def _node_uuids(data):
+def _node_uuids(data: Mapping[str, Any]) -> None:
     """Put each node difference's node uuid (None if unrecorded) in its uuid field."""
     for node in data["nodes"]:
         for diff in node["differences"]:
@@ -37,17 +40,17 @@ def _node_uuids(data):
                 diff["uuid"] = node["node_uuid"]
 
 
-def _resources(resources):
+def _resources(resources: Mapping[str, int]) -> str:
     return ", ".join(f"{rc}={n}" for rc, n in sorted(resources.items())) or "-"
 
 
-def _leaks_table(found):
+def _leaks_table(found: Iterable[Mapping[str, Any]]) -> str:
     return render_table(["Leak", "Subject", "Node", "Resources", "Detail"],
                         [[f["kind"], f["subject"], f"{f['host'] or '-'}/{f['nodename'] or '-'}",
                           _resources(f["resources"]), f["detail"]] for f in found])
 
 
-def _heal_table(actions):
+def _heal_table(actions: Iterable[Mapping[str, Any]]) -> str:
     return render_table(["Outcome", "Change", "Subject", "Node", "Frees", "Detail"],
                         [[a["outcome"], a["kind"], a["subject"], f"{a['host']}/{a['nodename']}",
                           _resources(a["resources"]),
@@ -79,7 +82,7 @@ class RunAudit(ReportShowOne):
     migration included).
     """
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--host", metavar="HOST",
                             help="Service host to audit (default: the host of --node in "
@@ -97,7 +100,7 @@ class RunAudit(ReportShowOne):
                                  "compute services are up (repeatable).")
         return parser
 
-    def known_columns(self, parsed_args):
+    def known_columns(self, parsed_args: argparse.Namespace) -> tuple[str, ...]:
         """The report's fields, known before it runs: a bad -c changes nothing."""
         known = ["host", "driver", "nodes", "differences", "guests_listed", "note",
                  "consistent", "database", "migration_stuck_age", "leaks",
@@ -108,7 +111,7 @@ class RunAudit(ReportShowOne):
             known += ["consistent_after_heal", "leaks_after_heal"]
         return tuple(known)
 
-    def _host(self, parsed_args, store, default):
+    def _host(self, parsed_args: argparse.Namespace, store: Store, default: str) -> str:
         """The host to audit: --host (which must be known), else --node's in the
         records, else ``default``."""
         if parsed_args.host is not None:
@@ -121,7 +124,7 @@ class RunAudit(ReportShowOne):
             return explain.find_node(store, parsed_args.node).host
         return default
 
-    def report(self, parsed_args):
+    def report(self, parsed_args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         ctx = self.app.context()
         if parsed_args.host is not None and not parsed_args.host.strip():
             self.parser.error("--host must not be empty")
@@ -170,7 +173,7 @@ class RunAudit(ReportShowOne):
                                   recorded_by=ctx.settings.host)
         return data, 0 if consistent else EXIT_DIFFERENCES
 
-    def render(self, data):
+    def render(self, data: dict[str, Any]) -> str:
         state = "consistent" if data["consistent"] else (
             f"{sum(len(n['differences']) for n in data['nodes']) + len(data['differences'])}"
             f" difference(s), {len(data['leaks'])} leak(s)")

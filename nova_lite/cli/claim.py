@@ -1,5 +1,8 @@
 """``nova-lite claim test``: would a flavor fit on a node? (a dry run, nothing written)."""
 
+import argparse
+from typing import Any
+
 from nova_lite.cli import flavors
 from nova_lite.cli.lookup import find_node
 from nova_lite.cli.output import ListColumn, TextColumn
@@ -22,7 +25,7 @@ class TestClaim(ShowOne):
 
     columns = FIELDS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--node", required=True, metavar="NODE",
                             help="Node name or uuid.")
@@ -30,14 +33,15 @@ class TestClaim(ShowOne):
         flavors.add_arguments(parser)
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         flavor = flavors.flavor_from_args(parsed_args)
         store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         numa = accounting.flavor_numa_request(flavor)   # checked by flavor_from_args
         requested = accounting.requested_resources(flavor, ZERO_OVERHEAD, numa)
         decision = placement.decide(node, requested, None, numa, ())
-        fields = {"node": TextColumn(node.nodename), "host": TextColumn(node.host),
+        fields: dict[str, Any] = {"node": TextColumn(node.nodename), "host": TextColumn(node.host),
                   "flavor": TextColumn(flavor.name),
                   "requested": dict(sorted(requested.items())),
                   "fits": not decision.reasons, "reasons": ListColumn(list(decision.reasons))}

@@ -1,11 +1,16 @@
 """``nova-lite compute``: run the compute service, or one pass of it."""
 
+import argparse
 import logging
 import signal
 import threading
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any, Literal
 
 from nova_lite import validators as v
 from nova_lite.cli import demo, views
+from nova_lite.cli.context import CliContext
 from nova_lite.cli.output import cell, render_table
 from nova_lite.cli.report_formats import ReportShowOne
 from nova_lite.compute.manager import ComputeService
@@ -18,7 +23,7 @@ _INVENTORY = [("Resource class", "resource_class"), ("Total", "total"),
               ("Over", "over")]
 
 
-def _configured_text(row):
+def _configured_text(row: Mapping[str, Any]) -> str:
     if row["option"] is None:
         return "-"
     if row["configured"] is None:
@@ -26,16 +31,16 @@ def _configured_text(row):
     return f"{cell(row['configured'])} ({row['option']})"
 
 
-def _amounts(mapping):
+def _amounts(mapping: Mapping[str, int]) -> str:
     return ", ".join(f"{rc}={n}" for rc, n in mapping.items()) or "nothing"
 
 
-def _flavor_text(flavor):
+def _flavor_text(flavor: Mapping[str, Any]) -> str:
     return (f"{flavor['name']} ({flavor['vcpus']} vCPU, {flavor['memory_mb']} MB RAM, "
             f"{flavor['root_gb']} GB disk)")
 
 
-def render_node(node):
+def render_node(node: Mapping[str, Any]) -> str:
     """The two tables of one node: effective inventory, then the value sources."""
     lines = [f"Node {node['nodename']} (host {node['host']}, uuid {node['uuid']}, "
              f"generation {node['generation']})"]
@@ -52,7 +57,7 @@ def render_node(node):
     return "\n".join(lines)
 
 
-def render_demo(data):
+def render_demo(data: Mapping[str, Any]) -> str:
     """The demo claims in words."""
     lines = [f"Demo claims on node {data['node']}:"]
     admitted = data["admitted"]
@@ -83,30 +88,30 @@ class _StopSignals:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self):
-        self._service = None
+    def __init__(self) -> None:
+        self._service: ComputeService | None = None
         self._requested = False
-        self._previous = {}
+        self._previous: dict[signal.Signals, Any] = {}
 
-    def _handle(self, signum, frame):
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         LOG.info("Received signal %d: stopping after the current pass", signum)
         self._requested = True
         if self._service is not None:
             self._service.stop()
 
-    def attach(self, service):
+    def attach(self, service: ComputeService) -> None:
         """Stop ``service`` on a signal (at once if one already came)."""
         self._service = service
         if self._requested:
             service.stop()
 
-    def __enter__(self):
+    def __enter__(self) -> "_StopSignals":
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         return False
@@ -133,10 +138,10 @@ class RunCompute(ReportShowOne):
     failed, orphans_deleted, orphans_kept, nodes and, with --demo, demo.
     """
 
-    def known_columns(self, parsed_args):
+    def known_columns(self, parsed_args: argparse.Namespace) -> tuple[str, ...]:
         return REPORT_FIELDS + (("demo",) if parsed_args.demo else ())
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--driver", metavar="NAME",
                             help="Virt driver entry point (default: compute_driver, 'fake').")
@@ -148,7 +153,7 @@ class RunCompute(ReportShowOne):
                             help="With --once: one admitted and one rejected claim.")
         return parser
 
-    def run(self, parsed_args):
+    def run(self, parsed_args: argparse.Namespace) -> int:
         if parsed_args.demo and not parsed_args.once:
             self.parser.error("--demo needs --once")
         if (parsed_args.formatter != "table" or parsed_args.columns) and not parsed_args.once:
@@ -157,7 +162,8 @@ class RunCompute(ReportShowOne):
             return super().run(parsed_args)
         return self._serve(parsed_args)
 
-    def _service(self, parsed_args):
+    def _service(self, parsed_args: argparse.Namespace
+                 ) -> tuple[CliContext, str, ComputeService]:
         ctx = self.app.context()
         settings = ctx.settings
         host = parsed_args.host if parsed_args.host is not None else settings.host
@@ -169,7 +175,7 @@ class RunCompute(ReportShowOne):
         store = ctx.open_store()
         return ctx, name, ComputeService(host, driver, store=store, settings=settings)
 
-    def _serve(self, parsed_args):
+    def _serve(self, parsed_args: argparse.Namespace) -> int:
         self.app.service_logging()
         with _StopSignals() as stop:
             ctx, name, service = self._service(parsed_args)
@@ -182,11 +188,11 @@ class RunCompute(ReportShowOne):
             service.run(handle_signals=False)
         return 0
 
-    def report(self, parsed_args):
+    def report(self, parsed_args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         ctx, name, service = self._service(parsed_args)
         result = service.run_once()
         nodes = service.store.get_compute_nodes(service.host)
-        data = {
+        data: dict[str, Any] = {
             "host": service.host, "driver": name,
             "api_version": getattr(service.driver, "api_version", None),
             "state_path": ctx.state.path, "database": ctx.database,
@@ -205,7 +211,7 @@ class RunCompute(ReportShowOne):
                 code = code or (0 if data["demo"]["ok"] else 1)
         return data, code
 
-    def render(self, data):
+    def render(self, data: dict[str, Any]) -> str:
         lines = [f"nova-lite compute: host {data['host']}, driver {data['driver']} (API "
                  f"{data['api_version']}), database {data['database']}",
                  f"One pass: {len(data['audited'])} node(s) audited, {len(data['failed'])} "

@@ -1,8 +1,9 @@
 """``nova-lite db sync|version``: the database schema and its migrations."""
 
+import argparse
 import logging
 
-from nova_lite.cli.context import CommandError
+from nova_lite.cli.context import CliContext, CommandError
 from nova_lite.cli.output import LinesColumn
 from nova_lite.cli.typed import ShowOne
 from nova_lite.db import migrations
@@ -13,15 +14,20 @@ LOG = logging.getLogger(__name__)
 FIELDS = ("Database", "Revision", "Head", "Current", "Pending")
 SYNC_FIELDS = ("Database", "Was", "Now", "Applied")
 
+#: ``db version``'s fields, in FIELDS' order.
+VersionRow = tuple[str, str, str, bool, LinesColumn]
+#: ``db sync``'s fields, in SYNC_FIELDS' order.
+SyncRow = tuple[str, str, str, LinesColumn]
 
-def _pending(state):
+
+def _pending(state: migrations.SchemaState) -> LinesColumn:
     """The revisions an upgrade would apply: text lines, and data for machines."""
     return LinesColumn(([f"{r.revision} ({r.description})" for r in state.pending],
                         [{"revision": r.revision, "description": r.description}
                          for r in state.pending]))
 
 
-def read_schema_state(ctx):
+def read_schema_state(ctx: CliContext) -> migrations.SchemaState:
     """The :class:`~nova_lite.db.migrations.SchemaState` of the configured
     database, read without taking a write lock or changing anything."""
     ctx.require_database_file()
@@ -45,7 +51,8 @@ class DatabaseVersion(ShowOne):
 
     columns = FIELDS
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], VersionRow]:
         ctx = self.app.context()
         state = read_schema_state(ctx)
         return FIELDS, (ctx.database, state.describe(), state.head, state.current,
@@ -63,7 +70,8 @@ class SyncDatabase(ShowOne):
 
     columns = SYNC_FIELDS
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], SyncRow]:
         ctx = self.app.context()
         store = ctx.open_store(initialise=True)
         before = store.schema_before_open

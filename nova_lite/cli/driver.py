@@ -1,6 +1,8 @@
 """``nova-lite driver list``, ``driver show NAME`` and ``driver scaffold NAME``."""
 
+import argparse
 import logging
+from typing import Any
 
 from nova_lite import scaffold
 from nova_lite.cli.context import BadArguments, CommandError
@@ -12,7 +14,7 @@ from nova_lite.virt import loader
 LOG = logging.getLogger(__name__)
 
 
-def _summary(name):
+def _summary(name: str) -> str:
     """First line of the driver class's docstring, or "" if it does not load."""
     try:
         plugin, _ = loader.load_driver_class(name)
@@ -34,6 +36,9 @@ SHOW_FIELDS = ("name", "entry_point", "distribution", "version", "api_version",
 SCAFFOLD_FIELDS = ("driver", "distribution", "package", "class", "directory", "files",
                    "next_steps")
 
+#: One driver of ``driver list``, in LIST_HEADERS' order.
+ListRow = tuple[str, str, str, str, str | None, CapabilitiesColumn, OptionalColumn]
+
 
 class ListDrivers(Lister):
     """List the installed virt drivers, loadable or not, with their load errors.
@@ -47,7 +52,8 @@ class ListDrivers(Lister):
     columns = LIST_HEADERS
     default_columns = DEFAULT_HEADERS
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], list[ListRow]]:
         return LIST_HEADERS, [
             (info.name, info.entry_point, info.distribution, info.version, info.api_version,
              CapabilitiesColumn(info.capabilities), OptionalColumn(info.error))
@@ -62,24 +68,25 @@ class ShowDriver(ShowOne):
 
     columns = SHOW_FIELDS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("name", metavar="NAME",
                             help="Entry point name of the driver (see 'driver list').")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         infos = [i for i in loader.list_drivers() if i.name == parsed_args.name]
         if not infos:
             installed = ", ".join(loader.installed_driver_names()) or "none"
             raise CommandError(f"No virt driver named {parsed_args.name!r} is installed. "
                                f"Installed drivers: {installed}")
 
-        def joined(attr):
+        def joined(attr: str) -> str:
             values = [getattr(i, attr) for i in infos]
             return values[0] if len(values) == 1 else "\n".join(str(v) for v in values)
 
-        fields = {
+        fields: dict[str, Any] = {
             "name": parsed_args.name,
             "entry_point": joined("entry_point"),
             "distribution": joined("distribution"),
@@ -107,7 +114,7 @@ class ScaffoldDriver(ShowOne):
 
     columns = SCAFFOLD_FIELDS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("name", metavar="NAME",
                             help="Driver (entry point) name, e.g. 'acme'.")
@@ -116,7 +123,8 @@ class ScaffoldDriver(ShowOne):
                                  "Default: ./nova-lite-NAME")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         try:
             done = scaffold.scaffold(parsed_args.name, parsed_args.directory,
                                      installed=loader.installed_driver_names())
@@ -124,7 +132,7 @@ class ScaffoldDriver(ShowOne):
             raise BadArguments(f"Cannot scaffold driver {parsed_args.name!r}: {exc}") from None
         names = done.names
         core = done.core_source or "/path/to/nova-lite"
-        fields = {
+        fields: dict[str, Any] = {
             "driver": names.driver,
             "distribution": names.distribution,
             "package": names.package,

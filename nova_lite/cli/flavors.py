@@ -23,9 +23,11 @@ Errors name the file, the flavor and the key, exit with status 2 (bad
 arguments) and change nothing; an unknown flavor name exits with status 1.
 """
 
+import argparse
 import configparser
 import os
 import re
+from typing import Any
 
 import yaml
 
@@ -42,7 +44,7 @@ _FIELDS = ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap")
 _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--flavor NAME, --flavors-file PATH, or --vcpus/--ram/--disk sizes."""
     parser.add_argument("--flavor", metavar="NAME",
                         help="Flavor name, from --flavors-file or built in (m1.tiny, "
@@ -56,7 +58,7 @@ def add_arguments(parser):
                         help="Size: root disk in GB (default 0).")
 
 
-def _size(raw, what):
+def _size(raw: object, what: str) -> int:
     """``raw`` as an int: an int (not a bool) or the text of one."""
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
@@ -65,7 +67,7 @@ def _size(raw, what):
     raise BadArguments(f"{what} = {raw!r} is not an integer; nothing was changed")
 
 
-def _spec_value(raw, what):
+def _spec_value(raw: object, what: str) -> str:
     """An extra spec value as Nova keeps it: a string."""
     if isinstance(raw, bool):
         return "true" if raw else "false"
@@ -75,13 +77,13 @@ def _spec_value(raw, what):
                        "was changed")
 
 
-def _extra_specs(raw, what):
+def _extra_specs(raw: object, what: str) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise BadArguments(f"{what} must be a mapping of extra spec name to value, got "
                            f"{raw!r}; nothing was changed")
-    specs = {}
+    specs: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(key, str) or not key.strip():
             raise BadArguments(f"{what} has a key {key!r} that is not a name; nothing was "
@@ -90,10 +92,10 @@ def _extra_specs(raw, what):
     return specs
 
 
-def _flavor(name, values, where):
+def _flavor(name: str, values: dict[Any, Any], where: str) -> Flavor:
     """A Flavor from one flavor's ``values``; ``where`` names the file and flavor."""
     what = f"{where}: flavor {name!r}"
-    spec = {}
+    spec: dict[str, Any] = {}   # Flavor keyword -> size (int)
     extra = _extra_specs(values.pop("extra_specs", None), f"{what} extra_specs")
     for key, raw in values.items():
         if not isinstance(key, str):
@@ -116,7 +118,7 @@ def _flavor(name, values, where):
         raise BadArguments(f"{what}: {exc}; nothing was changed") from None
 
 
-def _read(path):
+def _read(path: str) -> str:
     """The text of flavors file ``path``; BadArguments saying why it cannot be read."""
     where = f"--flavors-file {path}"
     if os.path.isdir(path):
@@ -135,7 +137,7 @@ def _read(path):
         raise BadArguments(f"{where} cannot be read: {exc.strerror or exc}") from None
 
 
-def _load_yaml(path, text):
+def _load_yaml(path: str, text: str) -> dict[str, Flavor]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -144,7 +146,7 @@ def _load_yaml(path, text):
     if not isinstance(data, dict):
         raise BadArguments(f"{path}: expected a mapping of flavor name to its sizes, got "
                            f"{type(data).__name__}")
-    flavors = {}
+    flavors: dict[str, Flavor] = {}
     for name, values in data.items():
         name = str(name)
         if not isinstance(values, dict):
@@ -154,7 +156,7 @@ def _load_yaml(path, text):
     return flavors
 
 
-def _load_ini(path, text):
+def _load_ini(path: str, text: str) -> dict[str, Flavor]:
     parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
     parser.optionxform = str   # type: ignore[assignment,method-assign]  # keep keys' case
     try:
@@ -165,7 +167,7 @@ def _load_ini(path, text):
     return {n: _flavor(n, dict(parser.items(n)), f"{path} [{n}]") for n in parser.sections()}
 
 
-def load_flavors(path):
+def load_flavors(path: str) -> dict[str, Flavor]:
     """``{name: Flavor}`` from an INI or YAML (``.yaml``/``.yml``) file.
 
     Raises :class:`BadArguments` naming the file, the flavor and the key.
@@ -176,7 +178,7 @@ def load_flavors(path):
     return _load_ini(path, text)
 
 
-def check_extra_specs(flavor, where):
+def check_extra_specs(flavor: Flavor, where: str) -> None:
     """Raise :class:`BadArguments` naming ``where`` if a claim could not read
     ``flavor``'s extra specs (``hw:cpu_policy=bogus``, ``resources:VCPU=lots``)."""
     try:
@@ -186,7 +188,7 @@ def check_extra_specs(flavor, where):
         raise BadArguments(f"{where}: {exc}; nothing was changed") from None
 
 
-def flavor_from_args(args):
+def flavor_from_args(args: argparse.Namespace) -> Flavor:
     """The Flavor the arguments name, its extra specs checked as a claim reads them.
 
     :class:`BadArguments` if none or both ways are given or a size, extra
@@ -198,7 +200,7 @@ def flavor_from_args(args):
     return flavor
 
 
-def _named_flavor(args):
+def _named_flavor(args: argparse.Namespace) -> Flavor:
     sized = args.vcpus is not None or args.ram is not None
     if args.flavor and sized:
         raise BadArguments("give --flavor NAME or --vcpus/--ram sizes, not both")

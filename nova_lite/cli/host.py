@@ -1,11 +1,16 @@
 """``nova-lite host describe HOST``: Nova's host-describe rows."""
 
+import argparse
+
 from nova_lite import reports
 from nova_lite.cli.lookup import check_host
 from nova_lite.cli.output import TextColumn
 from nova_lite.cli.typed import Lister
 
 HEADERS = ("HOST", "PROJECT", "cpu", "memory_mb", "disk_gb")
+
+#: One row of ``host describe``, in HEADERS' order.
+Row = tuple[TextColumn, TextColumn, int, int, int]
 
 
 class DescribeHost(Lister):
@@ -20,12 +25,13 @@ class DescribeHost(Lister):
 
     columns = HEADERS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("host", metavar="HOST", help="Compute host.")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], list[Row]]:
         store = self.app.context().open_store(must_exist=True, readonly=True)
         nodes = store.get_compute_nodes()
         check_host(nodes, parsed_args.host)

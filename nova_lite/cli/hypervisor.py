@@ -5,7 +5,9 @@ allocated: ``floor((total - reserved) x ratio)``), never the driver's raw
 totals; ``hypervisor show`` has both per resource class.
 """
 
+import argparse
 import time
+from typing import Any
 
 import attrs
 
@@ -22,6 +24,10 @@ LIST_HEADERS = ("ID", "Hypervisor Hostname", "Host", "Hypervisor Type", "State",
 #: The columns of its table without --long.
 DEFAULT_HEADERS = ("Hypervisor Hostname", "Host", "Hypervisor Type", "State", "Status")
 
+#: One node of ``hypervisor list``, in LIST_HEADERS' order.
+ListRow = tuple[str, TextColumn, TextColumn, OptionalColumn, str, str,
+                int, int, int, int, int, int, int, int, int]
+
 
 class ListHypervisors(Lister):
     """List compute nodes with their state, status, capacity, usage and guests.
@@ -36,7 +42,8 @@ class ListHypervisors(Lister):
     columns = LIST_HEADERS
     default_columns = DEFAULT_HEADERS
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], list[ListRow]]:
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         rows = reports.hypervisor_rows(store.get_compute_nodes(), store.list_services(),
@@ -57,12 +64,13 @@ class ShowHypervisor(ShowOne):
     guests.
     """
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         node_arguments(parser)
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
@@ -70,7 +78,7 @@ class ShowHypervisor(ShowOne):
         state, status = reports.service_state(services[0] if services else None,
                                               ctx.settings.service_down_time, time.time())
         report = node.resources
-        fields = {"id": node.uuid, "hypervisor_hostname": TextColumn(node.nodename),
+        fields: dict[str, Any] = {"id": node.uuid, "hypervisor_hostname": TextColumn(node.nodename),
                   "host": TextColumn(node.host),
                   "hypervisor_type": OptionalColumn(report.hypervisor_type if report else None),
                   "state": state, "status": status, "generation": node.generation}
@@ -95,7 +103,8 @@ class HypervisorStats(ShowOne):
 
     columns = tuple(f.name for f in attrs.fields(reports.HypervisorStats))
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         store = self.app.context().open_store(must_exist=True, readonly=True)
         stats = attrs.asdict(reports.hypervisor_stats(store.get_compute_nodes(),
                                                       store.list_instances()))

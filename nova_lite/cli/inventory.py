@@ -1,5 +1,7 @@
 """``nova-lite inventory list NODE``: a node's inventory per resource class."""
 
+import argparse
+
 from nova_lite.cli.lookup import find_node, node_arguments
 from nova_lite.cli.output import ratio_number
 from nova_lite.cli.typed import Lister
@@ -10,6 +12,9 @@ HEADERS = ("Resource Class", "Total", "Reserved", "Min Unit", "Max Unit", "Step 
 #: The columns of the table without --long.
 DEFAULT_HEADERS = ("Resource Class", "Total", "Reserved", "Ratio", "Capacity", "Used", "Free",
                    "Over")
+
+#: One resource class of the node, in HEADERS' order.
+Row = tuple[str, int, int, int, int | None, int, float | None, int, int, int, int]
 
 
 class ListInventory(Lister):
@@ -24,12 +29,13 @@ class ListInventory(Lister):
     columns = HEADERS
     default_columns = DEFAULT_HEADERS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         node_arguments(parser)
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], list[Row]]:
         store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         return HEADERS, [

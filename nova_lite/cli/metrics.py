@@ -1,12 +1,20 @@
 """``nova-lite metrics serve|textfile``: Prometheus metrics of the records."""
 
+import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from nova_lite import metrics
 from nova_lite.cli import typed
 from nova_lite.cli.context import BadArguments
 from nova_lite.cli.serving import ServeCommand
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
+    from nova_lite.conf import Settings
+    from nova_lite.db import Store
 
 LOG = logging.getLogger(__name__)
 
@@ -27,7 +35,7 @@ class ServeMetrics(ServeCommand):
     default_port = DEFAULT_PORT
     what = "metrics"
 
-    def make_app(self, store, settings):
+    def make_app(self, store: "Store", settings: "Settings") -> "WSGIApplication":
         return metrics.wsgi_app(metrics.Exporter(store, settings))
 
 
@@ -40,13 +48,13 @@ class WriteMetricsTextfile(typed.Command):
     systemd timer.
     """
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("path", metavar="PATH",
                             help="File to write (e.g. /var/lib/node_exporter/nova_lite.prom).")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace) -> int:
         directory = os.path.dirname(os.path.abspath(parsed_args.path))
         if not os.path.isdir(directory):
             raise BadArguments(f"Cannot write {parsed_args.path}: no directory {directory}; "

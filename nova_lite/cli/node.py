@@ -1,6 +1,9 @@
 """``nova-lite node list|show|delete|explain``: the compute node records in the store."""
 
+import argparse
 import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from nova_lite import audit, explain
 from nova_lite.cli import typed, views
@@ -10,6 +13,7 @@ from nova_lite.cli.output import (
     LinesColumn, ListColumn, OptionalColumn, TextColumn, cell, render_table)
 from nova_lite.cli.report_formats import ReportShowOne
 from nova_lite.cli.typed import Lister, ShowOne
+from nova_lite.objects import ComputeNode
 
 LOG = logging.getLogger(__name__)
 
@@ -24,8 +28,11 @@ SHOW_FIELDS = ("uuid", "host", "nodename", "generation", "hypervisor_type",
                "hypervisor_hostname", "inventories", "usage", "free", "over", "instances",
                "last_error")
 
+#: One node of ``node list``, in LIST_HEADERS' order.
+ListRow = tuple[TextColumn, TextColumn, str, int, LinesColumn, OptionalColumn]
 
-def _usage_column(node):
+
+def _usage_column(node: ComputeNode) -> LinesColumn:
     rows = views.inventory_rows(node)
     lines = [f"{r['resource_class']}: {r['used']}/{r['capacity']}, free {r['free']}, "
              f"over {r['over']}" for r in rows]
@@ -34,7 +41,7 @@ def _usage_column(node):
     return LinesColumn((lines, data))
 
 
-def _inventory_column(node):
+def _inventory_column(node: ComputeNode) -> LinesColumn:
     rows = views.inventory_rows(node)
     lines = [f"{r['resource_class']}: total {r['total']}, reserved {r['reserved']}, ratio "
              f"{cell(r['allocation_ratio'])}, capacity {r['capacity']}, min_unit "
@@ -57,12 +64,13 @@ class ListNodes(Lister):
     columns = LIST_HEADERS
     default_columns = DEFAULT_HEADERS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--host", metavar="HOST", help="Only the nodes of this host.")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], list[ListRow]]:
         store = self.app.context().open_store(must_exist=True, readonly=True)
         rows = [(TextColumn(n.host), TextColumn(n.nodename), n.uuid, n.generation,
                  _usage_column(n),
@@ -80,17 +88,18 @@ class ShowNode(ShowOne):
 
     columns = SHOW_FIELDS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         node_arguments(parser)
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         store = self.app.context().open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         report = node.resources
         instances = [i.uuid for i in store.list_instances(host=node.host, node=node.nodename)]
-        fields = {
+        fields: dict[str, Any] = {
             "uuid": node.uuid, "host": TextColumn(node.host),
             "nodename": TextColumn(node.nodename), "generation": node.generation,
             "hypervisor_type": OptionalColumn(report.hypervisor_type if report else None),
@@ -116,14 +125,14 @@ class DeleteNode(typed.Command):
     from the instances.
     """
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         node_arguments(parser)
         parser.add_argument(CONFIRM_FLAG, dest="confirmed", action="store_true",
                             help="Confirm the deletion (required).")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace) -> int:
         store = self.app.context().open_store(must_exist=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
         held = store.list_allocations(node_uuid=node.uuid)
@@ -138,7 +147,7 @@ class DeleteNode(typed.Command):
         return 0
 
 
-def _consumers_table(consumers):
+def _consumers_table(consumers: Iterable[Mapping[str, Any]]) -> str:
     return render_table(
         ["Consumer", "Type", "Role", "Flavor", "Flavor amount", "Overhead", "Amount", "State",
          "Detail"],
@@ -146,7 +155,7 @@ def _consumers_table(consumers):
           c["overhead"], c["amount"], c["state"] or "-", c["detail"]] for c in consumers])
 
 
-def render_explanation(data):
+def render_explanation(data: Mapping[str, Any]) -> str:
     """The text of a node explanation (a :meth:`NodeExplanation.to_dict`) for people."""
     lines = [f"Node {data['nodename']} (host {data['host']}, uuid {data['node_uuid']}, "
              f"generation {data['generation']}"
@@ -193,7 +202,7 @@ class ExplainNode(ReportShowOne):
     culprit is an answer, not an error; ``audit`` exits 3), 1 on error.
     """
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         node_arguments(parser)
         parser.add_argument("--driver", metavar="NAME",
@@ -202,7 +211,7 @@ class ExplainNode(ReportShowOne):
                                  "alone are read.")
         return parser
 
-    def report(self, parsed_args):
+    def report(self, parsed_args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         node = find_node(store, parsed_args.node, parsed_args.host)
@@ -216,5 +225,5 @@ class ExplainNode(ReportShowOne):
             data["note"] = note
         return data, 0
 
-    def render(self, data):
+    def render(self, data: dict[str, Any]) -> str:
         return render_explanation(data)

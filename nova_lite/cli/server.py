@@ -7,19 +7,22 @@ driver (``compute_driver``); a failed spawn gives the claim back.  Servers
 created without ``--project`` belong to project :data:`DEFAULT_PROJECT`.
 """
 
+import argparse
 import logging
+from typing import Any
 
 import attrs
 
 from nova_lite import objects
 from nova_lite.cli import flavors, typed
-from nova_lite.cli.context import BadArguments, CommandError
+from nova_lite.cli.context import BadArguments, CliContext, CommandError
 from nova_lite.cli.lookup import find_instance
 from nova_lite.cli.node import CONFIRM_FLAG
 from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.compute import api
 from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.db import Store
 from nova_lite.scheduler import NoValidHost, RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -34,8 +37,11 @@ DEFAULT_PROJECT = "default"
 SHOW_FIELDS = ("id", "status", "host", "node", "project_id", "flavor", "vcpus", "memory_mb",
                "disk_gb", "allocations")
 
+#: One server of ``server list`` and ``server create``, in LIST_HEADERS' order.
+Row = tuple[str, str, OptionalColumn, OptionalColumn, TextColumn, TextColumn]
 
-def _row(inst):
+
+def _row(inst: objects.Instance) -> Row:
     return (inst.uuid, inst.vm_state, OptionalColumn(inst.host),
             OptionalColumn(inst.node), TextColumn(inst.project_id), TextColumn(inst.flavor.name))
 
@@ -43,10 +49,11 @@ def _row(inst):
 class _Trackers:
     """A ResourceTracker per host, each with its own driver loaded for that host."""
 
-    def __init__(self, ctx, store):
-        self.ctx, self.store, self.made = ctx, store, {}
+    def __init__(self, ctx: CliContext, store: Store) -> None:
+        self.ctx, self.store = ctx, store
+        self.made: dict[str, ResourceTracker] = {}
 
-    def __call__(self, host):
+    def __call__(self, host: str) -> ResourceTracker:
         if host not in self.made:
             driver = self.ctx.load_driver(self.ctx.settings.compute_driver, host)
             self.made[host] = ResourceTracker(host, driver, store=self.store,
@@ -65,7 +72,7 @@ class CreateServer(Lister):
     columns = LIST_HEADERS
     default_columns = DEFAULT_HEADERS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         flavors.add_arguments(parser)
         parser.add_argument("--count", type=int, default=1, metavar="N",
@@ -74,7 +81,8 @@ class CreateServer(Lister):
                             help=f"Owner project id (default: {DEFAULT_PROJECT!r}).")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], list[Row]]:
         if parsed_args.count < 1:
             raise BadArguments(f"--count must be at least 1, got {parsed_args.count}; "
                                "nothing was changed")
@@ -102,14 +110,15 @@ class ListServers(Lister):
     columns = LIST_HEADERS
     default_columns = DEFAULT_HEADERS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--host", metavar="HOST", help="Only servers on this host.")
         parser.add_argument("--all", action="store_true",
                             help="Include deleted and shelved-offloaded servers.")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], list[Row]]:
         store = self.app.context().open_store(must_exist=True, readonly=True)
         return LIST_HEADERS, [_row(i) for i in store.list_instances(
             host=parsed_args.host, live_only=not parsed_args.all)]
@@ -124,18 +133,19 @@ class ShowServer(ShowOne):
 
     columns = SHOW_FIELDS
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("server", metavar="SERVER", help="Server uuid.")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace
+                    ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         store = self.app.context().open_store(must_exist=True, readonly=True)
         inst = find_instance(store, parsed_args.server)
         held = {a.node_uuid: dict(sorted(a.resources.items()))
                 for a in store.list_allocations(instance_uuid=inst.uuid)}
         f = inst.flavor
-        fields = {"id": inst.uuid, "status": inst.vm_state,
+        fields: dict[str, Any] = {"id": inst.uuid, "status": inst.vm_state,
                   "host": OptionalColumn(inst.host), "node": OptionalColumn(inst.node),
                   "project_id": TextColumn(inst.project_id), "flavor": TextColumn(f.name),
                   "vcpus": f.vcpus, "memory_mb": f.memory_mb,
@@ -152,14 +162,14 @@ class DeleteServer(typed.Command):
     status 1, nothing changed).
     """
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("server", metavar="SERVER", help="Server uuid.")
         parser.add_argument(CONFIRM_FLAG, dest="confirmed", action="store_true",
                             help="Confirm the deletion (required).")
         return parser
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace) -> int:
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
         inst = find_instance(store, parsed_args.server, live=True)

@@ -1,17 +1,26 @@
 """Shared by ``nova-lite metrics serve`` and ``nova-lite api serve``: serve until a signal."""
 
+import argparse
 import logging
 import signal
 import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TextIO
 
 from nova_lite.cli import typed
 from nova_lite.exception import BadArguments, CommandError
 from nova_lite.web_server import DEFAULT_BIND, make_server, serve
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
+    from nova_lite.conf import Settings
+    from nova_lite.db import Store
+
 LOG = logging.getLogger(__name__)
 
 
-def add_server_arguments(parser, default_port):
+def add_server_arguments(parser: argparse.ArgumentParser, default_port: int) -> None:
     """``--port`` and ``--bind``."""
     parser.add_argument("--port", metavar="PORT", type=int, default=default_port,
                         help=f"TCP port to listen on (0: any free port, printed at "
@@ -21,23 +30,23 @@ def add_server_arguments(parser, default_port):
                              "only).")
 
 
-def check_port(port):
+def check_port(port: int) -> None:
     """Raise BadArguments (exit status 2) unless ``port`` is 0..65535."""
     if not 0 <= port <= 65535:
         raise BadArguments(f"--port must be between 0 and 65535, got {port}; nothing was "
                            "started")
 
 
-def serve_until_signal(server, stdout, what):
+def serve_until_signal(server: Any, stdout: TextIO, what: str) -> int:
     """Print where ``server`` listens, serve until SIGTERM or SIGINT, close it."""
     host, port = server.effective_host, server.effective_port
     stdout.write(f"nova-lite {what} on http://{host}:{port}/ (SIGTERM or Ctrl-C to stop)\n")
     stdout.flush()
-    previous = {}
+    previous: dict[signal.Signals, Any] = {}
 
     stopping = threading.Event()
 
-    def stop(signum, frame):
+    def stop(signum: int, frame: FrameType | None) -> None:
         LOG.info("Received signal %d: stopping the %s server", signum, what)
         stopping.set()
 
@@ -64,16 +73,16 @@ class ServeCommand(typed.Command):
     default_port = 0
     what = "server"
 
-    def get_parser(self, prog_name):
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         add_server_arguments(parser, self.default_port)
         return parser
 
-    def make_app(self, store, settings):
+    def make_app(self, store: "Store", settings: "Settings") -> "WSGIApplication":
         """The WSGI application serving ``store`` (opened read-only)."""
         raise NotImplementedError
 
-    def take_action(self, parsed_args):
+    def take_action(self, parsed_args: argparse.Namespace) -> int:
         check_port(parsed_args.port)
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)

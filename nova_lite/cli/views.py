@@ -9,9 +9,12 @@
 """
 
 import math
+from typing import Any
 
 from nova_lite.cli.output import ratio_number
+from nova_lite.conf import Settings
 from nova_lite.hardware import parse_cpu_spec
+from nova_lite.objects import ComputeNode
 
 #: resource class -> (reserved option, ratio kind) in Settings.
 _OPTIONS = {
@@ -23,13 +26,13 @@ _HYPERVISOR_USED = {"VCPU": "vcpus_used", "MEMORY_MB": "memory_mb_used",
                     "DISK_GB": "local_gb_used"}
 
 
-def inventory_rows(node):
+def inventory_rows(node: ComputeNode) -> list[dict[str, Any]]:
     """``[{resource_class, total, reserved, allocation_ratio, capacity, used, free, over}]``.
 
     ``capacity``, ``free`` and ``over`` are the node's (:meth:`ComputeNode.capacity`
     counts the driver's reserved units that are in use once).
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rc, inv in sorted(node.inventories.items()):
         rows.append({
             "resource_class": rc, "total": inv.total, "reserved": inv.reserved,
@@ -45,12 +48,13 @@ def inventory_rows(node):
     return rows
 
 
-def _row(rc, quantity, detected, configured, option, effective):
+def _row(rc: str, quantity: str, detected: Any, configured: Any, option: str | None,
+         effective: Any) -> dict[str, Any]:
     return {"resource_class": rc, "quantity": quantity, "detected": detected,
             "configured": configured, "option": option, "effective": effective}
 
 
-def _configured_total(rc, settings):
+def _configured_total(rc: str, settings: Settings) -> tuple[int | None, str | None]:
     if rc == "VCPU":
         for option in ("cpu_shared_set", "vcpu_pin_set"):
             spec = getattr(settings, option)
@@ -62,7 +66,7 @@ def _configured_total(rc, settings):
     return None, None
 
 
-def _configured_reserved(rc, settings):
+def _configured_reserved(rc: str, settings: Settings) -> tuple[int | None, str | None]:
     option = _OPTIONS.get(rc, (None, None))[0]
     if option is None:
         return None, None
@@ -72,7 +76,7 @@ def _configured_reserved(rc, settings):
     return value, option
 
 
-def _configured_ratio(rc, settings):
+def _configured_ratio(rc: str, settings: Settings) -> tuple[float | None, str | None]:
     kind = _OPTIONS.get(rc, (None, None))[1]
     if kind is None:
         return None, None
@@ -83,7 +87,7 @@ def _configured_ratio(rc, settings):
             f"initial_{kind}_allocation_ratio; {kind}_allocation_ratio unset")
 
 
-def source_rows(node, settings):
+def source_rows(node: ComputeNode, settings: Settings) -> list[dict[str, Any]]:
     """Detected, configured and effective values of each class, side by side.
 
     ``detected`` comes from the driver's last report (``node.resources``),
@@ -93,7 +97,7 @@ def source_rows(node, settings):
     report = node.resources
     totals = report.totals() if report is not None else {}
     driver_reserved = dict(report.reserved) if report is not None else {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rc in sorted(set(node.inventories) | set(totals)):
         inv = node.inventory(rc)
         total, total_opt = _configured_total(rc, settings)
@@ -111,10 +115,10 @@ def source_rows(node, settings):
     return rows
 
 
-def node_dict(node, settings=None):
+def node_dict(node: ComputeNode, settings: Settings | None = None) -> dict[str, Any]:
     """One node as plain data; with ``settings``, the side-by-side sources too."""
     report = node.resources
-    data = {
+    data: dict[str, Any] = {
         "host": node.host, "nodename": node.nodename, "uuid": node.uuid,
         "generation": node.generation, "last_error": node.last_error,
         "hypervisor_type": report.hypervisor_type if report is not None else None,
