@@ -330,8 +330,11 @@ class ResourceTracker:
             raise InvalidInput("instance_claims got the same instance twice")
         requests = [self._request(instance, instance.flavor, None) for instance in instances]
         plans, generation = self._claim(nodename, limits, requests)
-        return [Claim(self, plan.instance, nodename, plan.allocation, generation)
-                for plan in plans]
+        claims = []
+        for plan in plans:
+            assert plan.instance is not None   # a build's plan places its instance
+            claims.append(Claim(self, plan.instance, nodename, plan.allocation, generation))
+        return claims
 
     def resize_claim(self, instance: Instance, new_flavor: Flavor, nodename: str,
                      limits: object = None) -> MoveClaim:
