@@ -137,7 +137,7 @@ class DirectConnection:
                 cursor.close()
 
     def execute(self, statement: sa.ClauseElement,
-                values: Values | list[Values] | None = None) -> DirectResult:
+                values: Values | list[dict[str, Any]] | None = None) -> DirectResult:
         """Run ``statement`` with ``values`` (a dict, or a list of dicts for many rows)."""
         compiled = self._compile(statement)
         cursor = self.cursor
