@@ -20,11 +20,15 @@ MiB, DISK_GB is GiB, custom classes count units.
 import logging
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.objects import ComputeNode
+
+if TYPE_CHECKING:   # the store's modules import nothing from here; kept light all the same
+    from nova_lite.db.store import Store
 
 LOG = logging.getLogger(__name__)
 
@@ -111,7 +115,7 @@ class NodeCache:
     Thread-safe.
     """
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: "Store") -> None:
         self.store = store
         self._lock = threading.Lock()
         self._changes = NodeChangeTracker(store, BULK_RELOAD)

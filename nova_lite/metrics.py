@@ -53,12 +53,15 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from nova_lite import cluster, reports
+from nova_lite import cluster, conf, reports
 from nova_lite.web_server import DEFAULT_BIND, BackgroundServer
 
 if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
     from nova_lite.conf import Settings
     from nova_lite.db import Store
+    from nova_lite.objects import ComputeNode
 
 LOG = logging.getLogger(__name__)
 
@@ -155,7 +158,7 @@ def _node_help(suffix: str, text: str) -> str:
     return f"{text} (no unit)." if suffix == "allocation_ratio" else f"{text} ({_UNITS})."
 
 
-def node_values(node) -> Iterator[tuple[str, tuple[float, ...]]]:
+def node_values(node: "ComputeNode") -> Iterator[tuple[str, tuple[float, ...]]]:
     """``(resource class, (total, reserved, ratio, capacity, used, free, over))`` of
     each class ``node`` offers or uses, sorted; capacity, free and over as
     the node's own ``capacity``, ``free`` and ``over`` give them (free never negative)."""
@@ -185,12 +188,12 @@ class NodeCollector(Collector):
 
 class ServiceCollector(Collector):
     """Compute services up/enabled and the node count, read from ``store``
-    (``settings`` gives ``service_down_time``, s)."""
+    (``settings`` gives ``service_down_time``, s; None: the defaults)."""
 
-    def __init__(self, store: "Store", settings: "Settings",
+    def __init__(self, store: "Store", settings: "Settings | None",
                  cache: cluster.NodeCache) -> None:
         self.store = store
-        self.settings = settings
+        self.settings = settings if settings is not None else conf.Settings()
         self.cache = cache
 
     def collect(self) -> Iterator:
@@ -216,7 +219,7 @@ class FindingsCollector(Collector):
     read from ``store`` at every scrape: per (host, kind) a count, and per
     host when they were recorded (epoch s)."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: "Store") -> None:
         self.store = store
 
     def collect(self) -> Iterator:
@@ -257,7 +260,7 @@ class NodeText:
                        f"# TYPE {PREFIX}_resource_{suffix} gauge\n"
                        for suffix, text in _NODE_GAUGES]
 
-    def _node_lines(self, node) -> tuple[str, ...]:
+    def _node_lines(self, node: "ComputeNode") -> tuple[str, ...]:
         key = (node.generation, node.host, node.nodename)
         cached = self._lines.get(node.uuid)
         if cached is not None and cached[0] == key:
@@ -294,7 +297,8 @@ class Exporter:
     (:class:`ServiceCollector`).  :meth:`render` gives the text format.
     """
 
-    def __init__(self, store=None, settings=None) -> None:
+    def __init__(self, store: "Store | None" = None,
+                 settings: "Settings | None" = None) -> None:
         self.process = CollectorRegistry(auto_describe=False)
         self.process.register(ProcessCollector())
         self.services: CollectorRegistry | None = None
@@ -315,7 +319,8 @@ class Exporter:
         return b"".join(out)
 
 
-def registry(store=None, settings=None) -> CollectorRegistry:
+def registry(store: "Store | None" = None,
+             settings: "Settings | None" = None) -> CollectorRegistry:
     """A prometheus_client registry with the same metrics as :class:`Exporter`
     (for embedding in another program's registry; slower on big fleets)."""
     reg = CollectorRegistry(auto_describe=False)
@@ -328,14 +333,14 @@ def registry(store=None, settings=None) -> CollectorRegistry:
     return reg
 
 
-def render(source) -> bytes:
+def render(source: "Exporter | CollectorRegistry") -> bytes:
     """The text format of an :class:`Exporter` or a registry."""
     if isinstance(source, Exporter):
         return source.render()
     return prometheus_client.generate_latest(source)
 
 
-def write_textfile(path: str, reg) -> None:
+def write_textfile(path: str, reg: "Exporter | CollectorRegistry") -> None:
     """Write ``reg`` (an :class:`Exporter` or a registry) to ``path`` for
     node_exporter's textfile collector, atomically.
 
@@ -359,11 +364,11 @@ def write_textfile(path: str, reg) -> None:
         raise
 
 
-def wsgi_app(source):
+def wsgi_app(source: "Exporter | CollectorRegistry") -> "WSGIApplication":
     """A WSGI application serving ``source`` (an :class:`Exporter` or a registry):
     ``GET /metrics`` (or ``/``) in the text format; other paths 404, other
     methods 405."""
-    def app(environ, start_response):
+    def app(environ: "WSGIEnvironment", start_response: "StartResponse") -> list[bytes]:
         path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
         if path not in ("/", "/metrics"):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
@@ -384,7 +389,8 @@ class MetricsServer(BackgroundServer):
     /metrics on ``bind``:``port`` (0: a free port), in a daemon thread:
     ``port``, ``start()``, ``stop()``."""
 
-    def __init__(self, reg, port: int = 0, bind: str = DEFAULT_BIND):
+    def __init__(self, reg: "Exporter | CollectorRegistry", port: int = 0,
+                 bind: str = DEFAULT_BIND) -> None:
         super().__init__(wsgi_app(reg), bind, port, what="metrics")
 
     def start(self) -> "MetricsServer":

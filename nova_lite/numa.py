@@ -14,9 +14,10 @@ by instances are in ``NUMACellUsage.pages_used``.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from fractions import Fraction
+from typing import Protocol
 
 import attrs
 
@@ -24,8 +25,10 @@ from nova_lite.exception import InvalidInput
 from nova_lite.objects import (  # noqa: F401 - numa_usage_for: a public name here too
     InstanceNUMACell,
     InstanceNUMATopology,
+    NUMACell,
     NUMACellUsage,
     NUMATopology,
+    PciRequest,
     numa_usage_for,
 )
 
@@ -36,13 +39,25 @@ NUMA_PCI_FIT_FAILED = ("Requested instance NUMA topology together with requested
                        "devices cannot fit the given host NUMA topology")
 
 
+#: An allocation ratio as the fit takes it: any exact or binary number > 0.
+Ratio = int | float | Decimal | Fraction
+
+
+class _PciSupport(Protocol):
+    """What the fit asks of ``pci``: :meth:`nova_lite.pci.PciStats.supports`."""
+
+    def supports(self, requests: Sequence[PciRequest],
+                 numa_cells: Iterable[int] | None = None) -> bool:
+        """True if the devices ``requests`` ask for can be had on ``numa_cells``."""
+
+
 @attrs.frozen
 class _Ratios:
     cpu: Fraction
     ram: Fraction
 
 
-def _ratio(name, value):
+def _ratio(name: str, value: object) -> Fraction:
     """An allocation ratio as an exact Fraction (floats via their repr)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal, Fraction)):
         raise InvalidInput(f"{name} must be a number, got {value!r}")
@@ -52,7 +67,8 @@ def _ratio(name, value):
     return exact
 
 
-def _usage_by_cell(host, usage):
+def _usage_by_cell(host: NUMATopology,
+                   usage: Iterable[NUMACellUsage] | None) -> dict[int, NUMACellUsage]:
     """Map host cell id -> NUMACellUsage, zero usage for cells not given."""
     by_id = {cell.id: NUMACellUsage(id=cell.id) for cell in host.cells}
     for entry in usage or ():
@@ -65,8 +81,10 @@ def _usage_by_cell(host, usage):
 
 # --- one instance cell against one host cell --------------------------------
 
-def _pages_problem(host_cell, used, inst_cell):
+def _pages_problem(host_cell: NUMACell, used: NUMACellUsage,
+                   inst_cell: InstanceNUMACell) -> str | None:
     size = inst_cell.pagesize_kb
+    assert size is not None   # the caller's condition: a cell with a page size
     pages = next((p for p in host_cell.mempages if p.size_kb == size), None)
     if pages is None:
         return f"no {size} KiB pages"
@@ -79,7 +97,8 @@ def _pages_problem(host_cell, used, inst_cell):
     return None
 
 
-def _memory_problem(host_cell, used, inst_cell, ratios):
+def _memory_problem(host_cell: NUMACell, used: NUMACellUsage, inst_cell: InstanceNUMACell,
+                    ratios: _Ratios) -> str | None:
     if inst_cell.pagesize_kb is not None:
         return _pages_problem(host_cell, used, inst_cell)
     free = math.floor(host_cell.memory_mb * ratios.ram) - used.memory_mb
@@ -88,7 +107,8 @@ def _memory_problem(host_cell, used, inst_cell, ratios):
     return None
 
 
-def _shared_cpu_problem(host_cell, used, inst_cell, ratios):
+def _shared_cpu_problem(host_cell: NUMACell, used: NUMACellUsage, inst_cell: InstanceNUMACell,
+                        ratios: _Ratios) -> str | None:
     wanted = len(inst_cell.cpuset)
     if not host_cell.cpuset:
         return "no shared CPUs"
@@ -100,7 +120,8 @@ def _shared_cpu_problem(host_cell, used, inst_cell, ratios):
     return None
 
 
-def _dedicated_cpu_problem(host_cell, used, inst_cell):
+def _dedicated_cpu_problem(host_cell: NUMACell, used: NUMACellUsage,
+                           inst_cell: InstanceNUMACell) -> str | None:
     free = len(host_cell.pcpuset - used.pinned_cpus)
     wanted = len(inst_cell.cpuset)
     if free < wanted:
@@ -108,7 +129,8 @@ def _dedicated_cpu_problem(host_cell, used, inst_cell):
     return None
 
 
-def _cell_problem(host_cell, used, inst_cell, ratios):
+def _cell_problem(host_cell: NUMACell, used: NUMACellUsage, inst_cell: InstanceNUMACell,
+                  ratios: _Ratios) -> str | None:
     """Why ``inst_cell`` cannot go on ``host_cell``, or None if it can."""
     if inst_cell.cpu_policy == "dedicated":
         cpu = _dedicated_cpu_problem(host_cell, used, inst_cell)
@@ -119,7 +141,7 @@ def _cell_problem(host_cell, used, inst_cell, ratios):
 
 # --- pinning ------------------------------------------------------------------
 
-def _free_core_groups(host_cell, used):
+def _free_core_groups(host_cell: NUMACell, used: NUMACellUsage) -> list[list[int]]:
     """Free dedicated CPUs grouped by hyperthread siblings (sorted lists)."""
     free = set(host_cell.pcpuset - used.pinned_cpus)
     groups = []
@@ -132,7 +154,7 @@ def _free_core_groups(host_cell, used):
     return groups
 
 
-def _pick_pinned_cpus(host_cell, used, count):
+def _pick_pinned_cpus(host_cell: NUMACell, used: NUMACellUsage, count: int) -> list[int]:
     """Choose ``count`` free dedicated CPUs, whole free cores first.
 
     Whole sibling groups are taken largest first while they fit the count;
@@ -152,9 +174,10 @@ def _pick_pinned_cpus(host_cell, used, count):
     return chosen
 
 
-def _place_cell(host_cell, used, inst_cell):
+def _place_cell(host_cell: NUMACell, used: NUMACellUsage,
+                inst_cell: InstanceNUMACell) -> InstanceNUMACell:
     """A copy of ``inst_cell`` placed on ``host_cell`` (pinned if dedicated)."""
-    pinning = {}
+    pinning: dict[int, int] = {}
     if inst_cell.cpu_policy == "dedicated":
         host_cpus = _pick_pinned_cpus(host_cell, used, len(inst_cell.cpuset))
         pinning = dict(zip(sorted(inst_cell.cpuset), host_cpus))
@@ -163,7 +186,8 @@ def _place_cell(host_cell, used, inst_cell):
 
 # --- the whole topology -------------------------------------------------------
 
-def _assignments(candidates, taken=()):
+def _assignments(candidates: Sequence[Sequence[int]],
+                 taken: tuple[int, ...] = ()) -> Iterator[tuple[int, ...]]:
     """Yield tuples of distinct host cell ids, one per instance cell, in order.
 
     ``candidates[i]`` lists the host cell ids instance cell ``i`` fits on.
@@ -176,7 +200,8 @@ def _assignments(candidates, taken=()):
             yield from _assignments(candidates, (*taken, cell_id))
 
 
-def _pci_passes(pci, pci_requests):
+def _pci_passes(pci: _PciSupport | None,
+                pci_requests: Sequence[PciRequest]) -> list[list[PciRequest] | None]:
     """Request lists to try: strict affinity for 'preferred' first, then as asked."""
     if pci is None or not pci_requests:
         return [None]
@@ -185,14 +210,17 @@ def _pci_passes(pci, pci_requests):
     return [strict, list(pci_requests)] if strict != list(pci_requests) else [strict]
 
 
-def _choose(candidates, pci, pci_requests):
+def _choose(candidates: Sequence[Sequence[int]], pci: _PciSupport | None,
+            pci_requests: Sequence[PciRequest]) -> tuple[int, ...] | None:
     """The first assignment whose host cells can also serve the PCI requests."""
     for requests in _pci_passes(pci, pci_requests):
-        verdicts = {}   # the PCI answer depends only on the set of host cells
+        # The PCI answer depends only on the set of host cells.
+        verdicts: dict[frozenset[int], bool] = {}
         for chosen in _assignments(candidates):
             if requests is None:
                 return chosen
             cells = frozenset(chosen)
+            assert pci is not None   # requests are tried only with a pci (_pci_passes)
             if cells not in verdicts:
                 verdicts[cells] = pci.supports(requests, numa_cells=cells)
             if verdicts[cells]:
@@ -206,12 +234,15 @@ class _Attempt:
     problem: str | None = None
 
 
-def _no_cell_detail(inst_cell, problems):
+def _no_cell_detail(inst_cell: InstanceNUMACell,
+                    problems: Iterable[tuple[int, str | None]]) -> str:
     parts = ", ".join(f"host cell {hid}: {why}" for hid, why in problems)
     return f"instance cell {inst_cell.id} fits no host cell ({parts})"
 
 
-def _attempt(host, request, usage, ratios, pci, pci_requests):
+def _attempt(host: NUMATopology | None, request: InstanceNUMATopology,
+             usage: Iterable[NUMACellUsage] | None, ratios: _Ratios, pci: _PciSupport | None,
+             pci_requests: Sequence[PciRequest]) -> _Attempt:
     if not request.cells:
         return _Attempt(placed=request)
     if host is None or not host.cells:
@@ -220,7 +251,8 @@ def _attempt(host, request, usage, ratios, pci, pci_requests):
         return _Attempt(problem=(f"{NUMA_FIT_FAILED}: {len(request.cells)} instance cells "
                                  f"but only {len(host.cells)} host cells"))
     used = _usage_by_cell(host, usage)
-    candidates, details = [], []
+    candidates: list[list[int]] = []
+    details: list[str] = []
     for inst_cell in request.cells:
         problems = [(hc.id, _cell_problem(hc, used[hc.id], inst_cell, ratios))
                     for hc in host.cells]
@@ -239,14 +271,17 @@ def _attempt(host, request, usage, ratios, pci, pci_requests):
     return _Attempt(placed=attrs.evolve(request, cells=cells))
 
 
-def _check_args(host, request):
+def _check_args(host: object, request: object) -> None:
     if host is not None and not isinstance(host, NUMATopology):
         raise InvalidInput(f"host must be a NUMATopology, got {host!r}")
     if not isinstance(request, InstanceNUMATopology):
         raise InvalidInput(f"request must be an InstanceNUMATopology, got {request!r}")
 
 
-def _run(host, request, usage, cpu_allocation_ratio, ram_allocation_ratio, pci, pci_requests):
+def _run(host: NUMATopology | None, request: InstanceNUMATopology,
+         usage: Sequence[NUMACellUsage] | None, cpu_allocation_ratio: Ratio,
+         ram_allocation_ratio: Ratio, pci: _PciSupport | None,
+         pci_requests: Iterable[PciRequest] | None) -> _Attempt:
     _check_args(host, request)
     ratios = _Ratios(cpu=_ratio("cpu_allocation_ratio", cpu_allocation_ratio),
                      ram=_ratio("ram_allocation_ratio", ram_allocation_ratio))
@@ -255,8 +290,10 @@ def _run(host, request, usage, cpu_allocation_ratio, ram_allocation_ratio, pci, 
 
 def fit_instance_to_host(host: NUMATopology | None, request: InstanceNUMATopology,
                          usage: Sequence[NUMACellUsage] | None = None, *,
-                         cpu_allocation_ratio=1, ram_allocation_ratio=1,
-                         pci=None, pci_requests=()) -> InstanceNUMATopology | None:
+                         cpu_allocation_ratio: Ratio = 1, ram_allocation_ratio: Ratio = 1,
+                         pci: _PciSupport | None = None,
+                         pci_requests: Iterable[PciRequest] | None = ()
+                         ) -> InstanceNUMATopology | None:
     """Place every cell of ``request`` on its own host cell, or return None.
 
     :param host: the host's cells (None: the host has no NUMA topology).
@@ -287,8 +324,9 @@ def fit_instance_to_host(host: NUMATopology | None, request: InstanceNUMATopolog
 
 def numa_fit_problem(host: NUMATopology | None, request: InstanceNUMATopology,
                      usage: Sequence[NUMACellUsage] | None = None, *,
-                     cpu_allocation_ratio=1, ram_allocation_ratio=1,
-                     pci=None, pci_requests=()) -> str | None:
+                     cpu_allocation_ratio: Ratio = 1, ram_allocation_ratio: Ratio = 1,
+                     pci: _PciSupport | None = None,
+                     pci_requests: Iterable[PciRequest] | None = ()) -> str | None:
     """Why :func:`fit_instance_to_host` fails with these arguments, or None.
 
     The reason starts with Nova's sentence (:data:`NUMA_FIT_FAILED`, or

@@ -314,12 +314,16 @@ class ComputeNode:
             return ()
         return numa_usage_for(topology, self.numa_placements)
 
-    def inventory(self, rc):
-        """The :class:`Inventory` of ``rc`` (an empty one if not offered)."""
+    def inventory(self, rc: str) -> Inventory:
+        """The :class:`Inventory` of ``rc`` (an empty one if not offered).
+
+        :param rc: a resource class name (``VCPU``, ``MEMORY_MB``, ...).
+        :returns: its inventory.
+        """
         inv = self.inventories.get(str(rc))
         return inv if inv is not None else Inventory(total=0)
 
-    def capacity(self, rc):
+    def capacity(self, rc: str) -> int:
         """Usable amount of ``rc``: ``floor((total - reserved) x ratio)``.
 
         Reserved units of the driver's own (``resources.reserved``: a
@@ -327,6 +331,10 @@ class ComputeNode:
         as used, not also as reserved: see :meth:`Inventory.capacity_in_use`.
         So a deployed bare-metal node shows capacity 1, used 1, free 0 and
         over 0, and still admits no claim.
+
+        :param rc: a resource class name.
+        :returns: its usable amount, in the class's unit (MiB for
+            ``MEMORY_MB``, GiB for ``DISK_GB``).
         """
         inv = self.inventory(rc)
         used = self.used(rc)
@@ -335,20 +343,35 @@ class ComputeNode:
         covering = getattr(self.resources, "reserved", None) or {}
         return inv.capacity_in_use(used, covering.get(str(rc), 0))
 
-    def used(self, rc):
-        """Amount of ``rc`` held by instances and migrations."""
+    def used(self, rc: str) -> int:
+        """Amount of ``rc`` held by instances and migrations.
+
+        :param rc: a resource class name.
+        :returns: the amount held, in the class's unit.
+        """
         return self.usage.get(str(rc), 0)
 
-    def free(self, rc):
-        """``max(0, capacity(rc) - used(rc))``: never negative."""
+    def free(self, rc: str) -> int:
+        """``max(0, capacity(rc) - used(rc))``: never negative.
+
+        :param rc: a resource class name.
+        :returns: the amount free, in the class's unit.
+        """
         return max(0, self.capacity(rc) - self.used(rc))
 
-    def over(self, rc):
+    def over(self, rc: str) -> int:
         """``max(0, used(rc) - capacity(rc))``: what is held beyond capacity
-        (the node shrank, a ratio was lowered, ...)."""
+        (the node shrank, a ratio was lowered, ...).
+
+        :param rc: a resource class name.
+        :returns: the amount held beyond capacity, in the class's unit.
+        """
         return max(0, self.used(rc) - self.capacity(rc))
 
-    def over_classes(self):
-        """``{rc: over}`` for every class held beyond its capacity (empty if none)."""
+    def over_classes(self) -> dict[str, int]:
+        """``{rc: over}`` for every class held beyond its capacity (empty if none).
+
+        :returns: ``{resource class: amount held beyond capacity}``.
+        """
         classes = set(self.inventories) | set(self.usage)
         return {rc: self.over(rc) for rc in sorted(classes) if self.over(rc)}

@@ -14,14 +14,15 @@ what is held beyond capacity in ``over``.
 """
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 
 if TYPE_CHECKING:
+    from nova_lite.conf import Settings
     from nova_lite.db.services import ServiceRecord
-    from nova_lite.objects import ComputeNode, Instance
+    from nova_lite.objects import ComputeNode, Flavor, Instance
 
 
 VCPU, MEMORY_MB, DISK_GB = "VCPU", "MEMORY_MB", "DISK_GB"
@@ -64,7 +65,7 @@ class HypervisorRow:
     running_vms: int
 
 
-def _live(instances):
+def _live(instances: Iterable["Instance"]) -> list["Instance"]:
     return [i for i in instances if i.holds_resources]
 
 
@@ -116,7 +117,7 @@ class ResourceLine:
     over: int
 
 
-def _configured(rc, settings):
+def _configured(rc: str, settings: "Settings | None") -> tuple[int | None, float | None]:
     if settings is None or rc not in _OPTIONS:
         return None, None
     option, kind = _OPTIONS[rc]
@@ -126,7 +127,8 @@ def _configured(rc, settings):
     return reserved, float(settings.allocation_ratio(kind))
 
 
-def resource_lines(node, settings=None):
+def resource_lines(node: "ComputeNode",
+                   settings: "Settings | None" = None) -> list[ResourceLine]:
     """A ResourceLine per class the node offers, reports or uses, sorted."""
     report = node.resources
     detected = report.totals() if report is not None else {}
@@ -163,7 +165,8 @@ class HypervisorStats:
     local_gb_over: int
 
 
-def hypervisor_stats(nodes, instances):
+def hypervisor_stats(nodes: Sequence["ComputeNode"],
+                     instances: Iterable["Instance"]) -> HypervisorStats:
     """HypervisorStats summed over ``nodes``; running_vms counts live instances on them."""
     placed = {(n.host, n.nodename) for n in nodes}
     return HypervisorStats(
@@ -195,12 +198,13 @@ class HostUsageRow:
     disk_gb: int
 
 
-def _flavor_amounts(flavor):
+def _flavor_amounts(flavor: "Flavor") -> tuple[int, int, int]:
     disk = flavor.root_gb + flavor.ephemeral_gb + math.ceil(flavor.swap / 1024)
     return flavor.vcpus, flavor.memory_mb, disk
 
 
-def host_describe(host, nodes, instances):
+def host_describe(host: str, nodes: Iterable["ComputeNode"],
+                  instances: Iterable["Instance"]) -> list[HostUsageRow]:
     """Nova's host-describe rows for ``host`` (its ``nodes`` and ``instances``).
 
     ``(total)``: the inventories' totals; ``(used_now)``: reserved plus what
@@ -210,7 +214,7 @@ def host_describe(host, nodes, instances):
     """
     nodes = [n for n in nodes if n.host == host]
 
-    def total(fn):
+    def total(fn: Callable[["ComputeNode", str], int]) -> tuple[int, ...]:
         return tuple(sum(fn(n, rc) for n in nodes) for rc in (VCPU, MEMORY_MB, DISK_GB))
 
     rows = [HostUsageRow(host, "(total)", *total(lambda n, rc: n.inventory(rc).total)),

@@ -6,34 +6,43 @@ and propagates.
 """
 
 import logging
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from nova_lite.exception import ComputeResourcesUnavailable  # noqa: F401 - public name here too
+from nova_lite.objects import Allocation, Instance, Migration
+
+if TYPE_CHECKING:   # the tracker imports this module
+    from nova_lite.compute.resource_tracker import ResourceTracker
 
 LOG = logging.getLogger(__name__)
+
+_C = TypeVar("_C", bound="NopClaim")
 
 
 class NopClaim:
     """A claim that holds nothing (e.g. a rebuild on the same node)."""
 
-    migration = None
+    migration: Migration | None = None
 
-    def __init__(self, instance=None, nodename=None):
+    def __init__(self, instance: Instance | None = None, nodename: str | None = None) -> None:
         self.instance = instance
         self.nodename = nodename
-        self.allocation = None
+        self.allocation: Allocation | None = None
 
     @property
-    def claimed(self):
+    def claimed(self) -> dict[str, int]:
         """Resources held, ``{rc: amount}``: none."""
         return {}
 
-    def abort(self):
+    def abort(self) -> None:
         """Nothing to give back."""
 
-    def __enter__(self):
+    def __enter__(self: _C) -> _C:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         if exc_type is not None:
             self.abort()
         return False
@@ -47,7 +56,11 @@ class Claim(NopClaim):
     the node's generation the claim committed at.
     """
 
-    def __init__(self, tracker, instance, nodename, allocation, generation=None):
+    instance: Instance
+    nodename: str
+
+    def __init__(self, tracker: "ResourceTracker", instance: Instance, nodename: str,
+                 allocation: Allocation, generation: int | None = None) -> None:
         super().__init__(instance, nodename)
         self._tracker = tracker
         self.allocation = allocation
@@ -55,12 +68,12 @@ class Claim(NopClaim):
         self._aborted = False
 
     @property
-    def claimed(self):
+    def claimed(self) -> dict[str, int]:
         """Resources held, ``{rc: amount}`` (flavor plus overhead)."""
         assert self.allocation is not None   # a Claim is made with what it holds
         return dict(self.allocation.resources)
 
-    def abort(self):
+    def abort(self) -> None:
         """Give the resources back (idempotent)."""
         if self._aborted:
             return
@@ -76,11 +89,15 @@ class MoveClaim(Claim):
     it "error" and frees the destination.
     """
 
-    def __init__(self, tracker, instance, nodename, allocation, migration, generation=None):
+    migration: Migration
+
+    def __init__(self, tracker: "ResourceTracker", instance: Instance, nodename: str,
+                 allocation: Allocation, migration: Migration,
+                 generation: int | None = None) -> None:
         super().__init__(tracker, instance, nodename, allocation, generation)
         self.migration = migration
 
-    def abort(self):
+    def abort(self) -> None:
         """Free the destination and mark the migration failed (idempotent)."""
         if self._aborted:
             return

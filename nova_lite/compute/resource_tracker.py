@@ -9,6 +9,7 @@ an audit run outside every lock.
 import logging
 import time
 import uuid as uuidlib
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -23,7 +24,8 @@ from nova_lite.exception import DriverNotReady, InstanceNotFound, InvalidInput, 
 from nova_lite.model.decide import NodeClaims
 from nova_lite.model.plans import ClaimAsk, ClaimPlan
 from nova_lite.model.usage import synced
-from nova_lite.objects import ComputeNode, Flavor, Instance, Migration, NodeResources
+from nova_lite.objects import (
+    Allocation, ComputeNode, Flavor, Instance, Migration, NodeResources)
 from nova_lite.virt.driver import ComputeDriver
 
 LOG = logging.getLogger(__name__)
@@ -37,11 +39,13 @@ class AuditResult:
     not ready), else None.
     """
 
-    audited: tuple = ()
-    failed: object = attrs.field(factory=dict)
-    skipped: object = None
+    #: The names of the nodes recorded, sorted.
+    audited: tuple[str, ...] = ()
+    #: ``{nodename: reason}`` of the nodes skipped.
+    failed: dict[str, str] = attrs.field(factory=dict)
+    skipped: str | None = None
     #: ``{nodename: generation}`` of the audited nodes as recorded by this pass.
-    generations: object = attrs.field(factory=dict)
+    generations: dict[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -53,7 +57,7 @@ class Released:
     (confirm, revert, abort), else None.
     """
 
-    generations: object = attrs.field(factory=dict)
+    generations: dict[str, int] = attrs.field(factory=dict)
     migration_uuid: str | None = None
 
 
@@ -68,9 +72,17 @@ class ResourceTracker:
     driver's).  A wrong argument raises
     :class:`~nova_lite.exception.InvalidInput` naming it (an
     :class:`~nova_lite.exception.InvalidType` for a wrong type).
+
+    :param host: the compute service's host name.
+    :param driver: the virt driver, its ``init_host`` called.
+    :param store: the records; None: a new in-memory store.
+    :param settings: the service's settings; None: the driver's, else the
+        defaults.
+    :raises nova_lite.exception.InvalidInput: for a wrong argument, named.
     """
 
-    def __init__(self, host, driver, store=None, settings=None):
+    def __init__(self, host: str, driver: ComputeDriver, store: Store | None = None,
+                 settings: conf.Settings | None = None) -> None:
         check_service_arguments("ResourceTracker", host, driver, store, settings)
         self.host = host
         self.driver = driver
@@ -79,21 +91,26 @@ class ResourceTracker:
             "sqlite://", claim_retries=self.settings.claim_retries,
             busy_timeout=self.settings.database_busy_timeout)
         self._locks = NodeLocks()
-        self._nodes = {}
-        self._raced = set()   # nodes whose last claim here lost its compare-and-swap
+        self._nodes: dict[str, ComputeNode] = {}
+        self._raced: set[str] = set()   # nodes whose last claim here lost its compare-and-swap
         self._calls = DriverCaller(self.settings.driver_timeout)
         attach = getattr(driver, "attach_store", None)
         if callable(attach):
             attach(self.store)
 
     # -- views ----------------------------------------------------------------
-    def get_node(self, nodename):
+    def get_node(self, nodename: str) -> ComputeNode:
         """The :class:`ComputeNode` as recorded now; raises NodeNotFound.
 
         The node as tracked here while its generation is still the
         recorded one; if another process or host changed it since, the
         records are read again: they are the truth (its owner may then be
         another host, or it may no longer be reported).
+
+        :param nodename: the node's name.
+        :returns: the node, its usage summed from the records.
+        :raises nova_lite.exception.NodeNotFound: if this host has no record
+            of it.
         """
         with self._locks[nodename]:
             node = self._tracked(nodename)
@@ -104,11 +121,14 @@ class ResourceTracker:
                 pass   # deleted as an orphan meanwhile: the last view
             return synced(node)
 
-    def nodenames(self):
-        """Names of the nodes tracked here."""
+    def nodenames(self) -> list[str]:
+        """Names of the nodes tracked here.
+
+        :returns: the node names, sorted.
+        """
         return sorted(self._nodes)
 
-    def _tracked(self, nodename):
+    def _tracked(self, nodename: str) -> ComputeNode:
         node = self._nodes.get(nodename)
         if node is None:
             # Another process may have audited it; records are the truth.
@@ -120,7 +140,7 @@ class ResourceTracker:
         return node
 
     # -- the audit ---------------------------------------------------------------
-    def update_available_resource(self, nodename=None):
+    def update_available_resource(self, nodename: str | None = None) -> AuditResult:
         """Audit every node (or just ``nodename``) and record the result.
 
         Driver calls run outside the locks and every transaction, each with
@@ -134,6 +154,12 @@ class ResourceTracker:
         DriverNotReady, or gives something that is not a list of node
         names, nothing is recorded and the result's ``skipped`` says why.
         Its duration feeds ``nova_lite_audit_duration_seconds``.
+
+        :param nodename: audit this node only; None: every node the driver
+            lists.
+        :returns: the nodes recorded, and those skipped with the reason.
+        :raises nova_lite.exception.InvalidInput: for a ``nodename`` that is
+            not a recordable name.
         """
         started = time.monotonic()
         try:
@@ -141,8 +167,9 @@ class ResourceTracker:
         finally:
             metrics.record_audit_duration(metrics.RESOURCE_AUDIT, time.monotonic() - started)
 
-    def _update_available_resource(self, nodename):
-        failed, listed = {}, None
+    def _update_available_resource(self, nodename: str | None) -> AuditResult:
+        failed: dict[str, str] = {}
+        listed: frozenset[str] | None = None
         if nodename is not None:
             v.check_text(nodename, "Cannot audit: nodename")
             names = [nodename]
@@ -163,7 +190,7 @@ class ResourceTracker:
             listed = frozenset(names)
         outcomes = self._calls.map(self.driver.get_available_resource, names,
                                    what="get_available_resource")
-        audits = []
+        audits: list[AuditedNode] = []
         for outcome in outcomes:
             name = outcome.item
             try:
@@ -195,7 +222,7 @@ class ResourceTracker:
         return AuditResult(audited=tuple(sorted(recorded)), failed=failed,
                            generations={name: n.generation for name, n in recorded.items()})
 
-    def _audit_entry(self, nodename, report):
+    def _audit_entry(self, nodename: str, report: object) -> AuditedNode:
         if isinstance(report, dict):
             report = NodeResources.from_dict(report, nodename=nodename)
         if not isinstance(report, NodeResources):
@@ -211,7 +238,7 @@ class ResourceTracker:
         return AuditedNode(nodename=nodename, resources=report, inventories=inventories,
                          node_uuid=report.uuid)
 
-    def _mark_failed(self, nodename, reason):
+    def _mark_failed(self, nodename: str, reason: str) -> None:
         # Mark the record even when this tracker has not loaded it yet
         # (after a restart, or a node that vanished and came back).
         self.store.set_node_error(self.host, nodename, reason)
@@ -219,7 +246,8 @@ class ResourceTracker:
         if node is not None:
             self._nodes[nodename] = attrs.evolve(node, last_error=reason)
 
-    def _rebuild_missing(self, nodenames=None):
+    def _rebuild_missing(self, nodenames: Sequence[str] | None = None
+                         ) -> dict[tuple[str, str], Allocation]:
         """``{(consumer_uuid, nodename): Allocation}`` for the consumers whose
         allocation is missing, worked out before the audit's transaction.
 
@@ -234,7 +262,7 @@ class ResourceTracker:
             lambda m: self.driver.estimate_instance_overhead(
                 m.consumer.new_flavor if isinstance(m.consumer, Migration) else m.consumer),
             missing, what="estimate_instance_overhead")
-        rebuilt = {}
+        rebuilt: dict[tuple[str, str], Allocation] = {}
         for outcome in outcomes:
             m = outcome.item
             if outcome.error is not None:
@@ -247,23 +275,51 @@ class ResourceTracker:
         return rebuilt
 
     # -- claims -------------------------------------------------------------------
-    def instance_claim(self, instance, nodename, limits=None):
+    def instance_claim(self, instance: Instance, nodename: str,
+                       limits: object = None) -> Claim:
         """Claim ``instance``'s flavor plus overhead on ``nodename``.
 
         Returns a :class:`Claim`; raises ComputeResourcesUnavailable with
         every reason (also when this host does not own the node, or its
         driver no longer reports it), or NodeNotFound for a node not
         tracked here.
+
+        :param instance: the instance to claim for (its flavor).
+        :param nodename: the node to claim on.
+        :param limits: the scheduler's limits (``{"memory_mb": ...,
+            "disk_gb": ..., "vcpu": ...}``, Nova's keys and units, or an
+            object with ``to_dict()``), which can only narrow the node's
+            capacity; None: the node's inventory bounds the claim.
+        :returns: the claim; a context manager that aborts it if its block
+            raises.
+        :raises nova_lite.exception.ComputeResourcesUnavailable: naming every
+            reason; nothing is claimed.
+        :raises nova_lite.exception.NodeNotFound: for a node this host has
+            no record of.
+        :raises nova_lite.exception.InvalidInput: for a wrong argument.
         """
         return self.instance_claims([instance], nodename, limits)[0]
 
-    def instance_claims(self, instances, nodename, limits=None):
+    def instance_claims(self, instances: Iterable[Instance], nodename: str,
+                        limits: object = None) -> list[Claim]:
         """Claim every instance of ``instances`` on ``nodename``: all of them or none.
 
         One transaction: each is decided on the node with the ones before
         it counted.  Returns a list of :class:`Claim`, in order; raises
         ComputeResourcesUnavailable with every reason of the first that
         does not fit (nothing is claimed then).
+
+        :param instances: the instances to claim for, at least one, each
+            once.
+        :param nodename: the node to claim on.
+        :param limits: the scheduler's limits, as for :meth:`instance_claim`.
+        :returns: one claim per instance, in order.
+        :raises nova_lite.exception.ComputeResourcesUnavailable: naming every
+            reason of the first that does not fit; nothing is claimed.
+        :raises nova_lite.exception.NodeNotFound: for a node this host has
+            no record of.
+        :raises nova_lite.exception.InvalidInput: for no instance, one given
+            twice, or a wrong argument.
         """
         instances = list(instances)
         if not instances:
@@ -274,24 +330,55 @@ class ResourceTracker:
             raise InvalidInput("instance_claims got the same instance twice")
         requests = [self._request(instance, instance.flavor, None) for instance in instances]
         plans, generation = self._claim(nodename, limits, requests)
-        return [Claim(self, plan.instance, nodename, plan.allocation, generation)
-                for plan in plans]
+        claims = []
+        for plan in plans:
+            assert plan.instance is not None   # a build's plan places its instance
+            claims.append(Claim(self, plan.instance, nodename, plan.allocation, generation))
+        return claims
 
-    def resize_claim(self, instance, new_flavor, nodename, limits=None):
+    def resize_claim(self, instance: Instance, new_flavor: Flavor, nodename: str,
+                     limits: object = None) -> MoveClaim:
         """Claim ``new_flavor`` on ``nodename`` for a resize of ``instance``.
 
         Returns a :class:`MoveClaim` whose ``migration`` is recorded.  On the
         same node both flavors count until confirm or revert.  Refused
         (InvalidInput, checked in the claim's transaction) unless the
         records hold the instance live with no other move in progress.
+
+        :param instance: the instance to resize.
+        :param new_flavor: the flavor it is resized to.
+        :param nodename: the node to claim on (the destination).
+        :param limits: the scheduler's limits, as for :meth:`instance_claim`.
+        :returns: the claim, its ``migration`` recorded.
+        :raises nova_lite.exception.ComputeResourcesUnavailable: naming every
+            reason; nothing is claimed.
+        :raises nova_lite.exception.NodeNotFound: for a node this host has
+            no record of.
+        :raises nova_lite.exception.InvalidInput: for a wrong argument, or
+            an instance that is not live or already moving.
         """
         _check_instance(instance)
         if not isinstance(new_flavor, Flavor):
             raise InvalidInput(f"new_flavor must be a Flavor, got {new_flavor!r}")
         return self._move_claim(instance, new_flavor, nodename, limits, "resize")
 
-    def rebuild_claim(self, instance, nodename, limits=None):
-        """Claim for a rebuild: nothing on the instance's own node, else an evacuation."""
+    def rebuild_claim(self, instance: Instance, nodename: str,
+                      limits: object = None) -> NopClaim | MoveClaim:
+        """Claim for a rebuild: nothing on the instance's own node, else an evacuation.
+
+        :param instance: the instance to rebuild.
+        :param nodename: the node to rebuild it on.
+        :param limits: the scheduler's limits, as for :meth:`instance_claim`.
+        :returns: a :class:`~nova_lite.compute.claims.NopClaim` on the
+            instance's own node, else a
+            :class:`~nova_lite.compute.claims.MoveClaim` of an evacuation.
+        :raises nova_lite.exception.ComputeResourcesUnavailable: naming every
+            reason; nothing is claimed.
+        :raises nova_lite.exception.NodeNotFound: for a node this host has
+            no record of.
+        :raises nova_lite.exception.InvalidInput: for a wrong argument, or
+            (evacuation) an instance that is not live or already moving.
+        """
         _check_instance(instance)
         if self._placement_of(instance) == (self.host, nodename):
             with self._locks[nodename]:
@@ -299,13 +386,14 @@ class ResourceTracker:
             return NopClaim(instance, nodename)
         return self._move_claim(instance, instance.flavor, nodename, limits, "evacuation")
 
-    def _move_claim(self, instance, flavor, nodename, limits, kind):
+    def _move_claim(self, instance: Instance, flavor: Flavor, nodename: str, limits: object,
+                    kind: str) -> MoveClaim:
         migration = self._new_migration(instance, flavor, nodename, kind)
         (plan,), generation = self._claim(nodename, limits,
                                           [self._request(instance, flavor, migration)])
         return MoveClaim(self, instance, nodename, plan.allocation, migration, generation)
 
-    def _placement_of(self, instance):
+    def _placement_of(self, instance: Instance) -> tuple[str | None, str | None]:
         """(host, node) of ``instance``: its own, else its record's.
 
         Callers may hold the Instance they built before the claim placed
@@ -319,7 +407,8 @@ class ResourceTracker:
             return instance.host, instance.node
         return stored.host, stored.node
 
-    def _new_migration(self, instance, new_flavor, nodename, kind):
+    def _new_migration(self, instance: Instance, new_flavor: Flavor, nodename: str,
+                       kind: str) -> Migration:
         # The move starts from the instance as recorded (the caller's copy may
         # predate a confirmed resize); the claim's transaction checks it again.
         try:
@@ -334,7 +423,8 @@ class ResourceTracker:
             dest_compute=self.host, dest_node=nodename, old_flavor=stored.flavor,
             new_flavor=new_flavor, status="pre-migrating", migration_type=kind)
 
-    def _request(self, instance, flavor, migration):
+    def _request(self, instance: Instance, flavor: Flavor,
+                 migration: Migration | None) -> ClaimAsk:
         """What one claim asks for; worked out before the node's lock, so a slow
         driver estimate holds up no other claim."""
         overhead = self.driver.estimate_instance_overhead(
@@ -384,23 +474,37 @@ class ResourceTracker:
         return plans, node.generation
 
     # -- giving back ------------------------------------------------------------
-    def _release(self, nodename, consumers, **changes):
+    def _release(self, nodename: str, consumers: list[str], *,
+                 instance: Instance | None = None,
+                 migration_status: tuple[str, str] | None = None,
+                 transfer: tuple[str, str] | None = None) -> Released:
         """Drop ``consumers``' allocations on ``nodename`` (one transaction).
 
         Returns a :class:`Released`.
         """
         with self._locks[nodename]:
             node = self._tracked(nodename)
-            fresh = self.store.release([node.uuid], consumers, **changes)
+            fresh = self.store.release([node.uuid], consumers, instance=instance,
+                                       migration_status=migration_status, transfer=transfer)
             self._nodes[nodename] = fresh[node.uuid]
-        finished = changes.get("migration_status")
         return Released(generations={node.uuid: fresh[node.uuid].generation},
-                        migration_uuid=finished[0] if finished else None)
+                        migration_uuid=migration_status[0] if migration_status else None)
 
-    def abort_instance_claim(self, instance, nodename):
+    def abort_instance_claim(self, instance: Instance, nodename: str) -> Released:
         """Give back everything ``instance`` holds on ``nodename``.
 
         Returns a :class:`Released`.
+
+        :param instance: the instance whose claim to abort; it leaves its
+            host and node.
+        :param nodename: the node it holds resources on.
+        :returns: the node freed on, at its new generation.
+        :raises nova_lite.exception.InstanceNotFound: if the instance has no
+            record.
+        :raises nova_lite.exception.NodeNotFound: for a node this host has
+            no record of.
+        :raises nova_lite.exception.InstanceStateConflict: if the records
+            say it is deleted.
         """
         _check_instance(instance)
         self.store.get_instance(instance.uuid)   # InstanceNotFound: nothing to give back
@@ -409,15 +513,22 @@ class ResourceTracker:
         LOG.info("Aborted claim of instance %s on node %s", instance.uuid, nodename)
         return done
 
-    def abort_move_claim(self, migration):
+    def abort_move_claim(self, migration: Migration) -> Released:
         """Free a move claim's destination and mark its migration "error".
 
         Returns a :class:`Released`.
+
+        :param migration: the move's migration record.
+        :returns: the destination freed on, and the migration finished.
+        :raises nova_lite.exception.NodeNotFound: for a destination node
+            this host has no record of.
+        :raises nova_lite.exception.InvalidInput: if the migration is no
+            longer in progress; nothing is changed.
         """
         return self._release(migration.dest_node, [migration.uuid],
                              migration_status=(migration.uuid, "error"))
 
-    def drop_move_claim(self, instance, nodename, flavor):
+    def drop_move_claim(self, instance: Instance, nodename: str, flavor: Flavor) -> Released:
         """Free ``flavor`` held for ``instance`` on ``nodename``.
 
         Confirm: the old flavor at the source (the new one becomes the
@@ -425,6 +536,18 @@ class ResourceTracker:
         Refused (InvalidInput, nothing changed) if the migration is no
         longer in progress when the change commits.  Returns a
         :class:`Released` naming the migration.
+
+        :param instance: the instance being resized.
+        :param nodename: the node to free ``flavor`` on (the source to
+            confirm, the destination to revert).
+        :param flavor: the flavor to free there.
+        :returns: the node freed on, and the migration finished.
+        :raises nova_lite.exception.InstanceNotFound: if the instance has no
+            migration in progress, or holds no ``flavor`` on ``nodename``.
+        :raises nova_lite.exception.NodeNotFound: for a node this host has
+            no record of.
+        :raises nova_lite.exception.InvalidInput: if the migration is no
+            longer in progress when the change commits; nothing is changed.
         """
         _check_instance(instance)
         migration = self._migration_in_progress(instance)
@@ -456,7 +579,7 @@ class ResourceTracker:
                  flavor.name, nodename)
         return done
 
-    def update_migration_status(self, migration, status):
+    def update_migration_status(self, migration: Migration | str, status: str) -> Migration:
         """Record that ``migration`` (a Migration or its uuid) reached ``status``.
 
         ``status`` is one of Nova's steps of a move in progress
@@ -465,23 +588,32 @@ class ResourceTracker:
         it, so a move that goes on is never taken for stuck.  Returns the
         Migration as recorded; InvalidInput (nothing changed) for a final
         status or a move that is over.
+
+        :param migration: the migration, or its uuid.
+        :param status: the step it reached.
+        :returns: the migration as recorded.
+        :raises nova_lite.exception.MigrationNotFound: for an unknown
+            migration.
+        :raises nova_lite.exception.InvalidInput: for a status that is not a
+            step of a move in progress, or a move that is over; nothing is
+            changed.
         """
         uuid = migration.uuid if isinstance(migration, Migration) else migration
         recorded = self.store.set_migration_status(uuid, status)
         LOG.info("Migration %s of instance %s is %s", uuid, recorded.instance_uuid, status)
         return recorded
 
-    def _migration_in_progress(self, instance):
+    def _migration_in_progress(self, instance: Instance) -> Migration:
         migrations = self.store.list_migrations(instance.uuid, in_progress_only=True)
         if not migrations:
             raise InstanceNotFound(instance.uuid, "with a migration in progress")
         return migrations[-1]
 
-    def _tracked_node_uuid(self, nodename):
+    def _tracked_node_uuid(self, nodename: str) -> str:
         with self._locks[nodename]:
             return self._tracked(nodename).uuid
 
-    def update_usage(self, instance):
+    def update_usage(self, instance: Instance) -> Released:
         """Record ``instance``'s new state; deleted or shelve-offloaded frees it at once.
 
         One transaction: the instance row and its allocations change
@@ -491,6 +623,16 @@ class ResourceTracker:
         deleted meanwhile) raises InstanceStateConflict and changes
         nothing.  Returns a :class:`Released` with the nodes it freed
         resources on.
+
+        :param instance: the instance in its new state.
+        :returns: the nodes whose usage changed, at their new generations.
+        :raises nova_lite.exception.InstanceNotFound: if the instance has no
+            record.
+        :raises nova_lite.exception.InstanceStateConflict: for a change
+            decided on a state the records no longer hold; nothing is
+            changed.
+        :raises nova_lite.exception.InvalidType: if ``instance`` is not an
+            :class:`~nova_lite.objects.Instance`.
         """
         _check_instance(instance)
         fresh = self.store.record_instance_state(instance)
@@ -500,7 +642,7 @@ class ResourceTracker:
                      instance.vm_state)
         return Released(generations={u: node.generation for u, node in fresh.items()})
 
-    def _adopt_usages(self, fresh):
+    def _adopt_usages(self, fresh: Mapping[str, ComputeNode]) -> None:
         """Take ``{node_uuid: ComputeNode}`` read in a transaction for the nodes tracked here.
 
         A record older than the one tracked (a claim committed since) is
@@ -516,7 +658,8 @@ class ResourceTracker:
                     self._nodes[name] = fresh[node_uuid]
 
 
-def _refuse_shared_uuids(audits, failed, host):
+def _refuse_shared_uuids(audits: list[AuditedNode], failed: dict[str, str],
+                         host: str) -> list[AuditedNode]:
     """Drop (into ``failed``) the nodes whose report gives a uuid another node's gives too.
 
     A uuid names one node record; which of the nodes owns it cannot be
@@ -531,7 +674,7 @@ def _refuse_shared_uuids(audits, failed, host):
         return audits
     kept = []
     for audit in audits:
-        names = shared.get(audit.node_uuid)
+        names = shared.get(audit.node_uuid) if audit.node_uuid is not None else None
         if names is None:
             kept.append(audit)
             continue
@@ -543,7 +686,8 @@ def _refuse_shared_uuids(audits, failed, host):
     return kept
 
 
-def check_service_arguments(what, host, driver, store, settings):
+def check_service_arguments(what: str, host: object, driver: object, store: object,
+                            settings: object) -> None:
     """Raise InvalidInput naming the first wrong argument of ``what``'s constructor.
 
     Shared by :class:`ResourceTracker` and the compute service: ``host``
@@ -556,11 +700,11 @@ def check_service_arguments(what, host, driver, store, settings):
     v.check_type(settings, conf.Settings, f"{what} settings", optional=True)
 
 
-def _check_instance(instance):
+def _check_instance(instance: object) -> None:
     v.check_type(instance, Instance, "instance")
 
 
-def _log_final_view(node):
+def _log_final_view(node: ComputeNode) -> None:
     if not LOG.isEnabledFor(logging.INFO):
         return
     parts = [f"{rc}: capacity={node.capacity(rc)} used={node.used(rc)} free={node.free(rc)} "

@@ -34,16 +34,20 @@ else (a move, a known instance, several claims at once) takes the steps
 above.
 """
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
 import attrs
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite import holds
 from nova_lite.db import models, rows, serialize as ser
+from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
-from nova_lite.model.plans import MAX_AMOUNT
-from nova_lite.objects import DELETED, MIGRATION_IN_PROGRESS
+from nova_lite.model.plans import MAX_AMOUNT, ClaimPlan, ClaimRequest
+from nova_lite.objects import DELETED, MIGRATION_IN_PROGRESS, ComputeNode, Migration
 
 T_NODES, T_ALLOC = models.compute_nodes, models.allocations
 T_INST, T_MIG, T_USAGE = models.instances, models.migrations, models.node_usage
@@ -74,14 +78,20 @@ _INSERT_NEW_INSTANCE = {
         index_elements=[T_INST.c.uuid])
     for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))}
 
+_V = TypeVar("_V")
 
-def _locked_instance(conn, instance_uuid):
+#: ``(node_uuid, generation, usage)`` of a claim that re-read its node under
+#: the lock: ``usage`` as :func:`nova_lite.db.rows.load_node_locked` gives it.
+LockedUsage = tuple[str, int, Mapping[str, int]]
+
+
+def _locked_instance(conn: DirectConnection, instance_uuid: str) -> Any:
     """The instance's row, locked until the transaction ends (None if unknown)."""
     query = _SELECT_INSTANCE_LOCKED if conn.dialect.name == "postgresql" else _SELECT_INSTANCE
     return conn.execute(query, {"uuid": instance_uuid}).first()
 
 
-def _guard_instance_claim(conn, instance_uuid):
+def _guard_instance_claim(conn: DirectConnection, instance_uuid: str) -> None:
     """A known instance may be claimed unless deleted or already holding a claim."""
     stored = _locked_instance(conn, instance_uuid)
     if stored is None:
@@ -98,7 +108,7 @@ def _guard_instance_claim(conn, instance_uuid):
                            "abort it or free the instance before claiming again")
 
 
-def _guard_move(conn, migration):
+def _guard_move(conn: DirectConnection, migration: Migration) -> None:
     """A move is of a live instance on record with no other move in progress."""
     stored = _locked_instance(conn, migration.instance_uuid)
     if stored is None:
@@ -121,7 +131,7 @@ def _guard_move(conn, migration):
             f"({moving.status}) in progress; confirm, revert or abort it first")
 
 
-def guard_requests(conn, requests):
+def guard_requests(conn: DirectConnection, requests: Iterable[ClaimRequest]) -> None:
     """Step 1: every move's guard (:func:`_guard_move`), under its instance row's lock.
 
     Raises (and the transaction rolls back) on the first refusal.  An
@@ -135,7 +145,7 @@ def guard_requests(conn, requests):
             _guard_move(conn, request.migration)
 
 
-def bump_and_lock(conn, node_uuid):
+def bump_and_lock(conn: sa.Connection | DirectConnection, node_uuid: str) -> int:
     """Move the node to its next generation; returns it (NodeNotFound if none).
 
     The update takes the node row's lock until the transaction ends (on
@@ -148,7 +158,7 @@ def bump_and_lock(conn, node_uuid):
     return generation
 
 
-def bump_and_reread(conn, node_uuid):
+def bump_and_reread(conn: DirectConnection, node_uuid: str) -> tuple[int, list[Any]]:
     """:func:`bump_and_lock` and the node's re-read under that lock, sent
     together; returns ``(generation, rows)``, the rows for
     :func:`nova_lite.db.rows.load_node_locked`.
@@ -165,7 +175,8 @@ def bump_and_reread(conn, node_uuid):
     return generation, found.all()
 
 
-def write_plans(conn, plans, now, usage=None):
+def write_plans(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float,
+                usage: LockedUsage | None = None) -> None:
     """The instance, migration and allocation rows of admitted plans.
 
     A new instance's row is inserted; a known one is checked under its
@@ -211,11 +222,13 @@ def write_plans(conn, plans, now, usage=None):
         u_generation=generation))
 
 
-def _pg_new_instance_with_usage(conn, plan, now, usage):
+def _pg_new_instance_with_usage(conn: DirectConnection, plan: ClaimPlan, now: float,
+                                usage: LockedUsage) -> bool:
     """:data:`_PG_NEW_INSTANCE_WITH_USAGE`: True if it wrote the plan; False
     if the instance is known (its row, guard and allocation are then still
     to write; the usage row it wrote counts them already)."""
     node_uuid, generation, before = usage
+    assert plan.instance is not None   # the caller's condition: a new instance's plan
     allocation = rows.allocation_values(plan.allocation, now)
     values = dict(_prefixed(allocation, "a_"),
                   **_prefixed(rows.new_instance_values(plan.instance, now), "i_"),
@@ -224,7 +237,8 @@ def _pg_new_instance_with_usage(conn, plan, now, usage):
     return bool(conn.execute(_PG_NEW_INSTANCE_WITH_USAGE, values).rows)
 
 
-def usage_after(usage, allocations, generation):
+def usage_after(usage: Mapping[str, int], allocations: Iterable[Mapping[str, Any]],
+                generation: int) -> dict[str, int]:
     """``usage`` (see :func:`nova_lite.db.rows.load_node_locked`) with the
     allocation rows ``allocations`` (dicts by column) added at ``generation``,
     counted as the database would count them.
@@ -244,7 +258,7 @@ def usage_after(usage, allocations, generation):
     return totals
 
 
-def _pg_usage_upsert_cte():
+def _pg_usage_upsert_cte() -> sa.CTE:
     """The upsert of the node's usage row (values ``u_<column>``), as a WITH clause."""
     fields = ("node_uuid", "generation", *rows.USAGE_ROW_FIELDS)
     upsert = postgresql.insert(models.node_usage).values(
@@ -254,16 +268,16 @@ def _pg_usage_upsert_cte():
         set_={f: upsert.excluded[f] for f in fields[1:]}).cte("usage_row")
 
 
-def _row_of_values(table, prefix):
+def _row_of_values(table: sa.Table, prefix: str) -> sa.Select[Any]:
     """SELECT of one row of ``table`` from values named ``<prefix><column>``."""
     return sa.select(*[sa.bindparam(f"{prefix}{c.name}", type_=c.type) for c in table.columns])
 
 
-def _prefixed(values, prefix):
+def _prefixed(values: Mapping[str, _V], prefix: str) -> dict[str, _V]:
     return {f"{prefix}{k}": v for k, v in values.items()}
 
 
-def _build_pg_allocation_and_usage():
+def _build_pg_allocation_and_usage() -> sa.Insert:
     """INSERT of an allocation with, in a WITH clause, the upsert of the node's usage row."""
     return _INSERT_ALLOCATION.add_cte(_pg_usage_upsert_cte())
 
@@ -271,7 +285,7 @@ def _build_pg_allocation_and_usage():
 _PG_ALLOCATION_AND_USAGE = _build_pg_allocation_and_usage()
 
 
-def _build_pg_new_instance_with_usage():
+def _build_pg_new_instance_with_usage() -> sa.Insert:
     """One statement: a new instance's row, its allocation and the node's
     usage row; the allocation only if the instance had no row."""
     instance = postgresql.insert(T_INST).values(
@@ -286,7 +300,7 @@ def _build_pg_new_instance_with_usage():
 _PG_NEW_INSTANCE_WITH_USAGE = _build_pg_new_instance_with_usage()
 
 
-def _build_pg_single_claim():
+def _build_pg_single_claim() -> sa.Select[Any]:
     """One statement, the first of its transaction: a new instance's claim,
     admitted by the database or left to a decision under the node's lock.
 
@@ -366,7 +380,8 @@ def _build_pg_single_claim():
 PG_SINGLE_CLAIM = _build_pg_single_claim()
 
 
-def single_claim_values(node, plan, now):
+def single_claim_values(node: ComputeNode, plan: ClaimPlan,
+                        now: float) -> dict[str, Any] | None:
     """The values of :data:`PG_SINGLE_CLAIM` for ``plan`` decided on ``node``,
     or None if the plan is not a case it covers (one new instance, no move).
 
@@ -385,14 +400,14 @@ def single_claim_values(node, plan, now):
         and all(allocation[col] == 0 or rc in bounds for rc, col in rows.STD_COLUMNS)
     # A class the plan does not ask for is not checked (a node over capacity
     # still takes what makes it no worse): its bound is the most recorded.
-    most = {f"most_{col}": bounds.get(rc, MAX_AMOUNT) if plain else 0
+    most = {f"most_{col}": bounds.get(rc, MAX_AMOUNT) if plain and bounds is not None else 0
             for rc, col in rows.STD_COLUMNS}
     return dict(_prefixed(rows.new_instance_values(plan.instance, now), "i_"),
                 **_prefixed(allocation, "a_"), **most,
                 node=node.uuid, expected=node.generation, plain=plain)
 
 
-def node_with_usage_row(node, row):
+def node_with_usage_row(node: ComputeNode, row: Any) -> ComputeNode:
     """``node`` as recorded after the usage row took a claim decided on it
     (:data:`PG_SINGLE_CLAIM` answered ``row``): the row's usage of the
     standard classes at the row's generation; nothing else changed since

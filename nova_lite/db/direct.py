@@ -13,9 +13,15 @@ Decimal): the callers convert what they read.
 """
 
 import collections
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.engine.interfaces import DBAPICursor, Dialect
+from sqlalchemy.sql.compiler import SQLCompiler
+
+#: ``{column: value}`` of one statement's parameters (plain DBAPI types).
+Values = Mapping[str, Any]
 
 
 #: The row type of a statement that returns no rows.
@@ -29,14 +35,18 @@ class _Compiled:
 
     __slots__ = ("sql", "order", "defaults", "row_type")
 
-    def __init__(self, statement, dialect):
-        done = statement.compile(dialect=dialect)
-        self.sql = done.string
-        self.order = tuple(done.positiontup) if done.positional else None
-        self.defaults = {k: v for k, v in done.params.items() if v is not None}
-        self.row_type = None
+    def __init__(self, statement: sa.ClauseElement, dialect: Dialect) -> None:
+        # DML and SELECT statements: their compiler is a SQLCompiler, whose
+        # positiontup is a list whenever it is positional.
+        done = cast(SQLCompiler, statement.compile(dialect=dialect))
+        self.sql: str = done.string
+        self.order: tuple[str, ...] | None = \
+            tuple(done.positiontup) if done.positional else None  # type: ignore[arg-type]
+        self.defaults: dict[str, Any] = {k: v for k, v in done.params.items() if v is not None}
+        #: a namedtuple class, :data:`_NO_ROWS`, or None until the first result.
+        self.row_type: Any = None
 
-    def parameters(self, values):
+    def parameters(self, values: Values) -> Values | tuple[Any, ...]:
         if self.defaults:
             values = {**self.defaults, **values}
         if self.order is None:
@@ -49,25 +59,25 @@ class DirectResult:
 
     __slots__ = ("rows", "rowcount")
 
-    def __init__(self, rows, rowcount):
-        self.rows = rows
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self.rows = rows   # namedtuples named after the statement's columns
         self.rowcount = rowcount
 
-    def first(self):
+    def first(self) -> Any:
         return self.rows[0] if self.rows else None
 
-    def all(self):
+    def all(self) -> list[Any]:
         return self.rows
 
-    def one(self):
+    def one(self) -> Any:
         if len(self.rows) != 1:
             raise sa.exc.NoResultFound(f"expected one row, got {len(self.rows)}")
         return self.rows[0]
 
-    def scalar(self):
+    def scalar(self) -> Any:
         return self.rows[0][0] if self.rows else None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.rows)
 
 
@@ -80,11 +90,11 @@ class DirectConnection:
 
     _compiled: dict[tuple[int, str], tuple[Any, _Compiled]] = {}
 
-    def __init__(self, cursor, dialect):
+    def __init__(self, cursor: DBAPICursor, dialect: Dialect) -> None:
         self.cursor = cursor
         self.dialect = dialect
 
-    def _compile(self, statement):
+    def _compile(self, statement: sa.ClauseElement) -> _Compiled:
         key = (id(statement), self.dialect.name)
         entry = self._compiled.get(key)
         if entry is None or entry[0] is not statement:
@@ -92,12 +102,17 @@ class DirectConnection:
             entry = self._compiled[key] = (statement, _Compiled(statement, self.dialect))
         return entry[1]
 
-    def _pipeline(self):
+    def _connection(self) -> Any:
+        """The cursor's DBAPI connection (not in the DBAPI cursor protocol's types)."""
+        return self.cursor.connection  # type: ignore[attr-defined]
+
+    def _pipeline(self) -> Any:
         """psycopg's pipeline on this connection, or None (SQLite has none)."""
-        pipeline = getattr(self.cursor.connection, "pipeline", None)
+        pipeline = getattr(self._connection(), "pipeline", None)
         return pipeline() if pipeline is not None else None
 
-    def execute_together(self, statements):
+    def execute_together(self, statements: Sequence[tuple[sa.ClauseElement, Values | None]]
+                         ) -> list[DirectResult]:
         """Run ``[(statement, values), ...]`` in order; their results, in order.
 
         On PostgreSQL they are sent at once and answered at once: one round
@@ -109,7 +124,7 @@ class DirectConnection:
         pipeline = self._pipeline()
         if pipeline is None:
             return [self.execute(statement, values) for statement, values in statements]
-        connection = self.cursor.connection
+        connection = self._connection()
         sent = [(connection.cursor(), self._compile(statement), values or {})
                 for statement, values in statements]
         try:
@@ -121,7 +136,8 @@ class DirectConnection:
             for cursor, _, _ in sent:
                 cursor.close()
 
-    def execute(self, statement, values=None):
+    def execute(self, statement: sa.ClauseElement,
+                values: Values | list[dict[str, Any]] | None = None) -> DirectResult:
         """Run ``statement`` with ``values`` (a dict, or a list of dicts for many rows)."""
         compiled = self._compile(statement)
         cursor = self.cursor
@@ -138,7 +154,7 @@ class DirectConnection:
         return self._result(compiled, cursor)
 
     @staticmethod
-    def _result(compiled, cursor):
+    def _result(compiled: _Compiled, cursor: DBAPICursor) -> DirectResult:
         # A statement returns rows every time or never: its columns are read
         # once (psycopg builds ``description`` anew on each call, a cost of
         # its own for the wide row of a node's re-read).

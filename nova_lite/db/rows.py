@@ -254,7 +254,7 @@ def _node_with_extras(conn: sa.Connection, row: Any, sums: Mapping[str, int],
 _UPSERT_USAGE: dict[str, sa.Insert] = {}
 
 
-def record_usage(conn: sa.Connection, node_uuid: str, generation: int,
+def record_usage(conn: sa.Connection | DirectConnection, node_uuid: str, generation: int,
                  usage: Mapping[str, int]) -> None:
     """Record ``usage`` (see :func:`load_node_locked`) as the node's at ``generation``.
 

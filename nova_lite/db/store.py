@@ -18,8 +18,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 import sqlalchemy as sa
@@ -35,13 +35,15 @@ from nova_lite.db.engine import (
     DEFAULT_BUSY_TIMEOUT_S, Database, cause, is_unique_violation, sqlite_file_path)
 from nova_lite.exception import ComputeResourcesUnavailable
 from nova_lite.db.services import COMPUTE_BINARY, ServiceRecord
+from nova_lite.db.snapshot import RecordsSnapshot
+from nova_lite.db.audit_writes import MissingAllocation
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, MigrationNotFound, NodeNotFound,
     SchemaOutdated, StoreError)
 from nova_lite.model.plans import ClaimPlan, ClaimRequest
 from nova_lite.model.usage import with_allocations
 from nova_lite.objects import (
-    DELETED, ComputeNode, Instance, NodeResources)
+    DELETED, Allocation, ComputeNode, Instance, Migration, NodeResources)
 from nova_lite.resources import Inventory
 
 LOG = logging.getLogger(__name__)
@@ -53,6 +55,12 @@ T_FIND = models.host_findings
 #: A claim's decision (see :meth:`Store.claim`): a pure function of the node
 #: record, one plan per request, or ComputeResourcesUnavailable.
 Decide = Callable[[ComputeNode], Iterable[ClaimPlan]]
+
+_T = TypeVar("_T")
+
+#: ``migration_status`` of :meth:`Store.release`: one ``(migration_uuid,
+#: status)`` pair, or a list of them.
+MigrationStatus = tuple[str, str] | list[tuple[str, str]]
 
 
 @attrs.frozen
@@ -86,10 +94,34 @@ class Store:
     ``busy_timeout`` that are not numbers >= 0, raise
     :class:`~nova_lite.exception.InvalidInput` naming the argument
     (:class:`~nova_lite.exception.InvalidType` for a wrong type).
+
+    Every method that reads or writes the records raises
+    :class:`~nova_lite.exception.StoreError` (or its
+    :class:`~nova_lite.exception.DatabaseBusy`) when the database fails
+    or stays locked past ``busy_timeout``, and a read on a schema older
+    than this nova-lite's raises
+    :class:`~nova_lite.exception.SchemaOutdated`; the methods below name
+    only the errors of their own.
+
+    :param url: the database URL: ``sqlite:///PATH``, ``sqlite://`` or
+        ``postgresql://...``.
+    :param claim_retries: how many times a transaction that lost a race on
+        PostgreSQL is retried (a count, >= 0).
+    :param busy_timeout: the longest wait for another writer's lock, in
+        seconds (>= 0).
+    :param readonly: open for reading only (the schema must be current).
+    :param initialise: accept an empty (0 byte) SQLite file and create
+        the schema in it.
+    :raises nova_lite.exception.InvalidInput: for a wrong argument, named.
+    :raises nova_lite.exception.SchemaOutdated: for a schema newer than
+        this nova-lite's, or (``readonly``) older.
+    :raises nova_lite.exception.StoreError: when the database cannot be
+        opened, or is an empty SQLite file without ``initialise``.
     """
 
-    def __init__(self, url, claim_retries=10, busy_timeout=DEFAULT_BUSY_TIMEOUT_S,
-                 readonly=False, initialise=False):
+    def __init__(self, url: str, claim_retries: int = 10,
+                 busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
+                 readonly: bool = False, initialise: bool = False) -> None:
         arguments.check_store(url, claim_retries, busy_timeout)
         path, _ = sqlite_file_path(url)
         if path and not initialise and os.path.exists(path) and \
@@ -135,22 +167,24 @@ class Store:
                 f"Database {self.db.redacted_url} has schema {state.describe()}, this "
                 f"nova-lite needs {state.head}; a read-only command never migrates: run "
                 "'nova-lite db sync'")
-        self._report_texts: dict[str, dict] = collections.defaultdict(dict)   # report_text()
+        # report_text(): {host: {node uuid: (report, its text)}}
+        self._report_texts: dict[str, dict[str, tuple[NodeResources, str]]] = \
+            collections.defaultdict(dict)
 
-    def _write(self, op, fn):
+    def _write(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """A writing transaction; the first one upgrades an older schema."""
         if not self.schema.current:
             migrations.upgrade(self.db.engine)
             self.schema = self.db.read("read schema revision", migrations.schema_state)
         return self.db.write(op, fn)
 
-    def _write_direct(self, op, fn):
+    def _write_direct(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
         """:meth:`_write` on the DBAPI cursor (:meth:`Database.write_direct`)."""
         if not self.schema.current:
             self._write("upgrade schema", lambda conn: None)
         return self.db.write_direct(op, fn)
 
-    def _read(self, op, fn):
+    def _read(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         if not self.schema.current:
             raise SchemaOutdated(
                 f"Database {self.db.redacted_url} has schema {self.schema.describe()}, "
@@ -158,10 +192,10 @@ class Store:
                 "command that writes) first")
         return self.db.read(op, fn)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Store({self.db.redacted_url!r})"
 
-    def close(self):
+    def close(self) -> None:
         """Release the database connections."""
         self.db.dispose()
 
@@ -172,6 +206,12 @@ class Store:
         ``host`` and ``binary`` are checked first
         (:func:`nova_lite.validators.check_text`): a name no backend can
         record raises InvalidInput and writes nothing.
+
+        :param host: the service's host name.
+        :param binary: the service's binary (``nova-lite-compute``).
+        :returns: the service row as recorded, its heartbeat now.
+        :raises nova_lite.exception.InvalidInput: for a name no backend can
+            record; nothing is written.
         """
         arguments.check_names(host=host, binary=binary)
         return self._write(f"heartbeat of service {host}/{binary}",
@@ -180,7 +220,14 @@ class Store:
     def list_services(self, host: str | None = None, *,
                       binary: str = COMPUTE_BINARY) -> list[ServiceRecord]:
         """The :class:`~nova_lite.db.services.ServiceRecord` of every service of
-        ``binary`` (of ``host`` only, if given), sorted by host."""
+        ``binary`` (of ``host`` only, if given), sorted by host.
+
+        :param host: the host whose services to list; None: every host.
+        :param binary: the services' binary.
+        :returns: the service records, sorted by host.
+        :raises nova_lite.exception.InvalidInput: for a name that cannot be
+            looked up (not a string, or holding a NUL byte).
+        """
         arguments.check_lookup(optional=True, host=host)
         arguments.check_lookup(binary=binary)
         return self._read("list services",
@@ -196,6 +243,16 @@ class Store:
         reason the records cannot hold (over 255 characters, a control
         character) raises :class:`~nova_lite.exception.InvalidInput` before
         any statement, on every backend.
+
+        :param host: the service's host name.
+        :param disabled: True to disable the service, False to enable it.
+        :param reason: why it is disabled (at most 255 characters); None:
+            no reason.
+        :param binary: the service's binary.
+        :returns: the service record as changed, or None if there is no
+            such service.
+        :raises nova_lite.exception.InvalidInput: for a wrong argument;
+            nothing is written.
         """
         arguments.check_lookup(host=host, binary=binary)
         v.check_type(disabled, bool, "set_service_disabled disabled")
@@ -209,7 +266,10 @@ class Store:
         """A small summary of the compute node rows that changes whenever a node
         is added, removed or moves to a new generation (one aggregate query,
         see ``nova_lite.db.queries.nodes_fingerprint``): a view that keeps
-        the node records compares it with the last one it saw."""
+        the node records compares it with the last one it saw.
+
+        :returns: ``{bucket: (node count, sum of generations, sum of ids)}``.
+        """
         return self._read("nodes fingerprint", queries.nodes_fingerprint)
 
     def change_fingerprints(self, binary: str = COMPUTE_BINARY
@@ -217,30 +277,59 @@ class Store:
         """``(nodes, services)``: :meth:`nodes_fingerprint` and the fingerprint of
         the service rows of ``binary`` (it changes when a service is added,
         removed, enabled or disabled; heartbeats leave it alone), read in one
-        transaction: what a scheduler asks before each request."""
+        transaction: what a scheduler asks before each request.
+
+        :param binary: the binary whose services are fingerprinted.
+        :returns: ``(nodes fingerprint, services fingerprint)``.
+        :raises nova_lite.exception.InvalidInput: for a ``binary`` that
+            cannot be looked up.
+        """
         arguments.check_lookup(binary=binary)
         return self._read("scheduler refresh", lambda conn: (
             queries.nodes_fingerprint(conn), services.services_fingerprint(conn, binary)))
 
     # -- compute nodes --------------------------------------------------------
-    def get_compute_nodes(self, host=None):
-        """Live compute node records (of ``host``, or all), sorted by host and name."""
+    def get_compute_nodes(self, host: str | None = None) -> list[ComputeNode]:
+        """Live compute node records (of ``host``, or all), sorted by host and name.
+
+        :param host: the host whose nodes to read; None: every host.
+        :returns: the :class:`~nova_lite.objects.ComputeNode` records.
+        :raises nova_lite.exception.InvalidInput: for a ``host`` that cannot
+            be looked up.
+        """
         arguments.check_lookup(optional=True, host=host)
         return self._read("list compute nodes", lambda conn: rows.load_nodes(conn, host))
 
-    def get_compute_node(self, host, nodename):
-        """One node record; raises :class:`NodeNotFound` naming it."""
+    def get_compute_node(self, host: str, nodename: str) -> ComputeNode:
+        """One node record; raises :class:`NodeNotFound` naming it.
+
+        :param host: the host that owns the node.
+        :param nodename: the node's name.
+        :returns: the node's :class:`~nova_lite.objects.ComputeNode`.
+        :raises nova_lite.exception.NodeNotFound: if ``host`` has no live
+            record of ``nodename``.
+        :raises nova_lite.exception.InvalidInput: for a name that cannot be
+            looked up.
+        """
         arguments.check_lookup(host=host, nodename=nodename)
         for node in self._read(f"get compute node {nodename}",
                                  lambda conn: rows.load_nodes(conn, host, nodename)):
             return node
         raise NodeNotFound(nodename, host)
 
-    def delete_compute_node(self, host, nodename):
-        """Delete a node record with its inventories and allocations."""
+    def delete_compute_node(self, host: str, nodename: str) -> None:
+        """Delete a node record with its inventories and allocations.
+
+        :param host: the host that owns the node.
+        :param nodename: the node's name.
+        :raises nova_lite.exception.NodeNotFound: if there is no such record;
+            nothing is written.
+        :raises nova_lite.exception.InvalidInput: for a name that cannot be
+            looked up.
+        """
         arguments.check_lookup(host=host, nodename=nodename)
 
-        def op(conn):
+        def op(conn: sa.Connection) -> None:
             row = conn.execute(sa.select(T_NODES.c.uuid).where(
                 T_NODES.c.host == host, T_NODES.c.nodename == nodename)).first()
             if row is None:
@@ -250,29 +339,43 @@ class Store:
             conn.execute(T_NODES.delete().where(T_NODES.c.uuid == row.uuid))
         self._write(f"delete compute node {host}/{nodename}", op)
 
-    def set_node_error(self, host, nodename, error):
+    def set_node_error(self, host: str, nodename: str, error: str | None) -> None:
         """Record (or clear, with None) why the last audit of a node failed.
 
         A NUL byte in ``error`` (a driver's exception text) is recorded as
         ``\\x00`` on every backend: PostgreSQL holds no NUL in text.
+
+        :param host: the host that owns the node.
+        :param nodename: the node's name (no record: nothing is written).
+        :param error: why the audit failed; None clears it.
+        :raises nova_lite.exception.InvalidInput: for a name that cannot be
+            looked up, or an ``error`` that is not a string
+            (:class:`~nova_lite.exception.InvalidType`).
         """
         arguments.check_lookup(host=host, nodename=nodename)
         if error is not None:
             error = v.check_type(error, str, "error").replace("\x00", "\\x00")
 
-        def op(conn):
+        def op(conn: sa.Connection) -> None:
             conn.execute(T_NODES.update().where(
                 T_NODES.c.host == host, T_NODES.c.nodename == nodename,
                 T_NODES.c.last_error.is_distinct_from(error)).values(last_error=error))
         self._write(f"mark compute node {host}/{nodename}", op)
 
-    def missing_allocations(self, host, nodenames=None):
+    def missing_allocations(self, host: str, nodenames: Iterable[str] | None = None
+                            ) -> list[MissingAllocation]:
         """Consumers on ``host``'s nodes that hold no allocation there, for an audit's repair.
 
         A list of :class:`~nova_lite.db.audit_writes.MissingAllocation`; the
         audit works out what each would hold (the driver's overhead
         estimate is a driver call: never inside a write transaction) and
         hands the result to :meth:`record_audit`.
+
+        :param host: the host whose nodes to search.
+        :param nodenames: search these of its nodes only; None: every one.
+        :returns: the consumers with no allocation on their node.
+        :raises nova_lite.exception.InvalidInput: for a name that cannot be
+            looked up.
         """
         arguments.check_lookup(host=host)
         for nodename in nodenames or ():
@@ -280,7 +383,10 @@ class Store:
         return self._read(f"find missing allocations of host {host}",
                           lambda conn: audit_writes.missing_allocations(conn, host, nodenames))
 
-    def record_audit(self, host, audits, rebuilt=None, listed=None, only=None):
+    def record_audit(self, host: str, audits: Sequence[AuditedNode],
+                     rebuilt: Mapping[tuple[str, str], Allocation] | None = None,
+                     listed: Collection[str] | None = None,
+                     only: Iterable[str] | None = None) -> dict[str, ComputeNode]:
         """Write one audit pass of ``host`` in one transaction.
 
         ``audits``: :class:`AuditedNode` per node that reported well.  Node
@@ -296,12 +402,24 @@ class Store:
         nodes.  ``host`` and every node name are checked first
         (:func:`nova_lite.validators.check_text`): a name no backend can
         record raises InvalidInput and writes nothing.
+
+        :param host: the audited host.
+        :param audits: one :class:`AuditedNode` per node that reported well.
+        :param rebuilt: the allocations to restore, ``{(consumer_uuid,
+            nodename): Allocation}``; None: none.
+        :param listed: every node name the driver listed, in a full pass;
+            None: a pass of some nodes only.
+        :param only: reconcile the allocations of these node names only;
+            None: of every node of ``host``.
+        :returns: ``{nodename: ComputeNode}`` of the audited nodes.
+        :raises nova_lite.exception.InvalidInput: for a name no backend can
+            record; nothing is written.
         """
         arguments.check_names(host=host)
         for audit in audits:
             arguments.check_names(nodename=audit.nodename)
 
-        def op(conn):
+        def op(conn: sa.Connection) -> dict[str, ComputeNode]:
             audit_writes.serialise_host(conn, host)
             audit_writes.lock_adopted_consumers(conn, host, audits)
             changed = audit_writes.write_nodes(conn, host, audits, self._report_texts[host])
@@ -314,7 +432,7 @@ class Store:
 
     # -- claims -------------------------------------------------------------
     @property
-    def checks_stale_claims(self):
+    def checks_stale_claims(self) -> bool:
         """True where the database itself checks a claim decided on a stale
         record (PostgreSQL, see :meth:`claim`): deciding on the caller's
         record first then costs no transaction of its own, even when
@@ -360,8 +478,22 @@ class Store:
         ``optimistic=False`` skips the decision on ``node`` (a caller whose
         last claim on the node lost its race expects to lose again): the
         claim then decides only on the node re-read under the lock.
+
+        :param node: the node as the caller last saw it.
+        :param requests: one request per claim.
+        :param decide: the decision: one plan per request, in order, or
+            ComputeResourcesUnavailable.
+        :param optimistic: decide on ``node`` before the transaction.
+        :returns: ``(node_after, plans)``: the node as recorded after the
+            claims, and the plans written.
+        :raises nova_lite.exception.ComputeResourcesUnavailable: when the
+            decision on the records refuses; nothing is written.
+        :raises nova_lite.exception.InvalidInput: when a guard of a move or
+            of an instance's state refuses
+            (:class:`~nova_lite.exception.InstanceStateConflict`); nothing
+            is written.
         """
-        plans = None
+        plans: tuple[ClaimPlan, ...] | None = None
         if optimistic:
             try:
                 plans = tuple(decide(node))
@@ -392,8 +524,10 @@ class Store:
                 written
         return claim_writes.node_with_usage_row(node, after), written
 
-    def release(self, node_uuids, consumer_uuids, instance=None, migration_status=None,
-                transfer=None):
+    def release(self, node_uuids: Collection[str], consumer_uuids: Collection[str],
+                instance: Instance | None = None,
+                migration_status: MigrationStatus | None = None,
+                transfer: tuple[str, str] | None = None) -> dict[str, ComputeNode]:
         """Drop allocations and update rows in one transaction.
 
         Removes the allocations of ``consumer_uuids`` on ``node_uuids``;
@@ -405,15 +539,29 @@ class Store:
         instance_uuid)`` re-labels a migration's allocation as the
         instance's (a confirmed resize).  Bumps each node's generation and
         returns ``{node_uuid: ComputeNode}`` fresh from the records.
+
+        :param node_uuids: the nodes whose allocations to drop.
+        :param consumer_uuids: the consumers (instances, migrations) whose
+            allocations to drop.
+        :param instance: the instance to record; None: none.
+        :param migration_status: ``(migration_uuid, status)``, or a list
+            of them; None: none.
+        :param transfer: ``(migration_uuid, instance_uuid)``; None: none.
+        :returns: ``{node_uuid: ComputeNode}`` of ``node_uuids``.
+        :raises nova_lite.exception.InstanceStateConflict: if the records
+            say ``instance`` is deleted and it is not; nothing is written.
+        :raises nova_lite.exception.InvalidInput: if a migration of
+            ``migration_status`` is no longer in progress; nothing is
+            written.
         """
-        def op(conn):
+        def op(conn: sa.Connection) -> dict[str, ComputeNode]:
             if instance is not None:
                 _guard_instance_update(conn, instance)
             return _release(conn, node_uuids, consumer_uuids, instance=instance,
                             migration_status=migration_status, transfer=transfer)
         return self._write("release allocations", op)
 
-    def record_instance_state(self, instance):
+    def record_instance_state(self, instance: Instance) -> dict[str, ComputeNode]:
         """Record ``instance``'s new state in one transaction; frees it if it holds nothing now.
 
         A live instance keeps the placement of its record (host, node, NUMA
@@ -428,10 +576,20 @@ class Store:
         naming both states, and the records keep theirs.  Returns
         ``{node_uuid: ComputeNode}`` of the nodes whose usage changed.
         Raises :class:`InstanceNotFound` if the instance has no record.
+
+        :param instance: the instance in its new state.
+        :returns: ``{node_uuid: ComputeNode}`` of the nodes whose usage
+            changed.
+        :raises nova_lite.exception.InstanceNotFound: if the instance has no
+            record.
+        :raises nova_lite.exception.InstanceStateConflict: for a change
+            decided on an older state; nothing is written.
+        :raises nova_lite.exception.InvalidType: if ``instance`` is not an
+            :class:`~nova_lite.objects.Instance`.
         """
         v.check_type(instance, Instance, "record_instance_state instance")
 
-        def op(conn):
+        def op(conn: sa.Connection) -> dict[str, ComputeNode]:
             stored = _guard_instance_update(conn, instance)
             if stored is None:
                 raise InstanceNotFound(instance.uuid, "in the records")
@@ -458,9 +616,13 @@ class Store:
                             migration_status=[(m, "error") for m in moving])
         return self._write(f"record state of instance {instance.uuid}", op)
 
-    def records_snapshot(self, host=None):
+    def records_snapshot(self, host: str | None = None) -> RecordsSnapshot:
         """The records the leak finder and explain need, read at one moment: a
-        :class:`~nova_lite.db.snapshot.RecordsSnapshot` of ``host`` (None: every host)."""
+        :class:`~nova_lite.db.snapshot.RecordsSnapshot` of ``host`` (None: every host).
+
+        :param host: the host whose records to read; None: every host.
+        :returns: the snapshot.
+        """
         if not self.schema.current:
             self._read("records snapshot", lambda conn: None)   # SchemaOutdated, named
         now = time.time()
@@ -469,7 +631,9 @@ class Store:
             lambda conn: snapshot.read(conn, host, COMPUTE_BINARY, now))
 
     # -- findings -------------------------------------------------------------
-    def record_findings(self, host, findings, recorded_at=None, recorded_by=None):
+    def record_findings(self, host: str, findings: Iterable[Finding],
+                        recorded_at: float | None = None,
+                        recorded_by: str | None = None) -> bool:
         """Record ``host``'s findings (:class:`~nova_lite.findings.Finding` records)
         as found at ``recorded_at`` (epoch s, default now) by the service of host
         ``recorded_by`` (default ``host`` itself), replacing the last record.
@@ -477,6 +641,12 @@ class Store:
         Nothing is written when they are the ones recorded already (by the
         same host): ``recorded_at`` is then when they were first found, and a
         pass that finds nothing new costs one read.  Returns True if written.
+
+        :param host: the host the findings are of.
+        :param findings: the findings of its last search.
+        :param recorded_at: when they were found, in epoch seconds; None: now.
+        :param recorded_by: the host whose service searched; None: ``host``.
+        :returns: True if written, False if unchanged.
         """
         recorded_at = time.time() if recorded_at is None else recorded_at
         recorded_by = host if recorded_by is None else recorded_by
@@ -487,7 +657,7 @@ class Store:
         if last is not None and tuple(last) == (text, recorded_by):
             return False   # unchanged: a steady pass writes nothing
 
-        def op(conn):
+        def op(conn: sa.Connection) -> None:
             values = dict(recorded_at=recorded_at, findings=text, recorded_by=recorded_by)
             if not conn.execute(T_FIND.update().where(T_FIND.c.host == host)
                                 .values(**values)).rowcount:
@@ -495,10 +665,14 @@ class Store:
         self._write(f"record the findings of host {host}", op)
         return True
 
-    def recorded_findings(self, host=None):
+    def recorded_findings(self, host: str | None = None) -> list[RecordedFindings]:
         """The :class:`~nova_lite.findings.RecordedFindings` of every host (or
-        ``host``) that recorded some, sorted by host."""
-        def op(conn):
+        ``host``) that recorded some, sorted by host.
+
+        :param host: the host whose findings to read; None: every host.
+        :returns: the recorded findings, sorted by host.
+        """
+        def op(conn: sa.Connection) -> list[RecordedFindings]:
             query = T_FIND.select().order_by(T_FIND.c.host)
             if host is not None:
                 query = query.where(T_FIND.c.host == host)
@@ -508,12 +682,15 @@ class Store:
         return self._read("read the recorded findings", op)
 
     # -- heal -----------------------------------------------------------------
-    def heal(self, change):
+    def heal(self, change: heal_writes.HealChange) -> heal_writes.HealResult:
         """Apply one :class:`~nova_lite.db.heal_writes.HealChange` in its own transaction.
 
         Applied only if every node it guards is still at the generation the
         plan read (each is bumped); otherwise nothing is written.  Returns
         a :class:`~nova_lite.db.heal_writes.HealResult`.
+
+        :param change: the change to apply.
+        :returns: whether it was applied, and if not why.
         """
         try:
             return self._write(f"heal: {change.kind} {change.subject}",
@@ -521,7 +698,7 @@ class Store:
         except heal_writes.HealSkipped as exc:
             return heal_writes.HealResult(applied=False, reason=str(exc))
 
-    def set_migration_status(self, migration_uuid, status):
+    def set_migration_status(self, migration_uuid: str, status: str) -> Migration:
         """Record that a move in progress reached ``status`` (one of
         :data:`nova_lite.holds.MIGRATION_IN_PROGRESS`), now; returns the
         :class:`~nova_lite.objects.Migration` as recorded.
@@ -530,6 +707,15 @@ class Store:
         unknown migration and InvalidInput (nothing changed) for a status
         that is not a step of a move in progress, or a migration that is
         over: confirm, revert or abort it through the tracker instead.
+
+        :param migration_uuid: the migration's uuid.
+        :param status: its new status.
+        :returns: the migration as recorded.
+        :raises nova_lite.exception.MigrationNotFound: for an unknown
+            migration.
+        :raises nova_lite.exception.InvalidInput: for a status that is not a
+            step of a move in progress, or a migration that is over;
+            nothing is written.
         """
         if status not in holds.MIGRATION_IN_PROGRESS:
             raise InvalidInput(
@@ -537,7 +723,7 @@ class Store:
                 f"{', '.join(sorted(holds.MIGRATION_IN_PROGRESS))}); confirm, revert or "
                 "abort the move to end it")
 
-        def op(conn):
+        def op(conn: sa.Connection) -> Migration:
             row = conn.execute(T_MIG.select().where(T_MIG.c.uuid == migration_uuid)).first()
             if row is None:
                 raise MigrationNotFound(migration_uuid, "in the records")
@@ -550,40 +736,76 @@ class Store:
                 T_MIG.select().where(T_MIG.c.uuid == migration_uuid)).one())
         return self._write(f"set migration {migration_uuid} {status}", op)
 
-    def migration_times(self, in_progress_only=True):
-        """``{migration uuid: (created_at, updated_at)}`` in epoch seconds."""
+    def migration_times(self, in_progress_only: bool = True
+                        ) -> dict[str, tuple[float, float]]:
+        """``{migration uuid: (created_at, updated_at)}`` in epoch seconds.
+
+        :param in_progress_only: only the migrations still in progress.
+        :returns: ``{migration uuid: (created_at, updated_at)}``, epoch s.
+        """
         return self._read("read migration times",
                           lambda conn: heal_writes.migration_times(conn, in_progress_only))
 
-    def node_generation(self, node_uuid):
-        """The node's generation as recorded now (one small read)."""
+    def node_generation(self, node_uuid: str) -> int:
+        """The node's generation as recorded now (one small read).
+
+        :param node_uuid: the node's uuid.
+        :returns: its generation.
+        :raises nova_lite.exception.NodeNotFound: if it has no record.
+        :raises nova_lite.exception.InvalidInput: for a uuid that cannot be
+            looked up.
+        """
         arguments.check_lookup(node_uuid=node_uuid)
         return self._read(f"generation of node {node_uuid}",
                           lambda conn: rows.node_generation(conn, node_uuid))
 
-    def load_node(self, node_uuid):
-        """The :class:`~nova_lite.objects.ComputeNode` with this uuid, as recorded now."""
+    def load_node(self, node_uuid: str) -> ComputeNode:
+        """The :class:`~nova_lite.objects.ComputeNode` with this uuid, as recorded now.
+
+        :param node_uuid: the node's uuid.
+        :returns: the node.
+        :raises nova_lite.exception.NodeNotFound: if it has no record.
+        :raises nova_lite.exception.InvalidInput: for a uuid that cannot be
+            looked up.
+        """
         arguments.check_lookup(node_uuid=node_uuid)
         return self._read(f"load node {node_uuid}", lambda conn: rows.load_node(conn, node_uuid))
 
     # -- instances, migrations, allocations ------------------------------------
-    def get_instance(self, instance_uuid):
-        """The instance row as an Instance; raises :class:`InstanceNotFound`."""
+    def get_instance(self, instance_uuid: str) -> Instance:
+        """The instance row as an Instance; raises :class:`InstanceNotFound`.
+
+        :param instance_uuid: the instance's uuid.
+        :returns: the :class:`~nova_lite.objects.Instance` as recorded.
+        :raises nova_lite.exception.InstanceNotFound: if it has no record.
+        :raises nova_lite.exception.InvalidInput: for a uuid that cannot be
+            looked up.
+        """
         arguments.check_lookup(instance_uuid=instance_uuid)
 
-        def op(conn):
+        def op(conn: sa.Connection) -> Instance:
             row = conn.execute(T_INST.select().where(T_INST.c.uuid == instance_uuid)).first()
             if row is None:
                 raise InstanceNotFound(instance_uuid, "in the records")
             return rows.instance_from_row(row)
         return self._read(f"get instance {instance_uuid}", op)
 
-    def list_instances(self, host=None, node=None, live_only=True):
+    def list_instances(self, host: str | None = None, node: str | None = None,
+                       live_only: bool = True) -> list[Instance]:
         """Instances on ``host``/``node``; ``live_only`` keeps those that hold resources
-        (:func:`nova_lite.holds.instance_holds`)."""
+        (:func:`nova_lite.holds.instance_holds`).
+
+        :param host: the instances of this host only; None: of every host.
+        :param node: the instances of this node name only; None: of every
+            node.
+        :param live_only: only the instances that hold resources.
+        :returns: the instances, sorted by uuid.
+        :raises nova_lite.exception.InvalidInput: for a name that cannot be
+            looked up.
+        """
         arguments.check_lookup(optional=True, host=host, node=node)
 
-        def op(conn):
+        def op(conn: sa.Connection) -> list[Instance]:
             query = T_INST.select()
             if host is not None:
                 query = query.where(T_INST.c.host == host)
@@ -595,11 +817,21 @@ class Store:
             return [rows.instance_from_row(r) for r in conn.execute(query)]
         return self._read("list instances", op)
 
-    def list_migrations(self, instance_uuid=None, in_progress_only=False):
-        """Migration rows (of one instance, or all)."""
+    def list_migrations(self, instance_uuid: str | None = None,
+                        in_progress_only: bool = False) -> list[Migration]:
+        """Migration rows (of one instance, or all).
+
+        :param instance_uuid: the migrations of this instance only; None:
+            of every instance.
+        :param in_progress_only: only the migrations still in progress.
+        :returns: the :class:`~nova_lite.objects.Migration` records, oldest
+            first.
+        :raises nova_lite.exception.InvalidInput: for a uuid that cannot be
+            looked up.
+        """
         arguments.check_lookup(optional=True, instance_uuid=instance_uuid)
 
-        def op(conn):
+        def op(conn: sa.Connection) -> list[Migration]:
             query = T_MIG.select()
             if instance_uuid is not None:
                 query = query.where(T_MIG.c.instance_uuid == instance_uuid)
@@ -609,11 +841,22 @@ class Store:
             return [rows.migration_from_row(r) for r in conn.execute(query)]
         return self._read("list migrations", op)
 
-    def list_allocations(self, node_uuid=None, instance_uuid=None):
-        """Allocation records, filtered by node and/or instance."""
+    def list_allocations(self, node_uuid: str | None = None,
+                         instance_uuid: str | None = None) -> list[Allocation]:
+        """Allocation records, filtered by node and/or instance.
+
+        :param node_uuid: the allocations on this node only; None: on every
+            node.
+        :param instance_uuid: the allocations held for this instance only;
+            None: of every consumer.
+        :returns: the :class:`~nova_lite.objects.Allocation` records, sorted
+            by consumer uuid.
+        :raises nova_lite.exception.InvalidInput: for a uuid that cannot be
+            looked up.
+        """
         arguments.check_lookup(optional=True, node_uuid=node_uuid, instance_uuid=instance_uuid)
 
-        def op(conn):
+        def op(conn: sa.Connection) -> list[Allocation]:
             query = T_ALLOC.select()
             if node_uuid is not None:
                 query = query.where(T_ALLOC.c.node_uuid == node_uuid)
@@ -624,7 +867,7 @@ class Store:
         return self._read("list allocations", op)
 
 
-def _sqlite_sidecars_empty(path):
+def _sqlite_sidecars_empty(path: str) -> bool:
     """True unless a write-ahead log beside ``path`` holds data."""
     wal = path + "-wal"
     return not (os.path.exists(wal) and os.path.getsize(wal) > 0)
@@ -690,7 +933,7 @@ def _decide_locked(conn: DirectConnection, node: ComputeNode, decide: Decide, ge
     return with_allocations(fresh, [p.allocation for p in plans], generation), plans
 
 
-def _guard_instance_update(conn, instance):
+def _guard_instance_update(conn: sa.Connection, instance: Instance) -> Instance | None:
     """Lock the instance's row; refuse to bring a deleted instance back.
 
     Returns the recorded Instance (None if it has no row).
@@ -708,8 +951,10 @@ def _guard_instance_update(conn, instance):
     return stored
 
 
-def _release(conn, node_uuids, consumer_uuids, instance=None, migration_status=None,
-             transfer=None):
+def _release(conn: sa.Connection, node_uuids: Collection[str], consumer_uuids: Collection[str],
+             instance: Instance | None = None,
+             migration_status: MigrationStatus | None = None,
+             transfer: tuple[str, str] | None = None) -> dict[str, ComputeNode]:
     """The statements of :meth:`Store.release`, on ``conn`` inside its transaction."""
     now = time.time()
     for node_uuid in node_uuids:
