@@ -95,6 +95,29 @@ class ServiceStoreTests:
         self.assertEqual([], self.store.list_services("nowhere"))
         self.assertEqual([], self.store.list_services("h2", binary="other"))
 
+    def test_heartbeat_is_one_statement_counting_the_beats_and_keeping_the_rest(self):
+        statements = []
+
+        def count(conn, cursor, statement, *args):
+            statements.append(statement)
+
+        sa.event.listen(self.store.db.engine, "before_cursor_execute", count)
+        self.addCleanup(sa.event.remove, self.store.db.engine, "before_cursor_execute", count)
+        first = self.store.heartbeat("h1")
+        self.assertEqual((1, first.updated_at), (first.report_count, first.created_at))
+        self.assertEqual([first], self.store.list_services("h1"))
+        self.store.set_service_disabled("h1", True, "disk swap")
+        del statements[:]
+        second = self.store.heartbeat("h1")
+        beats = [s for s in statements if "services" in s]
+        self.assertEqual(1, len(beats), beats)
+        self.assertEqual(("h1", COMPUTE_BINARY, first.created_at, 2, True, "disk swap"),
+                         (second.host, second.binary, second.created_at,
+                          second.report_count, second.disabled, second.disabled_reason))
+        self.assertGreaterEqual(second.updated_at, first.updated_at)
+        self.assertEqual([second], self.store.list_services("h1"))
+        self.assertEqual(1, self.store.heartbeat("h1", binary="other").report_count)
+
     def test_set_service_disabled_returns_the_record_and_keeps_the_reason_while_disabled(self):
         beat = self.store.heartbeat("h1")
         off = self.store.set_service_disabled("h1", True, "disk swap")
@@ -197,4 +220,16 @@ class TestServicesOnSQLite(ServiceStoreTests, base.OnSQLiteFile, base.TestCase):
 
 
 class TestServicesOnPostgreSQL(ServiceStoreTests, base.OnPostgreSQL, base.TestCase):
-    pass
+
+    def test_heartbeat_transaction_alone_commits_without_waiting_for_the_wal(self):
+        setting = sa.text("SELECT current_setting('synchronous_commit')")
+
+        def beat_then_read(conn):
+            services.beat(conn, "h1", COMPUTE_BINARY, time.time())
+            return conn.execute(setting).scalar_one()
+
+        self.assertEqual("off", self.store.db.write("beat", beat_then_read))
+        # Only that transaction: the next one on the same pooled connection
+        # waits for the flush again.
+        self.assertEqual("on", self.store.db.write(
+            "read", lambda conn: conn.execute(setting).scalar_one()))

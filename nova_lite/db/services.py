@@ -20,9 +20,12 @@ The functions below run on a SQLAlchemy connection inside a
 """
 
 import time
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from nova_lite.db import models
@@ -91,14 +94,39 @@ def list_services(conn: Connection, binary: str, host: str | None = None
 
 def beat(conn: Connection, host: str, binary: str, now: float) -> ServiceRecord:
     """Refresh the (host, binary) row's heartbeat at ``now`` (epoch s), creating
-    it (enabled) if it is new; returns it."""
-    if not conn.execute(T_SVC.update().where(
-            T_SVC.c.host == host, T_SVC.c.binary == binary).values(
-            updated_at=now, report_count=T_SVC.c.report_count + 1)).rowcount:
-        conn.execute(T_SVC.insert().values(
-            host=host, binary=binary, created_at=now, updated_at=now,
-            report_count=1, disabled=False))
-    return list_services(conn, binary, host)[0]
+    it (enabled, ``report_count`` 1) if it is new; returns it.
+
+    One statement on either backend: an insert that, on the (host, binary)
+    conflict, updates the existing row instead, returning the row.  On
+    PostgreSQL the transaction commits without waiting for its WAL flush
+    (``synchronous_commit = off``, for this transaction only): a server
+    crash may lose the last beats, which the next beat, at most
+    ``report_interval`` seconds later, replaces.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(_ASYNC_COMMIT)
+    row = conn.execute(_BEAT[conn.dialect.name], {
+        "host": host, "binary": binary, "now": now}).one()
+    return ServiceRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
+
+
+def _beat(insert: Any) -> sa.Insert:
+    """The heartbeat upsert built with a dialect's ``insert`` (it has
+    ``on_conflict_do_update``)."""
+    now = sa.bindparam("now", type_=sa.Float)
+    stmt = insert(T_SVC).values(
+        host=sa.bindparam("host"), binary=sa.bindparam("binary"), created_at=now,
+        updated_at=now, report_count=1, disabled=False)
+    return stmt.on_conflict_do_update(
+        index_elements=[T_SVC.c.host, T_SVC.c.binary],
+        set_={"updated_at": stmt.excluded.updated_at,
+              "report_count": T_SVC.c.report_count + 1}).returning(*_COLUMNS)
+
+
+# Built once per backend: every service beats every report_interval.
+_BEAT = {"sqlite": _beat(sqlite_insert), "postgresql": _beat(postgresql_insert)}
+#: Only the heartbeat's transaction skips the wait for the WAL flush.
+_ASYNC_COMMIT = sa.text("SET LOCAL synchronous_commit = off")
 
 
 def set_disabled(conn: Connection, host: str, binary: str, disabled: bool,
