@@ -368,6 +368,46 @@ class TestRunLoop(ServiceTestCase):
         self.assertEqual([1], passes)
         self.assertGreaterEqual(self.service_rows(svc.store)[0].report_count, 12)
 
+    def test_a_beat_is_due_report_interval_after_the_last_one_of_a_pass_or_not(self):
+        svc = self.service(update_resources_interval=3600, report_interval=10)
+        now = [1000.0]
+        svc.clock = lambda: now[0]
+        svc.run_once()
+        self.assertFalse(svc.beat())             # the pass just beat
+        now[0] += 9.99
+        self.assertFalse(svc.beat())
+        self.assertEqual(1, self.service_rows(svc.store)[0].report_count)
+        now[0] += 0.01
+        self.assertTrue(svc.beat())
+        self.assertFalse(svc.beat())
+        svc.run_once()                           # a pass beats whenever it runs
+        self.assertEqual(3, self.service_rows(svc.store)[0].report_count)
+        now[0] += 10
+        self.assertTrue(svc.beat())
+        self.assertEqual(4, self.service_rows(svc.store)[0].report_count)
+
+    def test_heartbeat_thread_skips_its_beat_after_a_pass_beat(self):
+        # The clock stands still after the first pass: every wake of the
+        # heartbeat thread finds the pass's beat less than report_interval
+        # old and skips.
+        svc = self.service(update_resources_interval=3600, report_interval=0.01)
+        reads = []
+        woke = threading.Condition()
+
+        def clock():
+            with woke:
+                reads.append(None)
+                woke.notify_all()
+            return 1000.0
+        svc.clock = clock
+        thread = self.start(svc, [])
+        with woke:
+            self.assertTrue(woke.wait_for(lambda: len(reads) >= 20, timeout=10))
+        svc.stop()
+        thread.join(5)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(1, self.service_rows(svc.store)[0].report_count)
+
     def test_heartbeat_stops_with_the_service(self):
         svc = self.service(update_resources_interval=3600, report_interval=0.02)
         thread = self.start(svc, [])

@@ -8,7 +8,9 @@ and the metrics of any process read them.  :meth:`ComputeService.run` repeats it
 ``update_resources_interval`` seconds until :meth:`ComputeService.stop` or SIGTERM, and
 beats the heartbeat every ``report_interval`` seconds in between, so the
 service stays "up" (within ``service_down_time``) however long a pass or
-the wait for the next one takes.  With ``[metrics] port`` set, :meth:`run`
+the wait for the next one takes; that in-between beat is skipped when a
+pass beat less than ``report_interval`` seconds ago, so the service never
+beats twice in a row.  With ``[metrics] port`` set, :meth:`run`
 also serves the Prometheus metrics (:mod:`nova_lite.metrics`) meanwhile.
 """
 
@@ -16,7 +18,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from types import FrameType
 from typing import Any
 
@@ -71,6 +73,13 @@ class ComputeService:
         # driver sharing a fleet with other services reads them from it.
         self.tracker = ResourceTracker(host, driver, store=self.store, settings=self.settings)
         self._stop = threading.Event()
+        #: The monotonic clock (s) the heartbeats are timed with.
+        self.clock: Callable[[], float] = time.monotonic
+        # When the last beat started (clock s), None before the first; the
+        # lock makes "is a beat due, beat, note it" one step for the
+        # passes and the heartbeat thread.
+        self._last_beat: float | None = None
+        self._beat_lock = threading.Lock()
 
     def live_services(self) -> list[str]:
         """Hosts of the compute services that are enabled and up (heartbeat within
@@ -81,7 +90,7 @@ class ComputeService:
 
     def run_once(self) -> PassResult:
         """One pass: heartbeat, audit, orphans.  Returns a :class:`PassResult`."""
-        self.store.heartbeat(self.host, COMPUTE_BINARY)
+        self.beat(only_if_due=False)
         audit = self.tracker.update_available_resource()
         if audit.skipped is not None:
             # The driver could not list its nodes: every record would look orphaned.
@@ -221,15 +230,41 @@ class ComputeService:
             self._stop.wait(max(0.0, delay))
         return passes
 
+    def beat(self, only_if_due: bool = True) -> bool:
+        """Write this host's heartbeat; with ``only_if_due``, only when no beat
+        started less than ``report_interval`` seconds ago.  Returns whether it
+        beat; a failed beat raises and does not count as one."""
+        with self._beat_lock:
+            started = self.clock()
+            if only_if_due and self._next_beat_in(started) > 0:
+                return False
+            self.store.heartbeat(self.host, COMPUTE_BINARY)
+            self._last_beat = started
+            return True
+
+    def _next_beat_in(self, now: float) -> float:
+        """Seconds from ``now`` (clock s) until a beat is due (<= 0: due)."""
+        if self._last_beat is None:
+            return 0.0
+        return self._last_beat + self.settings.report_interval - now
+
     def _heartbeats(self, done: threading.Event) -> None:
-        """Beat every ``report_interval`` s until ``done`` or stop (a thread of run())."""
+        """Beat when ``report_interval`` s have passed since the last beat (of a
+        pass or of this loop) until ``done`` or stop (a thread of run())."""
         interval = self.settings.report_interval
-        while not done.wait(interval) and not self._stop.is_set():
+        wait = interval
+        while not done.wait(wait) and not self._stop.is_set():
             try:
-                self.store.heartbeat(self.host, COMPUTE_BINARY)
+                self.beat()
             except Exception as exc:   # noqa: BLE001 - the next beat tries again
                 LOG.warning("Heartbeat of host %s failed (retrying in %g s): %s",
                             self.host, interval, exc)
+                wait = interval
+                continue
+            with self._beat_lock:
+                wait = min(interval, max(0.0, self._next_beat_in(self.clock())))
+            if wait <= 0:
+                wait = interval
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # The handler runs on the main thread, which may be inside
