@@ -376,6 +376,69 @@ class TestAuditRebuildsFromRecords(TrackerTestCase):
         self.assertIn(inst.uuid, log.output)
         self.check(rt, {"a": use(BIG), "b": {}})
 
+    def statements(self, store):
+        """The SQL statements run on ``store`` from now on (a list that grows)."""
+        seen = []
+
+        def count(conn, cursor, statement, *args):
+            seen.append(statement)
+        sa.event.listen(store.db.engine, "before_cursor_execute", count)
+        self.addCleanup(sa.event.remove, store.db.engine, "before_cursor_execute", count)
+        return seen
+
+    def test_a_steady_pass_reads_the_missing_allocations_once(self):
+        _, rt = self.multinode()
+        rt.instance_claim(instance(SMALL), "a")
+        inst = rt.instance_claim(instance(SMALL), "b").instance
+        rt.resize_claim(inst, BIG, "a")
+        rt.update_available_resource()
+        seen = self.statements(rt.store)
+        rt.update_available_resource()
+        # The missing-migrations read: migrations outer-joined to allocations.
+        missing_reads = [s for s in seen if "FROM migrations LEFT OUTER JOIN" in s]
+        self.assertEqual(1, len(missing_reads), missing_reads)
+        self.check(rt, {"a": plus(use(SMALL), use(BIG)), "b": use(SMALL)})
+
+    def lose_after_the_first_read(self, rt, statement):
+        """Run ``statement`` (its own transaction) between the pass's first read
+        of the missing allocations and its transaction."""
+        first_read = rt._rebuild_missing
+
+        def then_change(*args, **kwargs):
+            rebuilt = first_read(*args, **kwargs)
+            self.execute(rt.store, statement)
+            return rebuilt
+        rt._rebuild_missing = then_change   # ``del rt._rebuild_missing`` ends it
+
+    def test_an_allocation_lost_during_a_steady_pass_is_restored_by_the_next(self):
+        _, rt = self.multinode(overhead=None)
+        inst = rt.instance_claim(instance(BIG), "a").instance
+        rt.update_available_resource()
+        self.lose_after_the_first_read(rt, models.allocations.delete().where(
+            models.allocations.c.consumer_uuid == inst.uuid))
+        self.assertEqual({}, dict(rt.update_available_resource().failed))
+        self.assertEqual([], rt.store.list_allocations(instance_uuid=inst.uuid))
+        del rt._rebuild_missing
+        log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
+        rt.update_available_resource()
+        self.assertIn(inst.uuid, log.output)
+        self.check(rt, {"a": use(BIG), "b": {}})
+
+    def test_an_allocation_back_before_the_transaction_is_not_restored_twice(self):
+        _, rt = self.multinode(overhead=None)
+        inst = rt.instance_claim(instance(BIG), "a").instance
+        with rt.store.db.engine.connect() as conn:
+            row, = conn.execute(models.allocations.select().where(
+                models.allocations.c.consumer_uuid == inst.uuid)).mappings().all()
+        self.execute(rt.store, models.allocations.delete().where(
+            models.allocations.c.consumer_uuid == inst.uuid))
+        # Found missing by the first read, back before the transaction.
+        self.lose_after_the_first_read(rt, models.allocations.insert().values(**row))
+        self.assertEqual({}, dict(rt.update_available_resource().failed))
+        self.assertEqual(1, len(rt.store.list_allocations(instance_uuid=inst.uuid)))
+        del rt._rebuild_missing
+        self.check(rt, {"a": use(BIG), "b": {}})
+
     def test_missing_migration_allocation_is_rebuilt(self):
         _, rt = self.multinode()
         inst = rt.instance_claim(instance(SMALL), "a").instance

@@ -352,7 +352,14 @@ def reconcile_allocations(conn: sa.Connection, host: str,
     ``rebuilt``: ``{(consumer_uuid, nodename): Allocation}`` worked out
     before the transaction (see :func:`missing_allocations`); a consumer
     found missing that is not in it (it lost its allocation meanwhile) is
-    repaired by the next pass.
+    repaired by the next pass.  The missing consumers are read again here,
+    in the transaction, only when ``rebuilt`` has something to restore:
+    that read keeps a consumer that got its allocation back (or went away)
+    meanwhile from being given a second one.  With nothing to restore it
+    could only find a consumer that lost its allocation meanwhile, which
+    this pass would not restore anyway, so a steady pass reads the missing
+    consumers once, before the transaction, and the next pass restores
+    such a consumer (and logs it then).
     Returns the uuids of the nodes whose allocations changed.
     """
     changed: set[str] = set()
@@ -377,6 +384,8 @@ def reconcile_allocations(conn: sa.Connection, host: str,
             conn.execute(T_ALLOC.delete().where(T_ALLOC.c.consumer_uuid == consumer,
                                                 T_ALLOC.c.node_uuid == node_uuid))
             changed.add(node_uuid)
+    if not rebuilt:
+        return changed
     now = time.time()
     for missing in missing_allocations(conn, host, nodenames):
         if missing.node_uuid is None:
