@@ -85,6 +85,8 @@ def command_argv(name, host, server, tmp, run=0):
         "server show": ["server", "show", server],
         "db sync": ["db", "sync"],
         "db version": ["db", "version"],
+        "db archive": ["db", "archive", "--max-rows", "10"],
+        "db purge": ["db", "purge", "--all"],
     }[name]
 
 
@@ -221,7 +223,7 @@ class TestWritingCommands(TypedOutputCase):
     """Commands that change something each run: typed in every formatter."""
 
     WRITING = ("driver scaffold", "compute", "service enable", "service disable",
-               "server create", "db sync")
+               "server create", "db sync", "db archive", "db purge")
 
     def test_writing_commands(self):
         for name in self.WRITING:

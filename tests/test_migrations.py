@@ -92,6 +92,14 @@ class MigrationTests:
         self.assertIn("legacy step 3", out)
         self.assertEqual(before, _snapshot(engine))
         self.assertNotIn("schema_version", _tables(engine))
+        # 0005: the moves into and out of a node are indexed; the shadow tables exist.
+        indexes = {i["name"]: i["column_names"]
+                   for i in sa.inspect(engine).get_indexes("migrations")}
+        self.assertEqual(["dest_compute", "dest_node", "status"],
+                         indexes.get("migrations_dest_status_idx"))
+        self.assertEqual(["source_compute", "source_node", "status"],
+                         indexes.get("migrations_source_status_idx"))
+        self.assertLessEqual({"shadow_instances", "shadow_migrations"}, _tables(engine))
         store = Store(url, readonly=True)
         self.addCleanup(store.close)
         self.assertTrue(store.schema.current)

@@ -8,6 +8,8 @@
 - ``allocations``: what each consumer holds on a node (one row per
   consumer and node); usage is their sum.
 - ``node_usage``: that sum as a claim last recorded it, for one generation.
+- ``shadow_instances``, ``shadow_migrations``: history archived out of
+  ``instances`` and ``migrations`` (the same columns, plus ``archived_at``).
 """
 
 import sqlalchemy as sa
@@ -90,6 +92,9 @@ migrations = sa.Table(
     sa.Column("migration_type", sa.String(255), nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # The moves into and out of a node, by status: the audit and the leak finder.
+    sa.Index("migrations_dest_status_idx", "dest_compute", "dest_node", "status"),
+    sa.Index("migrations_source_status_idx", "source_compute", "source_node", "status"),
 )
 
 allocations = sa.Table(
@@ -156,3 +161,21 @@ host_findings = sa.Table(
     # JSON: a list of finding objects (nova_lite.leaks.Finding as a dict).
     sa.Column("findings", sa.Text, nullable=False),
 )
+
+
+def _shadow(table: sa.Table) -> sa.Table:
+    """The shadow table of ``table``: its columns (no keys, no defaults), plus
+    ``archived_at`` (epoch seconds) with an index for the purge."""
+    name = f"shadow_{table.name}"
+    cols = [sa.Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
+            for c in table.columns]
+    return sa.Table(name, metadata, *cols,
+                    sa.Column("archived_at", sa.Float, nullable=False),
+                    sa.Index(f"{name}_archived_at_idx", "archived_at"))
+
+
+#: Deleted instances archived by ``nova-lite db archive`` (see
+#: :mod:`nova_lite.db.archive`), until ``nova-lite db purge`` removes them.
+shadow_instances = _shadow(instances)
+#: Finished migrations archived by ``nova-lite db archive``.
+shadow_migrations = _shadow(migrations)

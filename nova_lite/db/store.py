@@ -27,8 +27,8 @@ import sqlalchemy as sa
 from nova_lite import holds
 from nova_lite import validators as v
 from nova_lite.db import (
-    arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models, queries,
-    rows, services, snapshot)
+    archive, arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models,
+    queries, rows, services, snapshot)
 from nova_lite.findings import Finding, RecordedFindings
 from nova_lite.db.direct import DirectConnection
 from nova_lite.db.engine import (
@@ -865,6 +865,75 @@ class Store:
             return [rows.allocation_from_row(r) for r in conn.execute(
                 query.order_by(T_ALLOC.c.consumer_uuid))]
         return self._read("list allocations", op)
+
+    # -- history --------------------------------------------------------------
+    def archive_deleted_rows(self, before: float | None = None, max_rows: int = 1000,
+                             dry_run: bool = False) -> list[archive.TableCount]:
+        """Move deleted instances and finished migrations into the shadow tables.
+
+        What may move is the rule of :mod:`nova_lite.db.archive` (a deleted
+        instance holding no allocation and no migration in progress; a
+        finished migration holding no allocation whose instance is not
+        live), last updated before ``before``.  Rows move in batches of at
+        most ``max_rows`` of one table, each batch its own transaction,
+        until none is left.
+
+        :param before: only rows whose ``updated_at`` is before this time,
+            in epoch seconds; None: every row that may move.
+        :param max_rows: the most rows one batch (one transaction) moves
+            (an integer >= 1).
+        :param dry_run: count the rows that would move, write nothing.
+        :returns: one :class:`~nova_lite.db.archive.TableCount` per table
+            (``migrations``, then ``instances``): the rows moved, or that
+            would move.
+        :raises nova_lite.exception.InvalidInput: for a ``max_rows`` below 1
+            or a ``before`` that is not a number; nothing is written.
+        """
+        _check_history_args(before, max_rows)
+        if dry_run:
+            return self._read("count archivable rows",
+                              lambda conn: archive.count_eligible(conn, before))
+        counts = []
+        for table, _ in archive.SHADOWS:
+            moved = batch = 0
+            while True:
+                n = self._write(f"archive {table.name} (batch {batch + 1})", functools.partial(
+                    archive.archive_batch, table=table, before=before, max_rows=max_rows))
+                moved, batch = moved + n, batch + 1
+                if n < max_rows:
+                    break
+            LOG.info("Archived %d %s row(s) in %d batch(es)", moved, table.name, batch)
+            counts.append(archive.TableCount(table.name, moved))
+        return counts
+
+    def purge_archived_rows(self, before: float | None = None,
+                            dry_run: bool = False) -> list[archive.TableCount]:
+        """Delete for good the rows of the shadow tables archived before ``before``.
+
+        :param before: only rows whose ``archived_at`` is before this time,
+            in epoch seconds; None: every archived row.
+        :param dry_run: count the rows that would be deleted, write nothing.
+        :returns: one :class:`~nova_lite.db.archive.TableCount` per shadow
+            table (``shadow_migrations``, then ``shadow_instances``).
+        :raises nova_lite.exception.InvalidInput: for a ``before`` that is
+            not a number; nothing is written.
+        """
+        _check_history_args(before, 1)
+        if dry_run:
+            return self._read("count archived rows",
+                              lambda conn: archive.count_archived(conn, before))
+        counts = self._write("purge archived rows", lambda conn: archive.purge(conn, before))
+        LOG.info("Purged %s", ", ".join(f"{c.rows} {c.table} row(s)" for c in counts))
+        return counts
+
+
+def _check_history_args(before: float | None, max_rows: int) -> None:
+    """InvalidInput for a ``before`` that is not a number, or ``max_rows`` below 1."""
+    if before is not None and (isinstance(before, bool) or
+                               not isinstance(before, (int, float))):
+        raise InvalidInput(f"before must be a time in epoch seconds, not {before!r}")
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise InvalidInput(f"max_rows must be an integer >= 1, not {max_rows!r}")
 
 
 def _sqlite_sidecars_empty(path: str) -> bool:
