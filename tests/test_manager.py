@@ -155,6 +155,34 @@ class TestRecordedFindings(ServiceTestCase):
         self.assertEqual(found, now.findings)
 
 
+class TestPeersRecordForDownHosts(ServiceTestCase):
+
+    def test_one_peer_searches_a_down_host_once_an_interval(self):
+        store = self.sqlite_store()
+        down = self.service(store=store)
+        down.run_once()   # it records its own findings, then goes down
+        peer = ComputeService("peer", loader.load_driver("fake", settings=self.settings()),
+                              store=store, settings=self.settings())
+        peer.run_once()
+        sdt, interval = peer.settings.service_down_time, peer.settings.update_resources_interval
+        self.assertNotIn(self.host, store.hosts_needing_findings("other", sdt, interval))
+
+        def due(at):   # is the first host's search due for another peer at ``at``?
+            return self.host in store.hosts_needing_findings("other", sdt, interval, at)
+        later = time.time() + sdt + 1   # the first host has not beaten since: down
+        self.assertTrue(due(later))     # its last record is its own
+        # A peer records for it: the others skip it for an interval, then it is due again.
+        store.record_findings(self.host, (), recorded_by="peer", recorded_at=later)
+        self.assertFalse(due(later + 1))
+        self.assertTrue(due(later + interval))
+        # Unchanged findings are written again once the interval is over.
+        self.assertFalse(store.record_findings(self.host, (), recorded_by="peer",
+                                               recorded_at=later + 1, refresh_after=interval))
+        self.assertTrue(store.record_findings(self.host, (), recorded_by="peer",
+                                              recorded_at=later + interval,
+                                              refresh_after=interval))
+
+
 class TestDriverNotReady(ServiceTestCase):
 
     def driver(self):

@@ -29,7 +29,7 @@ from nova_lite import conf, leaks, metrics
 from nova_lite.compute.resource_tracker import ResourceTracker, check_service_arguments
 from nova_lite.db.store import COMPUTE_BINARY, Store
 from nova_lite.exception import NovaLiteError
-from nova_lite.findings import HEALABLE, Finding, RecordedFindings
+from nova_lite.findings import HEALABLE, Finding
 from nova_lite.virt.driver import ComputeDriver
 
 LOG = logging.getLogger(__name__)
@@ -123,28 +123,21 @@ class ComputeService:
         """Record the findings of hosts whose compute service is down, when no live
         service did within the last pass interval: their leaks (instances deleted
         while they were down) show in every process's metrics too.  Guests are not
-        compared: only the host's own driver could list them."""
-        now = time.time()
+        compared: only the host's own driver could list them.  One read lists just
+        those hosts; a peer's record is rewritten once an interval, so the others
+        skip it meanwhile."""
+        interval = self.settings.update_resources_interval
         try:
-            recorded = {r.host: r for r in self.store.recorded_findings()}
-            down = [s.host for s in self.store.list_services(binary=COMPUTE_BINARY)
-                    if s.host != self.host
-                    and not s.is_up(self.settings.service_down_time, now)
-                    and self._peer_should_record(recorded.get(s.host), now)]
+            down = self.store.hosts_needing_findings(
+                self.host, self.settings.service_down_time, interval)
             for host in down:
                 report = leaks.find_leaks(self.store, self.settings, host=host)
-                self.store.record_findings(host, report.findings, recorded_by=self.host)
+                self.store.record_findings(host, report.findings, recorded_by=self.host,
+                                           refresh_after=interval)
                 LOG.info("Recorded %d finding(s) of host %s, whose compute service is down",
                          len(report.findings), host)
         except NovaLiteError as exc:
             LOG.warning("Leak search of the hosts that are down failed in this pass: %s", exc)
-
-    def _peer_should_record(self, last: RecordedFindings | None, now: float) -> bool:
-        """A host that is down: record for it unless a peer did within a pass interval
-        (its own last record is from before it went down: always stale)."""
-        if last is None or last.recorded_by in (None, last.host):
-            return True
-        return now - last.recorded_at >= self.settings.update_resources_interval
 
     def _handle_orphans(self, reported: Collection[str]) -> tuple[list[str], list[str]]:
         deleted: list[str] = []

@@ -50,7 +50,7 @@ LOG = logging.getLogger(__name__)
 
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
 T_INST, T_MIG = models.instances, models.migrations
-T_FIND = models.host_findings
+T_FIND, T_SVC = models.host_findings, models.services
 
 #: A claim's decision (see :meth:`Store.claim`): a pure function of the node
 #: record, one plan per request, or ComputeResourcesUnavailable.
@@ -633,7 +633,8 @@ class Store:
     # -- findings -------------------------------------------------------------
     def record_findings(self, host: str, findings: Iterable[Finding],
                         recorded_at: float | None = None,
-                        recorded_by: str | None = None) -> bool:
+                        recorded_by: str | None = None,
+                        refresh_after: float | None = None) -> bool:
         """Record ``host``'s findings (:class:`~nova_lite.findings.Finding` records)
         as found at ``recorded_at`` (epoch s, default now) by the service of host
         ``recorded_by`` (default ``host`` itself), replacing the last record.
@@ -646,15 +647,18 @@ class Store:
         :param findings: the findings of its last search.
         :param recorded_at: when they were found, in epoch seconds; None: now.
         :param recorded_by: the host whose service searched; None: ``host``.
+        :param refresh_after: seconds after which unchanged findings are
+            written again anyway (their time moves on); None: never.
         :returns: True if written, False if unchanged.
         """
         recorded_at = time.time() if recorded_at is None else recorded_at
         recorded_by = host if recorded_by is None else recorded_by
         text = json.dumps([f.to_dict() for f in findings], sort_keys=True)
         last = self._read(f"read the findings of host {host}", lambda conn: conn.execute(
-            sa.select(T_FIND.c.findings, T_FIND.c.recorded_by).where(
+            sa.select(T_FIND.c.findings, T_FIND.c.recorded_by, T_FIND.c.recorded_at).where(
                 T_FIND.c.host == host)).first())
-        if last is not None and tuple(last) == (text, recorded_by):
+        if last is not None and (last.findings, last.recorded_by) == (text, recorded_by) and (
+                refresh_after is None or recorded_at - last.recorded_at < refresh_after):
             return False   # unchanged: a steady pass writes nothing
 
         def op(conn: sa.Connection) -> None:
@@ -664,6 +668,33 @@ class Store:
                 conn.execute(T_FIND.insert().values(host=host, **values))
         self._write(f"record the findings of host {host}", op)
         return True
+
+    def hosts_needing_findings(self, peer: str, service_down_time: float, interval: float,
+                               now: float | None = None, *,
+                               binary: str = COMPUTE_BINARY) -> list[str]:
+        """The hosts whose compute service is down and whose findings a live peer
+        should record now, sorted: their last record is their own (from before
+        they went down), or none, or a peer's older than ``interval``.
+
+        One statement that returns only those hosts.
+
+        :param peer: the asking host (never listed).
+        :param service_down_time: seconds without a heartbeat after which a
+            service is down.
+        :param interval: seconds a peer's record stays fresh.
+        :param now: the clock (epoch s; default now).
+        :param binary: the services' binary.
+        :returns: host names.
+        """
+        now = time.time() if now is None else now
+        query = sa.select(T_SVC.c.host).select_from(T_SVC.outerjoin(
+            T_FIND, T_FIND.c.host == T_SVC.c.host)).where(
+            T_SVC.c.binary == binary, T_SVC.c.host != peer,
+            sa.not_(services.heartbeat_within(service_down_time, now)),
+            sa.or_(T_FIND.c.host.is_(None), T_FIND.c.recorded_by == T_FIND.c.host,
+                   T_FIND.c.recorded_at <= now - interval)).order_by(T_SVC.c.host)
+        return self._read("list the hosts that are down",
+                          lambda conn: list(conn.execute(query).scalars()))
 
     def recorded_findings(self, host: str | None = None) -> list[RecordedFindings]:
         """The :class:`~nova_lite.findings.RecordedFindings` of every host (or
