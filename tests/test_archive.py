@@ -196,14 +196,16 @@ class TestArchiveCommands(CliTestCase):
         self.assertEqual([self.live], self.servers())
         self.assertEqual([{"Table": "shadow_migrations", "Rows": 0},
                           {"Table": "shadow_instances", "Rows": 0}],
-                         self.json("db", "purge", "--before", "2000-01-01T00:00:00Z"))
+                         self.json("db", "purge", "--before", "2000-01-01T00:00:00Z",
+                                   "--yes-i-really-mean-it"))
         self.assertEqual([{"Table": "shadow_migrations", "Rows": 0},
                           {"Table": "shadow_instances", "Rows": 1}],
                          self.json("db", "purge", "--all", "--dry-run"))
         self.assertEqual([{"Table": "shadow_migrations", "Rows": 0},
                           {"Table": "shadow_instances", "Rows": 1}],
-                         self.json("db", "purge", "--all"))
-        self.assertEqual(0, json.loads(self.ok("db", "purge", "--all", "-f", "json"))[1]["Rows"])
+                         self.json("db", "purge", "--all", "--yes-i-really-mean-it"))
+        self.assertEqual(0, json.loads(self.ok("db", "purge", "--all", "--yes-i-really-mean-it",
+                                               "-f", "json"))[1]["Rows"])
 
     def test_bad_arguments_change_nothing(self):
         with open(self.db_path(), "rb") as handle:

@@ -259,6 +259,7 @@ class TestErrorCases(CliTestCase):
              ["--before 'last week'", "ISO 8601"]),
             ("db archive", ["db", "archive", "--max-rows", "0"], 2, ["--max-rows", ">= 1"]),
             ("db archive", ["db", "purge"], 2, ["--before DATE or --all"]),
+            ("db archive", ["db", "purge", "--all"], 2, ["--yes-i-really-mean-it"]),
             ("db archive", ["db", "purge", "--before", "2026-02-30"], 2, ["'2026-02-30'"]),
             ("metrics serve", ["api", "serve", "--bind", "192.0.2.1", "--port", "0"], 1,
              ["Cannot listen on 192.0.2.1:0"]),

@@ -86,7 +86,7 @@ def command_argv(name, host, server, tmp, run=0):
         "db sync": ["db", "sync"],
         "db version": ["db", "version"],
         "db archive": ["db", "archive", "--max-rows", "10"],
-        "db purge": ["db", "purge", "--all"],
+        "db purge": ["db", "purge", "--all", "--yes-i-really-mean-it"],
     }[name]
 
 

@@ -7,6 +7,7 @@ import logging
 
 from nova_lite.cli.context import CliContext, CommandError
 from nova_lite.cli.output import LinesColumn
+from nova_lite.cli.node import CONFIRM_FLAG
 from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.db import archive, migrations
 from nova_lite.db.engine import Database
@@ -154,8 +155,10 @@ class PurgeArchivedRows(Lister):
     """Delete for good the rows 'db archive' moved into the shadow tables.
 
     --before DATE deletes the rows archived before DATE, --all every
-    archived row; one of them is required.  Rows gives, per shadow table,
-    how many were deleted (with --dry-run: would be; nothing is written).
+    archived row; one of them is required, and so is --yes-i-really-mean-it
+    (unless --dry-run): what it deletes cannot be brought back.  Rows
+    gives, per shadow table, how many were deleted (with --dry-run: would
+    be; nothing is written).
     """
 
     columns = HISTORY_FIELDS
@@ -169,6 +172,8 @@ class PurgeArchivedRows(Lister):
         parser.add_argument("--all", action="store_true", help="Every archived row.")
         parser.add_argument("--dry-run", action="store_true",
                             help="Count the rows that would be deleted; change nothing.")
+        parser.add_argument(CONFIRM_FLAG, dest="confirmed", action="store_true",
+                            help="Confirm the deletion (required unless --dry-run).")
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace
@@ -177,6 +182,10 @@ class PurgeArchivedRows(Lister):
             raise BadArguments("db purge needs either --before DATE or --all (not both); "
                                "nothing was changed")
         before = None if parsed_args.all else parse_before(parsed_args.before)
+        if not (parsed_args.confirmed or parsed_args.dry_run):
+            raise BadArguments(f"Refusing to purge archived rows for good without "
+                               f"{CONFIRM_FLAG} (or --dry-run to count them); nothing was "
+                               "changed")
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=parsed_args.dry_run)
         return HISTORY_FIELDS, _history_rows(store.purge_archived_rows(

@@ -456,7 +456,7 @@ class TestDeletingCommandsNeedConfirmation(base.SQLiteBackend, base.TestCase):
         names = sorted(ep.name for ep in importlib.metadata.entry_points(group="nova_lite.cli")
                        if self.DELETING.search(ep.name))
         # A new deleting command must get its own refusal test below.
-        self.assertEqual(["node_delete", "server_delete"], names)
+        self.assertEqual(["db_purge", "node_delete", "server_delete"], names)
 
     def test_node_delete_refuses_without_confirmation(self):
         before = base.dump(self.store)
@@ -468,6 +468,16 @@ class TestDeletingCommandsNeedConfirmation(base.SQLiteBackend, base.TestCase):
         code, said = self._cli("node", "delete", "n0", "--yes-i-really-mean-it")
         self.assertEqual(0, code, said)
         self.assertEqual(["n1"], [n.nodename for n in self.store.get_compute_nodes(HOST)])
+
+    def test_db_purge_refuses_without_confirmation(self):
+        before = base.dump(self.store)
+        code, said = self._cli("db", "purge", "--all")
+        self.assertEqual(2, code, said)
+        self.assertIn("--yes-i-really-mean-it", said)
+        self.assertIn("nothing was changed", said)
+        self.assertDumpEqual(before, base.dump(self.store))
+        code, said = self._cli("db", "purge", "--all", "--yes-i-really-mean-it")
+        self.assertEqual(0, code, said)
 
     def test_server_delete_refuses_without_confirmation(self):
         import uuid
