@@ -244,9 +244,10 @@ class HealTests:
         inst = self.claim(rt, "n1")
         mig = rt.resize_claim(inst, base.flavor("m1.big", memory_mb=1024), "n2").migration
         age_migration(rt.store, mig.uuid, 100)
-        before = rt.store.migration_times()[mig.uuid][1]
+        before = rt.store.records_snapshot(self.host).migration_times[mig.uuid][1]
         rt.update_migration_status(mig.uuid, "migrating")
-        self.assertGreater(rt.store.migration_times()[mig.uuid][1], before + 50)
+        self.assertGreater(rt.store.records_snapshot(self.host).migration_times[mig.uuid][1],
+                           before + 50)
         for bad in ("confirmed", "error", "bogus"):
             err = self.assertRaises(InvalidInput, rt.update_migration_status, mig, bad)
             self.assertIn(repr(bad), str(err))

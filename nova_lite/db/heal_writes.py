@@ -29,7 +29,7 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite import holds
-from nova_lite.db import claim_writes, holds_sql, models, rows, services
+from nova_lite.db import claim_writes, models, rows, services
 from nova_lite.exception import HealSkipped
 from nova_lite.objects import Migration
 
@@ -209,12 +209,3 @@ def _confirm(conn: sa.Connection, change: HealChange, migration: Migration, now:
         rows.upsert_instance(conn, attrs.evolve(
             inst, flavor=migration.new_flavor, host=target.host, node=target.nodename,
             numa_topology=alloc.numa_topology, pci_devices=alloc.pci_devices), now)
-
-
-def migration_times(conn: sa.Connection,
-                    in_progress_only: bool = True) -> dict[str, tuple[float, float]]:
-    """``{migration uuid: (created_at, updated_at)}`` (epoch s)."""
-    query = sa.select(T_MIG.c.uuid, T_MIG.c.created_at, T_MIG.c.updated_at)
-    if in_progress_only:
-        query = query.where(holds_sql.migration_holds())
-    return {r.uuid: (r.created_at, r.updated_at) for r in conn.execute(query)}

@@ -767,16 +767,6 @@ class Store:
                 T_MIG.select().where(T_MIG.c.uuid == migration_uuid)).one())
         return self._write(f"set migration {migration_uuid} {status}", op)
 
-    def migration_times(self, in_progress_only: bool = True
-                        ) -> dict[str, tuple[float, float]]:
-        """``{migration uuid: (created_at, updated_at)}`` in epoch seconds.
-
-        :param in_progress_only: only the migrations still in progress.
-        :returns: ``{migration uuid: (created_at, updated_at)}``, epoch s.
-        """
-        return self._read("read migration times",
-                          lambda conn: heal_writes.migration_times(conn, in_progress_only))
-
     def node_generation(self, node_uuid: str) -> int:
         """The node's generation as recorded now (one small read).
 
