@@ -135,6 +135,23 @@ def _cpu_set_option(instance: object, attribute: _Attribute, value: Any) -> None
         raise InvalidConfig(attribute.name, value, "leaves no CPUs")
 
 
+#: The values of ``running_deleted_instance_action``.
+RUNNING_DELETED_ACTIONS = ("reap", "log", "noop")
+
+
+def _choice_option(choices: tuple[str, ...]) -> _Validator:
+    def check(instance: object, attribute: _Attribute, value: Any) -> None:
+        if value not in choices:
+            raise InvalidConfig(attribute.name, value, f"must be one of {', '.join(choices)}")
+    return check
+
+
+def _non_negative_seconds(instance: object, attribute: _Attribute, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise InvalidConfig(attribute.name, value, "must be a number of seconds >= 0 (0: no limit)")
+
+
 def _str_option(instance: object, attribute: _Attribute, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidConfig(attribute.name, value, "must be a non-empty string")
@@ -409,6 +426,30 @@ class Settings:
             reverting: its allocations are dropped and it is marked
             error).""",
             minimum=MIN_SECONDS, file_minimum=1.0, unit="seconds", nova="nova-lite only"))
+    work_poll_interval: float = attrs.field(
+        default=1.0, validator=_seconds_option(),
+        metadata=option("compute", "work_poll_interval", """
+            Time between the compute service's looks for work recorded for
+            its host (builds, deletes, moves, audits) when nothing wakes it.
+            On PostgreSQL the service is woken at once by LISTEN/NOTIFY and
+            looks only every report_interval as a fallback; on SQLite, or
+            when listening fails, it looks this often.""",
+            minimum=MIN_SECONDS, unit="seconds", nova="nova-lite only"))
+    instance_build_timeout: float = attrs.field(
+        default=0, validator=_non_negative_seconds,
+        metadata=option("DEFAULT", "instance_build_timeout", """
+            Time an instance may stay building on its host before the
+            host's compute service records it in error and gives its claim
+            back.  0 disables the limit.""",
+            minimum=0, unit="seconds", nova="same name and default"))
+    running_deleted_instance_action: str = attrs.field(
+        default="reap", validator=_choice_option(RUNNING_DELETED_ACTIONS),
+        metadata=option("DEFAULT", "running_deleted_instance_action", """
+            What the compute service does with a guest its driver still runs
+            whose instance is recorded deleted (a local delete made while
+            the host was down): reap destroys it, log logs a warning, noop
+            does nothing.""",
+            kind="string", nova="same name and default; no shutdown"))
     #: Seconds a transaction waits for another writer's lock before it fails
     #: with "database busy" and writes nothing.
     database_busy_timeout: float = attrs.field(

@@ -1,19 +1,25 @@
-"""``nova-lite server create|delete|list|show``: instances, built through the scheduler.
+"""``nova-lite server create|delete|list|show``: instances, built and deleted by their hosts.
 
 ``server create`` schedules (``[filter_scheduler]`` settings), claims on the
-chosen node through that host's resource tracker (retrying on an alternate
-if another build took the room first) and spawns through the configured
-driver (``compute_driver``); a failed spawn gives the claim back.  Servers
-created without ``--project`` belong to project :data:`DEFAULT_PROJECT`.
+chosen nodes (retrying on an alternate if another build took the room
+first) and records a build for each server's host; that host's compute
+service (``nova-lite compute``) spawns it on its own driver and records it
+active, or error with the reason and its claim given back.  ``--wait``
+waits for that.  ``server delete`` records the delete for the server's
+host the same way; ``--force`` deletes at once when the host's service is
+down (its claim is freed; the host destroys the guest when it returns).
+Servers created without ``--project`` belong to project
+:data:`DEFAULT_PROJECT`.
 """
 
 import argparse
 import logging
+import time
+from collections.abc import Sequence
 from typing import Any
 
-import attrs
 
-from nova_lite import objects
+from nova_lite import objects, work
 from nova_lite.cli import flavors, typed
 from nova_lite.cli.context import BadArguments, CliContext, CommandError
 from nova_lite.cli.lookup import find_instance
@@ -21,52 +27,74 @@ from nova_lite.cli.node import CONFIRM_FLAG
 from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.compute import api
-from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
+from nova_lite.exception import BuildFailed, InstanceStateConflict
 from nova_lite.scheduler import NoValidHost, RequestSpec
+from nova_lite.work import Task
 
 LOG = logging.getLogger(__name__)
 
 #: Every column of ``server list`` and ``server create`` (-f json/yaml/csv/value, --long).
-LIST_HEADERS = ("ID", "Status", "Host", "Node", "Project", "Flavor")
+LIST_HEADERS = ("ID", "Status", "Task", "Task Age", "Host", "Node", "Project", "Flavor")
 #: The columns of their table without --long.
-DEFAULT_HEADERS = ("ID", "Status", "Host", "Flavor")
+DEFAULT_HEADERS = ("ID", "Status", "Task", "Host", "Flavor")
 #: The project of a server created without ``--project``.
 DEFAULT_PROJECT = "default"
 #: The fields of ``server show``.
-SHOW_FIELDS = ("id", "status", "host", "node", "project_id", "flavor", "vcpus", "memory_mb",
-               "disk_gb", "allocations")
+SHOW_FIELDS = ("id", "status", "task_state", "task", "task_age", "fault", "host", "node",
+               "project_id", "flavor", "vcpus", "memory_mb", "disk_gb", "allocations")
+#: Default of ``--timeout`` (seconds) for ``--wait``.
+DEFAULT_WAIT_TIMEOUT = 300.0
 
 #: One server of ``server list`` and ``server create``, in LIST_HEADERS' order.
-Row = tuple[str, str, OptionalColumn, OptionalColumn, TextColumn, TextColumn]
+Row = tuple[str, str, OptionalColumn, OptionalColumn, OptionalColumn, OptionalColumn,
+            TextColumn, TextColumn]
 
 
-def _row(inst: objects.Instance) -> Row:
-    return (inst.uuid, inst.vm_state, OptionalColumn(inst.host),
-            OptionalColumn(inst.node), TextColumn(inst.project_id), TextColumn(inst.flavor.name))
+def _row(inst: objects.Instance, task: Task | None, now: float) -> Row:
+    return (inst.uuid, inst.vm_state,
+            OptionalColumn(None if task is None else task.describe()),
+            OptionalColumn(None if task is None else round(task.age(now))),
+            OptionalColumn(inst.host), OptionalColumn(inst.node),
+            TextColumn(inst.project_id), TextColumn(inst.flavor.name))
 
 
-class _Trackers:
-    """A ResourceTracker per host, each with its own driver loaded for that host."""
+def _rows(store: Store, instances: Sequence[objects.Instance]) -> list[Row]:
+    open_work = store.tasks.open_by_instance([i.uuid for i in instances]) if instances else {}
+    now = time.time()
+    return [_row(i, open_work.get(i.uuid), now) for i in instances]
 
-    def __init__(self, ctx: CliContext, store: Store) -> None:
-        self.ctx, self.store = ctx, store
-        self.made: dict[str, ResourceTracker] = {}
 
-    def __call__(self, host: str) -> ResourceTracker:
-        if host not in self.made:
-            driver = self.ctx.load_driver(self.ctx.settings.compute_driver, host)
-            self.made[host] = ResourceTracker(host, driver, store=self.store,
-                                              settings=self.ctx.settings)
-        return self.made[host]
+def _timeout(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 0 < seconds <= 86400:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, got {value}")
+    return seconds
+
+
+def add_wait_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--wait`` and ``--timeout`` for a command that records work."""
+    parser.add_argument("--wait", action="store_true",
+                        help=f"Wait until the host has {what} (or failed), then show the "
+                             "outcome; exit status 1 if it failed or the deadline passed.")
+    parser.add_argument("--timeout", type=_timeout, default=DEFAULT_WAIT_TIMEOUT,
+                        metavar="SECONDS",
+                        help=f"Deadline of --wait (default {DEFAULT_WAIT_TIMEOUT:g} s).")
 
 
 class CreateServer(Lister):
-    """Build COUNT servers of a flavor: schedule, claim on the chosen nodes, spawn.
+    """Build COUNT servers of a flavor: schedule, claim on the chosen nodes, and
+    record each build for its host's compute service, which spawns it.
 
     With --count > 1 on one node, all its claims are made together or
-    none.  Prints the servers as 'server list' does.  Without --project
-    they belong to project "default".
+    none.  Prints the servers as 'server list' does: building, until their
+    host's compute service (nova-lite compute) has spawned them; with
+    --wait, once each is active or in error (exit status 1 if any failed,
+    with the reasons on standard error).  Without --project they belong to
+    project "default".
     """
 
     columns = LIST_HEADERS
@@ -79,7 +107,13 @@ class CreateServer(Lister):
                             help="Number of servers (default 1).")
         parser.add_argument("--project", default=DEFAULT_PROJECT, metavar="ID",
                             help=f"Owner project id (default: {DEFAULT_PROJECT!r}).")
+        add_wait_arguments(parser, "spawned each server")
         return parser
+
+    def run(self, parsed_args: argparse.Namespace) -> int:
+        self._status = 0
+        code = super().run(parsed_args)
+        return code or self._status
 
     def take_action(self, parsed_args: argparse.Namespace
                     ) -> tuple[tuple[str, ...], list[Row]]:
@@ -94,16 +128,47 @@ class CreateServer(Lister):
         store = ctx.open_store(must_exist=True)
         spec = RequestSpec(flavor, project_id=parsed_args.project)
         try:
-            result = api.build(store, spec, parsed_args.count, trackers=_Trackers(ctx, store),
-                               settings=ctx.settings)
-        except NoValidHost as exc:
+            result = api.build(store, spec, parsed_args.count, settings=ctx.settings)
+        except (NoValidHost, BuildFailed) as exc:
             raise CommandError(str(exc)) from None
-        return LIST_HEADERS, [_row(i) for i in result.instances]
+        if not parsed_args.wait:
+            _warn_down_hosts(store, ctx, {t.host for t in result.tasks}, "build")
+            return LIST_HEADERS, _rows(store, result.instances)
+        self._status = _wait_and_report(store, result.tasks, parsed_args.timeout,
+                                        self.app.stderr)
+        done = [store.get_instance(i.uuid) for i in result.instances]
+        return LIST_HEADERS, _rows(store, done)
+
+
+def _warn_down_hosts(store: Store, ctx: CliContext, hosts: set[str], what: str) -> None:
+    for host in sorted(hosts):
+        if not api.service_is_up(store, host, ctx.settings):
+            LOG.warning("The compute service of host %s is down: the %s waits for it "
+                        "(start 'nova-lite compute --host %s'); its claim stays held",
+                        host, what, host)
+
+
+def _wait_and_report(store: Store, tasks: Sequence[Task], timeout: float, stderr: Any) -> int:
+    """Wait for ``tasks``; write each failure to ``stderr``; 1 if any failed or
+    the deadline passed, else 0."""
+    try:
+        finished = api.wait(store, tasks, timeout)
+    except api.WorkTimeout as exc:
+        stderr.write(f"{exc}\n")
+        return 1
+    failed = [t for t in finished if t.state == work.FAILED]
+    for t in failed:
+        stderr.write(f"Server {t.instance_uuid}: {t.kind} failed on host {t.host}: "
+                     f"{t.detail}\n")
+    return 1 if failed else 0
 
 
 class ListServers(Lister):
-    """List the servers: id, status, host and flavor (--long adds the node and project).
+    """List the servers: id, status, task, host and flavor (--long adds the task's
+    age in seconds, the node and the project).
 
+    Task is the work recorded for the server's host and not finished yet
+    (e.g. "build waiting": its host's compute service has not taken it).
     Live servers only; --all adds deleted and shelved-offloaded ones.
     """
 
@@ -120,15 +185,17 @@ class ListServers(Lister):
     def take_action(self, parsed_args: argparse.Namespace
                     ) -> tuple[tuple[str, ...], list[Row]]:
         store = self.app.context().open_store(must_exist=True, readonly=True)
-        return LIST_HEADERS, [_row(i) for i in store.list_instances(
-            host=parsed_args.host, live_only=not parsed_args.all)]
+        return LIST_HEADERS, _rows(store, store.list_instances(
+            host=parsed_args.host, live_only=not parsed_args.all))
 
 
 class ShowServer(ShowOne):
     """Show one server: placement, state, flavor and what it holds per node.
 
-    allocations maps each node uuid to what the server holds there
-    (resource class: amount).
+    task is the unfinished work recorded for its host (task_age: seconds
+    since it was recorded); fault is the reason its last failed task gave
+    (a spawn that failed, a build that timed out).  allocations maps each
+    node uuid to what the server holds there (resource class: amount).
     """
 
     columns = SHOW_FIELDS
@@ -145,7 +212,14 @@ class ShowServer(ShowOne):
         held = {a.node_uuid: dict(sorted(a.resources.items()))
                 for a in store.list_allocations(instance_uuid=inst.uuid)}
         f = inst.flavor
+        task = store.tasks.open_by_instance([inst.uuid]).get(inst.uuid)
+        fault = store.tasks.last_failure(inst.uuid)
         fields: dict[str, Any] = {"id": inst.uuid, "status": inst.vm_state,
+                  "task_state": OptionalColumn(inst.task_state),
+                  "task": OptionalColumn(None if task is None else task.describe()),
+                  "task_age": OptionalColumn(None if task is None
+                                             else round(task.age(time.time()))),
+                  "fault": OptionalColumn(None if fault is None else fault.detail),
                   "host": OptionalColumn(inst.host), "node": OptionalColumn(inst.node),
                   "project_id": TextColumn(inst.project_id), "flavor": TextColumn(f.name),
                   "vcpus": f.vcpus, "memory_mb": f.memory_mb,
@@ -155,11 +229,20 @@ class ShowServer(ShowOne):
 
 
 class DeleteServer(typed.Command):
-    """Delete a server: destroy its guest through the driver and free its resources.
+    """Delete a server: its host's compute service destroys the guest and frees
+    its resources.
 
-    Refuses unless --yes-i-really-mean-it is given (exit status 2, nothing
-    changed).  An unknown or already deleted server is an error (exit
-    status 1, nothing changed).
+    The delete is recorded for the server's host; until its compute service
+    takes it, the server shows task "delete waiting" and keeps its
+    resources.  --wait waits until it is done.  --force, when the host's
+    compute service is down, deletes at once here: the record is deleted and
+    its resources freed, and the host destroys the guest when it comes back
+    ([DEFAULT] running_deleted_instance_action); with the service up,
+    --force changes nothing and the host deletes as usual.  A server with no
+    host (a build that failed) is deleted at once.  Refuses unless
+    --yes-i-really-mean-it is given (exit status 2, nothing changed).  An
+    unknown or already deleted server is an error (exit status 1, nothing
+    changed).
     """
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
@@ -167,6 +250,10 @@ class DeleteServer(typed.Command):
         parser.add_argument("server", metavar="SERVER", help="Server uuid.")
         parser.add_argument(CONFIRM_FLAG, dest="confirmed", action="store_true",
                             help="Confirm the deletion (required).")
+        parser.add_argument("--force", action="store_true",
+                            help="If the host's compute service is down, delete here at "
+                                 "once (Nova's local delete).")
+        add_wait_arguments(parser, "deleted the server")
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> int:
@@ -176,12 +263,29 @@ class DeleteServer(typed.Command):
         if not parsed_args.confirmed:
             raise BadArguments(f"Refusing to delete server {inst.uuid} on {inst.host}/"
                                f"{inst.node} without {CONFIRM_FLAG}; nothing was changed")
-        gone = attrs.evolve(inst, vm_state=objects.DELETED)
-        if inst.host:
-            tracker = _Trackers(ctx, store)(inst.host)
-            tracker.driver.destroy(inst)
-            tracker.update_usage(gone)
+        try:
+            result = api.delete(store, inst, force=parsed_args.force, settings=ctx.settings)
+        except InstanceStateConflict as exc:
+            raise CommandError(str(exc)) from None
+        out = self.app.stdout
+        if result.local:
+            where = f" (the compute service of host {inst.host} is down: it destroys the " \
+                    "guest when it comes back)" if inst.host else ""
+            out.write(f"Deleted server {inst.uuid}{where}\n")
+            return 0
+        assert result.task is not None
+        if parsed_args.wait:
+            code = _wait_and_report(store, [result.task], parsed_args.timeout, self.app.stderr)
+            if code == 0:
+                out.write(f"Deleted server {inst.uuid}\n")
+            return code
+        up = api.service_is_up(store, result.task.host, ctx.settings)
+        out.write(f"Delete of server {inst.uuid} recorded for host {result.task.host} "
+                  f"(task {result.task.id})")
+        if up:
+            out.write("\n")
         else:
-            store.record_instance_state(gone)
-        self.app.stdout.write(f"Deleted server {inst.uuid}\n")
+            out.write(f": the compute service of host {result.task.host} is down, so the "
+                      "delete waits and the server keeps its resources; --force deletes it "
+                      "here at once\n")
         return 0

@@ -1,36 +1,51 @@
-"""Building instances: schedule, claim on the chosen node, spawn.
+"""Asking the hosts for work: build and delete through the records.
 
-:func:`build` is the whole path a build request takes::
+The records are the only channel to the hosts.  :func:`build` schedules,
+claims on the chosen nodes and records a build task for each instance's
+host; that host's compute service spawns it on its own driver and records
+it active (or error, with the reason, its claim given back).  :func:`delete`
+records a delete task for the instance's host; ``force`` on a host whose
+service is down deletes the record at once and frees its claim (Nova's
+local delete), and the host destroys the guest when it comes back.
+:func:`wait` waits for tasks to finish, with a deadline::
 
     from nova_lite.compute import api
     from nova_lite.scheduler import RequestSpec
 
-    result = api.build(store, RequestSpec(flavor, project_id="demo"), num_instances=2,
-                       trackers={"host1": rt1, "host2": rt2})
-    result.instances        # the placed Instance records (host, node set)
+    result = api.build(store, RequestSpec(flavor, project_id="demo"), num_instances=2)
+    result.instances        # the claimed Instance records (host, node set), building
+    done = api.wait(store, result.tasks, timeout=60)
 
-Each chosen node is claimed through its own host's ResourceTracker; a
-claim that loses (another build took the room first:
-ComputeResourcesUnavailable) is retried on the Selection's alternates in
-order.  Instances scheduled to the same node are claimed together in one
-transaction, all or none (``ResourceTracker.instance_claims``).
-If a group finds no node at all, every claim this build made is given back
-and :class:`BuildFailed` lists every attempt.
+Each chosen node is claimed for its host (``trackers``: ``{host:
+ResourceTracker}`` or a callable; by default a tracker per host that claims
+through the records alone, without loading any driver here); a claim that
+loses (another build took the room first: ComputeResourcesUnavailable) is
+retried on the Selection's alternates in order.  Instances scheduled to the
+same node are claimed together in one transaction, all or none
+(``ResourceTracker.instance_claims``).  If a group finds no node at all,
+every claim this build made is given back and :class:`BuildFailed` lists
+every attempt.
+
+A claim made here counts the flavor alone: a host whose driver adds an
+overhead per instance claims it again with the overhead before spawning.
 """
 
 import collections
 import logging
+import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
-from nova_lite import objects
+from nova_lite import objects, work
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable
-from nova_lite.exception import BuildFailed, NovaLiteError
+from nova_lite.exception import BuildFailed, InvalidInput, NovaLiteError
 from nova_lite.scheduler import HostManager, RequestSpec, Selection
 from nova_lite.scheduler.request import as_request_spec
+from nova_lite.virt.driver import ComputeDriver
+from nova_lite.work import Task, WorkRequest
 
 if TYPE_CHECKING:
     from nova_lite.compute.resource_tracker import ResourceTracker
@@ -45,11 +60,48 @@ _Trackers: TypeAlias = "Mapping[str, ResourceTracker] | Callable[[str], Resource
 
 @attrs.frozen
 class BuildResult:
-    """What a build did: the placed ``instances`` (in request order), and
-    ``attempts``: ``(host, nodename, reason)`` of each claim that lost first."""
+    """What a build did: the claimed ``instances`` (in request order, each
+    building on its host and node), ``tasks``: the build task recorded for
+    each, in the same order, and ``attempts``: ``(host, nodename, reason)``
+    of each claim that lost first."""
 
     instances: tuple[objects.Instance, ...]
     attempts: tuple[tuple[str, str, str], ...] = ()
+    tasks: tuple[Task, ...] = ()
+
+
+class _ClaimOnlyDriver(ComputeDriver):
+    """The driver of a tracker that only claims through the records: the
+    host's own driver (and its overhead) is not loaded in this process."""
+
+    def init_host(self, host: str) -> None:
+        self.host = host
+
+    def get_available_nodes(self, refresh: bool = False) -> list[str]:
+        raise NotImplementedError("a claim-only tracker lists no nodes")
+
+    def get_available_resource(self, nodename: str) -> objects.NodeResources:
+        raise NotImplementedError("a claim-only tracker reports no node")
+
+
+class RecordsTrackers:
+    """``host -> ResourceTracker`` that claims through the records alone (no
+    driver of the host is loaded here; the host adds its overhead itself)."""
+
+    def __init__(self, store: "Store", settings: "Settings | None" = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.made: dict[str, ResourceTracker] = {}
+
+    def __call__(self, host: str) -> "ResourceTracker":
+        from nova_lite.compute.resource_tracker import ResourceTracker
+        tracker = self.made.get(host)
+        if tracker is None:
+            driver = _ClaimOnlyDriver(settings=self.settings)
+            driver.init_host(host)
+            tracker = self.made[host] = ResourceTracker(host, driver, store=self.store,
+                                                        settings=self.settings)
+        return tracker
 
 
 def _tracker_for(trackers: _Trackers, host: str) -> "ResourceTracker":
@@ -66,23 +118,31 @@ def _claim_group(tracker: "ResourceTracker", instances: Sequence[objects.Instanc
 
 
 def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: int = 1, *,
-          trackers: _Trackers, host_manager: HostManager | None = None,
-          settings: "Settings | None" = None, spawn: bool = True,
-          display_name: str = "") -> BuildResult:
-    """Schedule, claim and (``spawn``) start ``num_instances`` instances of ``request``.
+          trackers: "_Trackers | None" = None, host_manager: HostManager | None = None,
+          settings: "Settings | None" = None, display_name: str = "") -> BuildResult:
+    """Schedule and claim ``num_instances`` instances of ``request``; record a
+    build task for each on its host.  Returns at once (see :func:`wait`).
 
-    ``request``: a RequestSpec or a Flavor; ``trackers``: ``{host:
-    ResourceTracker}`` or a callable ``host -> ResourceTracker``;
-    ``host_manager``: a HostManager to reuse (its view spreads consecutive
-    builds), else one is made with ``settings``.  With ``spawn`` each
-    claimed instance is spawned through its tracker's driver and recorded
-    "active"; a failed spawn gives its claim back, records the instance
-    "error" (on no node, as Nova does) and raises.  Returns a
-    :class:`BuildResult`; raises NoValidHost (nothing claimed) or
-    :class:`BuildFailed` (every node tried lost; nothing kept).
+    :param store: the records.
+    :param request: a RequestSpec or a Flavor.
+    :param num_instances: how many (>= 1).
+    :param trackers: ``{host: ResourceTracker}`` or a callable ``host ->
+        ResourceTracker`` to claim with; None: :class:`RecordsTrackers`.
+    :param host_manager: a HostManager to reuse (its view spreads
+        consecutive builds), else one is made with ``settings``.
+    :param settings: the settings of the scheduler and the trackers.
+    :param display_name: the servers' name (``-N`` added with several).
+    :returns: a :class:`BuildResult`: the instances, building, and their
+        tasks.
+    :raises nova_lite.scheduler.NoValidHost: nothing was claimed.
+    :raises BuildFailed: every node tried lost; nothing is kept.
     """
+    if isinstance(num_instances, bool) or not isinstance(num_instances, int) \
+            or num_instances < 1:
+        raise InvalidInput(f"num_instances must be an integer >= 1, got {num_instances!r}")
     spec = as_request_spec(request)
     manager = host_manager or HostManager(store, settings)
+    claimers = trackers if trackers is not None else RecordsTrackers(store, settings)
     selections = manager.select_destinations(spec, num_instances)
     instances = [objects.Instance(
         uuid=str(uuidlib.uuid4()), flavor=spec.flavor, project_id=spec.project_id or "",
@@ -97,30 +157,103 @@ def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: 
     attempts: list[tuple[str, str, str]] = []
     try:
         for sel, members in groups.values():
-            held.extend(_claim_with_alternates(sel, members, trackers, attempts))
+            held.extend(_claim_with_alternates(sel, members, claimers, attempts))
+        placed = {claim.instance.uuid: claim.instance for _, claim in held}
+        ordered = [placed[i.uuid] for i in instances]
+        tasks = store.tasks.record(
+            [WorkRequest(host=str(i.host), kind=work.BUILD, instance_uuid=i.uuid)
+             for i in ordered])
     except BaseException:
         for _, claim in held:
-            claim.abort()
-        raise
-    placed: dict[str, objects.Instance] = {}
-    for tracker, claim in held:
-        inst = claim.instance
-        if spawn:
             try:
-                tracker.driver.spawn(inst)
-            except Exception:
-                LOG.exception("Spawn of instance %s on %s/%s failed: claim given back, "
-                              "instance recorded %s", inst.uuid, inst.host, inst.node,
-                              objects.ERROR)
                 claim.abort()
-                tracker.update_usage(attrs.evolve(inst, host=None, node=None, pci_devices=(),
-                                                  vm_state=objects.ERROR))
-                raise
-            inst = attrs.evolve(inst, vm_state=objects.ACTIVE)
-            tracker.update_usage(inst)
-        placed[inst.uuid] = inst
-    return BuildResult(instances=tuple(placed[i.uuid] for i in instances),
-                       attempts=tuple(attempts))
+            except NovaLiteError as exc:   # the host's build check gives it back later
+                LOG.warning("Claim of instance %s not given back: %s", claim.instance.uuid, exc)
+        raise
+    for inst in ordered:
+        LOG.info("Instance %s claimed on %s/%s: build recorded for its host", inst.uuid,
+                 inst.host, inst.node)
+    return BuildResult(instances=tuple(ordered), attempts=tuple(attempts), tasks=tuple(tasks))
+
+
+@attrs.frozen
+class DeleteResult:
+    """What :func:`delete` did: ``task`` is the delete recorded for the host
+    (None when the record was deleted here at once); ``local`` is True for a
+    delete done here (no host, or ``force`` with the host's service down)."""
+
+    instance: objects.Instance
+    task: Task | None
+    local: bool
+
+
+def service_is_up(store: "Store", host: str, settings: "Settings | None" = None) -> bool:
+    """Whether ``host``'s compute service is up (heartbeat within
+    ``service_down_time``)."""
+    from nova_lite.conf import Settings
+    down_time = (settings or Settings()).service_down_time
+    now = time.time()
+    return any(s.is_up(down_time, now) for s in store.list_services(host))
+
+
+def delete(store: "Store", instance: objects.Instance, *, force: bool = False,
+           settings: "Settings | None" = None) -> DeleteResult:
+    """Delete ``instance`` through its host, or here when it has no host or
+    ``force`` is given and its host's service is down.
+
+    A delete through the host records a delete task (the instance's
+    task_state becomes ``deleting``); the host destroys the guest and frees
+    the claim.  An open delete task already recorded is reused.  A local
+    delete records the instance deleted, frees its claim at once and
+    cancels its waiting tasks; its host, when it comes back, handles the
+    guest it still runs per ``running_deleted_instance_action``.
+
+    :raises nova_lite.exception.InstanceStateConflict: already deleted.
+    """
+    local = instance.host is None or (force and not service_is_up(store, instance.host,
+                                                                  settings))
+    if local:
+        store.tasks.cancel_open(instance.uuid, "the instance was deleted locally")
+        store.record_instance_state(attrs.evolve(instance, vm_state=objects.DELETED,
+                                                 task_state=None))
+        LOG.info("Instance %s deleted locally%s: its claim is freed", instance.uuid,
+                 f" (host {instance.host} is down)" if instance.host else "")
+        return DeleteResult(instance=instance, task=None, local=True)
+    for task in store.tasks.find(instance_uuid=instance.uuid, states=work.OPEN_STATES,
+                                 kinds=(work.DELETE,)):
+        return DeleteResult(instance=instance, task=task, local=False)
+    (task,) = store.tasks.record(
+        [WorkRequest(host=str(instance.host), kind=work.DELETE, instance_uuid=instance.uuid)],
+        instance_task_states={instance.uuid: "deleting"})
+    return DeleteResult(instance=instance, task=task, local=False)
+
+
+class WorkTimeout(NovaLiteError):
+    """Tasks were still open at a :func:`wait`'s deadline; ``open`` lists them."""
+
+    def __init__(self, open_tasks: Sequence[Task], timeout: float) -> None:
+        self.open = tuple(open_tasks)
+        listed = ", ".join(f"{t.kind} of {t.instance_uuid or t.host} on host {t.host} "
+                           f"({t.state})" for t in self.open[:5])
+        more = f" and {len(self.open) - 5} more" if len(self.open) > 5 else ""
+        super().__init__(f"{len(self.open)} task(s) not finished after {timeout:g} s: "
+                         f"{listed}{more}")
+
+
+def wait(store: "Store", tasks: Sequence[Task], timeout: float,
+         interval: float = 0.05) -> list[Task]:
+    """Wait until every one of ``tasks`` is finished (done, failed or
+    cancelled), at most ``timeout`` seconds; returns them as recorded, in
+    order.  Raises :class:`WorkTimeout` listing those still open."""
+    ids = [t.id for t in tasks]
+    deadline = time.monotonic() + timeout
+    while True:
+        now = {t.id: t for t in store.tasks.find(ids=ids)} if ids else {}
+        if all(not now[i].is_open for i in ids):
+            return [now[i] for i in ids]
+        if time.monotonic() >= deadline:
+            raise WorkTimeout([now[i] for i in ids if now[i].is_open], timeout)
+        time.sleep(interval)
 
 
 def _claim_with_alternates(

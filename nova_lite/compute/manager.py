@@ -27,9 +27,11 @@ import attrs
 from nova_lite import audit as audit_views
 from nova_lite import conf, leaks, metrics
 from nova_lite.compute.resource_tracker import ResourceTracker, check_service_arguments
+from nova_lite.compute.worker import Worker
 from nova_lite.db.store import COMPUTE_BINARY, Store
-from nova_lite.exception import NovaLiteError
-from nova_lite.findings import HEALABLE, Finding
+from nova_lite.exception import InstanceNotFound, NovaLiteError
+from nova_lite.findings import HEALABLE, UNKNOWN_GUEST, Finding
+from nova_lite.objects import DELETED
 from nova_lite.virt.driver import ComputeDriver
 
 LOG = logging.getLogger(__name__)
@@ -72,7 +74,11 @@ class ComputeService:
         # The tracker hands its store to the driver (``attach_store``): a
         # driver sharing a fleet with other services reads them from it.
         self.tracker = ResourceTracker(host, driver, store=self.store, settings=self.settings)
+        #: Takes the work recorded for this host and does it on ``driver``.
+        self.worker = Worker(self.tracker)
+        self._recovered = False
         self._stop = threading.Event()
+        self._work_done = threading.Event()
         #: The monotonic clock (s) the heartbeats are timed with.
         self.clock: Callable[[], float] = time.monotonic
         # When the last beat started (clock s), None before the first; the
@@ -89,16 +95,35 @@ class ComputeService:
                       if not s.disabled and s.is_up(self.settings.service_down_time, now))
 
     def run_once(self) -> PassResult:
-        """One pass: heartbeat, audit, orphans.  Returns a :class:`PassResult`."""
+        """One pass: heartbeat, the work waiting for this host, audit, orphans,
+        builds that will not finish, findings.  Returns a :class:`PassResult`."""
         self.beat(only_if_due=False)
+        self.do_work()
         audit = self.tracker.update_available_resource()
         if audit.skipped is not None:
             # The driver could not list its nodes: every record would look orphaned.
             return PassResult(skipped=audit.skipped)
         deleted, kept = self._handle_orphans(set(audit.audited) | set(audit.failed))
+        try:
+            self.worker.check_builds()
+        except NovaLiteError as exc:
+            LOG.warning("Host %s: checking its builds failed in this pass: %s", self.host, exc)
         return PassResult(audited=audit.audited, failed=audit.failed,
                           orphans_deleted=tuple(deleted), orphans_kept=tuple(kept),
                           findings=self.record_findings())
+
+    def do_work(self) -> int:
+        """Take back work a dead worker of this host left running (first call
+        only), then do every task waiting for this host; returns how many were
+        done.  A failure to reach the records is logged, not raised."""
+        try:
+            if not self._recovered:
+                self.worker.recover()
+                self._recovered = True
+            return len(self.worker.run_pending())
+        except NovaLiteError as exc:
+            LOG.warning("Host %s: doing its work failed in this pass: %s", self.host, exc)
+            return 0
 
     def record_findings(self) -> tuple[Finding, ...] | None:
         """Search this host's records for leaks and record what was found; returns
@@ -116,8 +141,37 @@ class ComputeService:
             if finding.kind in HEALABLE:
                 LOG.warning("Host %s: %s %s: %s", self.host, finding.kind, finding.subject,
                             finding.detail)
+        self._running_deleted([f.subject for f in report.findings if f.kind == UNKNOWN_GUEST])
         self._record_for_down_hosts()
         return report.findings
+
+    def _running_deleted(self, unknown_guests: list[str]) -> list[str]:
+        """Apply ``running_deleted_instance_action`` to the guests this host's
+        driver runs whose instance is recorded deleted; returns their uuids."""
+        action = self.settings.running_deleted_instance_action
+        found: list[str] = []
+        for uuid in unknown_guests:
+            try:
+                inst = self.store.get_instance(uuid)
+            except (InstanceNotFound, NovaLiteError):
+                continue
+            if inst.vm_state != DELETED:
+                continue
+            found.append(uuid)
+            if action == "noop":
+                continue
+            if action == "log":
+                LOG.warning("Host %s: guest of instance %s still runs although the instance "
+                            "is deleted (running_deleted_instance_action=log)", self.host, uuid)
+                continue
+            LOG.warning("Host %s: destroying the guest of deleted instance %s "
+                        "(running_deleted_instance_action=reap)", self.host, uuid)
+            try:
+                self.driver.destroy(inst)
+            except Exception as exc:   # noqa: BLE001 - tried again next pass
+                LOG.warning("Host %s: the guest of deleted instance %s was not destroyed: %s",
+                            self.host, uuid, exc)
+        return found
 
     def _record_for_down_hosts(self) -> None:
         """Record the findings of hosts whose compute service is down, when no live
@@ -185,11 +239,19 @@ class ComputeService:
         beats = threading.Thread(target=self._heartbeats, args=(beats_done,), daemon=True,
                                  name=f"nova-lite heartbeat {self.host}")
         beats.start()
+        if not self._stop.is_set():
+            self._work_done.clear()
+        worker = threading.Thread(target=self._serve_work, daemon=True,
+                                  name=f"nova-lite work {self.host}")
+        worker.start()
         try:
             passes = self._loop(max_passes)
         finally:
             beats_done.set()
+            self._work_done.set()
+            self.worker.stop()
             beats.join()
+            worker.join()
             # Give the process its handlers back (run() may be called by a
             # test runner or an embedding program).
             for sig, handler in previous.items():
@@ -198,6 +260,12 @@ class ComputeService:
                 served.stop()
         LOG.info("Compute service of host %s stopped after %d pass(es)", self.host, passes)
         return passes
+
+    def _serve_work(self) -> None:
+        """The worker thread of :meth:`run`: does this host's work as it is
+        recorded until the service stops."""
+        self._recovered = True   # serve() takes back what a dead worker left
+        self.worker.serve(self._work_done)
 
     def start_metrics(self) -> "metrics.MetricsServer | None":
         """Serve Prometheus metrics when ``[metrics] port`` is set (see
@@ -249,6 +317,7 @@ class ComputeService:
         while not done.wait(wait) and not self._stop.is_set():
             try:
                 self.beat()
+                self.worker.renew_leases()
             except Exception as exc:   # noqa: BLE001 - the next beat tries again
                 LOG.warning("Heartbeat of host %s failed (retrying in %g s): %s",
                             self.host, interval, exc)
@@ -269,3 +338,5 @@ class ComputeService:
     def stop(self) -> None:
         """Ask :meth:`run` to return after the current pass."""
         self._stop.set()
+        self._work_done.set()
+        self.worker.stop()

@@ -8,6 +8,8 @@
 - ``allocations``: what each consumer holds on a node (one row per
   consumer and node); usage is their sum.
 - ``node_usage``: that sum as a claim last recorded it, for one generation.
+- ``tasks``: work addressed to a host, taken by its compute service
+  (:mod:`nova_lite.work`).
 - ``shadow_instances``, ``shadow_migrations``: history archived out of
   ``instances`` and ``migrations`` (the same columns, plus ``archived_at``).
 """
@@ -160,6 +162,30 @@ host_findings = sa.Table(
     sa.Column("recorded_by", sa.String(255), nullable=False),
     # JSON: a list of finding objects (nova_lite.leaks.Finding as a dict).
     sa.Column("findings", sa.Text, nullable=False),
+)
+
+
+# Work addressed to a host (nova_lite.work.Task): recorded by whoever asks,
+# taken and carried out by that host's compute service.
+tasks = sa.Table(
+    "tasks", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("instance_uuid", sa.String(36)),
+    sa.Column("migration_uuid", sa.String(36)),
+    sa.Column("params", sa.Text, nullable=False),        # JSON object
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("taken_by", sa.String(512)),
+    sa.Column("lease_until", sa.Float),
+    sa.Column("detail", sa.Text),
+    sa.Column("result", sa.Text),                        # JSON object
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float),
+    sa.Column("finished_at", sa.Float),
+    sa.Index("tasks_host_state_idx", "host", "state", "id"),
+    sa.Index("tasks_instance_state_idx", "instance_uuid", "state"),
 )
 
 

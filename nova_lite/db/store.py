@@ -36,6 +36,7 @@ from nova_lite.db.engine import (
 from nova_lite.exception import ComputeResourcesUnavailable
 from nova_lite.db.services import COMPUTE_BINARY, ServiceRecord
 from nova_lite.db.snapshot import RecordsSnapshot
+from nova_lite.db.tasks import TaskQueue
 from nova_lite.db.audit_writes import MissingAllocation
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, MigrationNotFound, NodeNotFound,
@@ -167,6 +168,8 @@ class Store:
                 f"Database {self.db.redacted_url} has schema {state.describe()}, this "
                 f"nova-lite needs {state.head}; a read-only command never migrates: run "
                 "'nova-lite db sync'")
+        #: The work addressed to each host (:class:`~nova_lite.db.tasks.TaskQueue`).
+        self.tasks = TaskQueue(self._write, self._read)
         # report_text(): {host: {node uuid: (report, its text)}}
         self._report_texts: dict[str, dict[str, tuple[NodeResources, str]]] = \
             collections.defaultdict(dict)

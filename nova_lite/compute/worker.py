@@ -1,0 +1,191 @@
+"""The compute service's worker: takes the work recorded for its host and does it.
+
+:class:`Worker` takes its host's tasks from the records
+(:class:`~nova_lite.db.tasks.TaskQueue`), carries each out on the host's own
+driver through the kind's handler (:mod:`nova_lite.compute.work_handlers`)
+and records the outcome.  :meth:`Worker.serve` runs in a thread of the
+compute service: woken by LISTEN/NOTIFY on PostgreSQL, else polling every
+``[compute] work_poll_interval`` seconds.
+
+A task is held under a lease of ``service_down_time`` seconds, renewed by
+the service's heartbeat while the task runs.  A worker that dies leaves its
+tasks running: a service started again on the same machine takes them
+back at once (the taker's process is gone), any other when the lease runs
+out.  Every handler finishes what an earlier attempt began rather than
+doing it twice (a guest already spawned is not spawned again).
+
+The worker also keeps its host's builds honest (:meth:`Worker.check_builds`):
+a build that never reached the host, or whose outcome was lost, or that
+is older than ``instance_build_timeout``, goes to error and gives its claim
+back.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import attrs
+
+from nova_lite.compute import work_handlers
+from nova_lite.compute.resource_tracker import ResourceTracker
+from nova_lite.compute.worker_identity import WorkerIdentity, is_gone
+from nova_lite.conf import Settings
+from nova_lite.db.listen import WorkListener
+from nova_lite.db.store import Store
+from nova_lite.exception import NovaLiteError
+from nova_lite.work import Task
+
+LOG = logging.getLogger(__name__)
+
+#: The most tasks taken in one go.
+TAKE_BATCH = 64
+#: A build with no open task is left alone this long (s) after its record last
+#: changed: the asker records the task just after the claim commits.
+HANDOVER_GRACE = 60.0
+
+
+@attrs.frozen
+class TaskOutcome:
+    """What became of one task in this worker: its ``task`` as taken and the
+    ``outcome`` recorded (:data:`~nova_lite.db.tasks.FINISHED`, ...)."""
+
+    task: Task
+    outcome: str
+
+
+class Worker:
+    """Does the work of ``tracker.host``: one per compute service.
+
+    :param tracker: the service's resource tracker (its host, store, driver
+        and settings are the worker's).
+    """
+
+    def __init__(self, tracker: ResourceTracker) -> None:
+        self.tracker = tracker
+        self.host: str = tracker.host
+        self.store: Store = tracker.store
+        self.settings: Settings = tracker.settings
+        self.identity = WorkerIdentity.of_this_process(self.host)
+        self.name = str(self.identity)
+        self._running: set[int] = set()
+        self._running_lock = threading.Lock()
+        self.listener = WorkListener(self.store.url, self.host)
+        #: The wall clock (epoch s) tasks are timed with.
+        self.clock: Callable[[], float] = time.time
+
+    @property
+    def lease(self) -> float:
+        """Seconds a taken task stays this worker's without renewal."""
+        return self.settings.service_down_time
+
+    # -- one round ------------------------------------------------------------
+    def run_pending(self, max_rounds: int | None = None) -> list[TaskOutcome]:
+        """Take and do the host's tasks until none is left (or ``max_rounds``
+        batches); returns what became of each, in order."""
+        done: list[TaskOutcome] = []
+        rounds = 0
+        while max_rounds is None or rounds < max_rounds:
+            rounds += 1
+            tasks = self.store.tasks.take(self.host, self.name, limit=TAKE_BATCH,
+                                          lease=self.lease, now=self.clock())
+            if not tasks:
+                break
+            for task in tasks:
+                done.append(self._do(task))
+        return done
+
+    def _do(self, task: Task) -> TaskOutcome:
+        with self._running_lock:
+            self._running.add(task.id)
+        try:
+            outcome = work_handlers.carry_out(work_handlers.Job(
+                task=task, worker=self.name, tracker=self.tracker))
+        except Exception as exc:   # noqa: BLE001 - a task must never stop the worker
+            LOG.exception("Task %d (%s of %s) on host %s failed unexpectedly", task.id,
+                          task.kind, task.instance_uuid or task.host, self.host)
+            outcome = work_handlers.fail_quietly(self.store, task, self.name,
+                                                 f"unexpected error: {exc}")
+        finally:
+            with self._running_lock:
+                self._running.discard(task.id)
+        return TaskOutcome(task=task, outcome=outcome)
+
+    def renew_leases(self) -> int:
+        """Extend the lease of the tasks running here (the heartbeat calls it);
+        returns how many are still held."""
+        with self._running_lock:
+            running = set(self._running)
+        if not running:
+            return 0
+        return self.store.tasks.renew(self.name, running, self.lease, now=self.clock())
+
+    # -- recovery --------------------------------------------------------------
+    def recover(self) -> list[Task]:
+        """Take back the tasks a worker of this host left running when its
+        process died (Nova's ``_init_instance``): they wait again and the next
+        round finishes each.  Returns them."""
+        back = self.store.tasks.release_dead(self.host, is_gone, now=self.clock())
+        for task in back:
+            LOG.warning("Host %s: task %d (%s of %s) was left running by %s, which is gone: "
+                        "taking it again", self.host, task.id, task.kind,
+                        task.instance_uuid or task.host, task.taken_by)
+        return back
+
+    def check_builds(self) -> list[str]:
+        """Record in error (claim given back) the builds of this host that will
+        not finish: past ``instance_build_timeout`` (when set), or with no open
+        task for longer than :data:`HANDOVER_GRACE` seconds.  Returns their
+        uuids."""
+        now = self.clock()
+        timeout = self.settings.instance_build_timeout
+        failed: list[str] = []
+        for build in self.store.tasks.building_on(self.host):
+            age = now - build.created_at
+            if timeout and age > timeout:
+                reason = (f"build timed out: still building after {age:.0f} s "
+                          f"(instance_build_timeout {timeout:g} s)")
+            elif build.open_task is None and now - build.updated_at > HANDOVER_GRACE:
+                reason = "build never finished: no work for it is recorded for this host"
+            else:
+                continue
+            if work_handlers.give_up_build(self.tracker, build.instance_uuid, reason,
+                                           build.open_task, now=now):
+                failed.append(build.instance_uuid)
+        return failed
+
+    # -- the loop -------------------------------------------------------------
+    def serve(self, stop: threading.Event) -> None:
+        """Do the host's work as it is recorded, until ``stop`` is set."""
+        try:
+            self.recover()
+        except NovaLiteError as exc:
+            LOG.warning("Host %s: looking for work left running failed: %s", self.host, exc)
+        next_poll = 0.0
+        while not stop.is_set():
+            now = time.monotonic()
+            try:
+                if now >= next_poll:
+                    next_poll = now + self._poll_interval()
+                    if self.store.tasks.has_work(self.host, now=self.clock()):
+                        self.run_pending()
+                        continue
+                woken = self.listener.wait(min(1.0, max(0.0, next_poll - time.monotonic())))
+                if woken and not stop.is_set():
+                    self.run_pending()
+            except NovaLiteError as exc:
+                LOG.warning("Host %s: taking work failed (trying again in %g s): %s",
+                            self.host, self.settings.work_poll_interval, exc)
+                stop.wait(self.settings.work_poll_interval)
+        self.listener.close()
+
+    def _poll_interval(self) -> float:
+        """Seconds to the next look: the fallback's report_interval while
+        listening, else work_poll_interval."""
+        if self.listener.listening:
+            return max(self.settings.work_poll_interval, self.settings.report_interval)
+        return self.settings.work_poll_interval
+
+    def stop(self) -> None:
+        """End a :meth:`serve` wait at once."""
+        self.listener.wake()

@@ -1,0 +1,99 @@
+"""Waking a compute service when work is recorded for its host.
+
+On PostgreSQL a :class:`WorkListener` holds one connection of its own in
+session mode and ``LISTEN`` s on :data:`~nova_lite.db.tasks.NOTIFY_CHANNEL`:
+the recording transaction's ``NOTIFY`` (payload: the host) arrives at its
+commit, so the service takes the work at once.  Everywhere else (SQLite,
+or a PostgreSQL reached through a pooler in transaction mode, where a
+session's ``LISTEN`` is not kept) :meth:`WorkListener.wait` just waits for
+the poll interval, and the service polls.  A lost listening connection is
+logged and opened again at the next wait; meanwhile the service polls.
+"""
+
+import logging
+import threading
+from typing import Any
+
+from nova_lite.db.engine import redact_url
+from nova_lite.db.tasks import NOTIFY_CHANNEL
+
+LOG = logging.getLogger(__name__)
+
+
+class WorkListener:
+    """Waits for work recorded for ``host`` in the database at ``url``.
+
+    ``listen``: use ``LISTEN``/``NOTIFY`` (PostgreSQL only; False: poll
+    only).  :meth:`wait` returns True when woken by a notification for the
+    host (or by :meth:`wake`), False when ``timeout`` passed.
+    """
+
+    def __init__(self, url: str, host: str, listen: bool = True) -> None:
+        self.host = host
+        self._url = url
+        self._listen = listen and url.split(":", 1)[0].startswith("postgresql")
+        self._conn: Any = None
+        self._woken = threading.Event()
+        self._closed = False
+
+    @property
+    def listening(self) -> bool:
+        """True while a LISTEN connection is open."""
+        return self._conn is not None
+
+    def wake(self) -> None:
+        """End the current (or next) :meth:`wait` at once (stop, or new local work)."""
+        self._woken.set()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for work of the host; True if woken."""
+        if self._woken.is_set():
+            self._woken.clear()
+            return True
+        conn = self._connection()
+        if conn is None:
+            woken = self._woken.wait(timeout)
+            self._woken.clear()
+            return woken
+        try:
+            for note in conn.notifies(timeout=timeout, stop_after=1):
+                if note.payload == self.host:
+                    return True
+            return self._woken.is_set()
+        except Exception as exc:   # noqa: BLE001 - fall back to polling, reconnect later
+            LOG.warning("Listening for work of host %s on %s failed (polling until it is "
+                        "back): %s", self.host, redact_url(self._url), exc)
+            self._drop()
+            return False
+
+    def _connection(self) -> Any:
+        if not self._listen or self._closed:
+            return None
+        if self._conn is not None:
+            return self._conn
+        try:
+            import psycopg
+            url = self._url.replace("postgresql+psycopg://", "postgresql://", 1)
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        except Exception as exc:   # noqa: BLE001 - poll instead
+            LOG.warning("Cannot listen for work of host %s on %s (polling instead): %s",
+                        self.host, redact_url(self._url), exc)
+            return None
+        LOG.debug("Listening for work of host %s on channel %s", self.host, NOTIFY_CHANNEL)
+        self._conn = conn
+        return conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:   # noqa: BLE001,S110 - already broken
+                pass
+
+    def close(self) -> None:
+        """Close the listening connection; later waits only wait."""
+        self._closed = True
+        self._drop()
+        self.wake()

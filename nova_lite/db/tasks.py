@@ -1,0 +1,375 @@
+"""The ``tasks`` table as a queue: record work for a host, take it once, record the outcome.
+
+:class:`TaskQueue` is reached as ``store.tasks``.  Taking is one writing
+transaction: on PostgreSQL the candidate rows are locked with ``FOR UPDATE
+SKIP LOCKED`` (two services taking at once get different tasks, neither
+waits), on SQLite the transaction holds the database's write lock
+(``BEGIN IMMEDIATE``).  A task is taken when it waits, or when it runs
+under a lease that ran out (its taker died or lost the database), and only
+if no earlier task of the same instance is still open: an instance's
+tasks are done in order, one at a time.
+
+Finishing is conditional: the worker that took a task records its outcome
+only while the task is still running under its name; otherwise (another
+worker took it over after the lease ran out, or it was cancelled) nothing
+is written and the worker learns so.
+
+On PostgreSQL each recording also sends ``NOTIFY`` on
+:data:`NOTIFY_CHANNEL` with the host as payload, delivered at commit, so a
+listening service wakes at once (:mod:`nova_lite.db.listen`).
+"""
+
+import json
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import attrs
+import sqlalchemy as sa
+
+from nova_lite import work
+from nova_lite.db import models
+from nova_lite.work import Task, WorkRequest
+
+T_TASK = models.tasks
+T_INST = models.instances
+
+#: The PostgreSQL notification channel; the payload is the host name.
+NOTIFY_CHANNEL = "nova_lite_work"
+
+_T = TypeVar("_T")
+_Run = Callable[[str, Callable[[sa.Connection], _T]], _T]
+
+#: What :meth:`TaskQueue.finish` found.
+FINISHED = "finished"
+#: The task is no longer running under this worker: nothing was written.
+NOT_TAKEN = "not_taken"
+#: The instance is no longer in the state the outcome expected: the task was
+#: recorded cancelled with the reason, the instance left as it is.
+INSTANCE_MOVED_ON = "instance_moved_on"
+
+
+@attrs.frozen
+class InstanceChange:
+    """An instance state change recorded with a task's outcome, in its
+    transaction: applied only while the instance is in ``expect_vm_states``
+    on ``host`` (a change that adds or frees nothing)."""
+
+    instance_uuid: str
+    host: str
+    expect_vm_states: tuple[str, ...]
+    vm_state: str
+    task_state: str | None = None
+
+
+@attrs.frozen
+class Building:
+    """An instance recorded building on a host: its ``instance_uuid``, when
+    its record was made and last changed (epoch s), and the id of its oldest
+    open task (None: no work for it is recorded)."""
+
+    instance_uuid: str
+    created_at: float
+    updated_at: float
+    open_task: int | None
+
+
+def _task(row: Any) -> Task:
+    return Task(
+        id=row.id, host=row.host, kind=row.kind, instance_uuid=row.instance_uuid,
+        migration_uuid=row.migration_uuid, params=json.loads(row.params or "{}"),
+        state=row.state, attempts=row.attempts, taken_by=row.taken_by,
+        lease_until=row.lease_until, detail=row.detail,
+        result=None if row.result is None else json.loads(row.result),
+        created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at)
+
+
+def _open_earlier() -> sa.Exists:
+    """An earlier open task of the same instance exists."""
+    earlier = T_TASK.alias("earlier")
+    return sa.exists().where(earlier.c.instance_uuid == T_TASK.c.instance_uuid,
+                             earlier.c.id < T_TASK.c.id,
+                             earlier.c.state.in_(work.OPEN_STATES))
+
+
+def insert_tasks(conn: sa.Connection, requests: Sequence[WorkRequest], now: float
+                 ) -> list[Task]:
+    """Insert ``requests`` as waiting tasks in ``conn``'s transaction (and NOTIFY
+    each host on PostgreSQL); returns them as recorded."""
+    made: list[Task] = []
+    for req in requests:
+        row = conn.execute(T_TASK.insert().values(
+            host=req.host, kind=req.kind, instance_uuid=req.instance_uuid,
+            migration_uuid=req.migration_uuid, params=json.dumps(req.params, sort_keys=True),
+            state=work.WAITING, attempts=0, created_at=now).returning(T_TASK)).one()
+        made.append(_task(row))
+    if conn.dialect.name == "postgresql":
+        for host in sorted({r.host for r in requests}):
+            conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, host)))
+    return made
+
+
+class TaskQueue:
+    """The work of every host in the records (``store.tasks``).
+
+    ``write`` and ``read`` run a function in a writing or reading
+    transaction of the store (its retries, busy timeout and errors).
+    """
+
+    def __init__(self, write: _Run[Any], read: _Run[Any]) -> None:
+        self._write = write
+        self._read = read
+
+    # -- asking ---------------------------------------------------------------
+    def record(self, requests: Iterable[WorkRequest],
+               instance_task_states: Mapping[str, str | None] | None = None,
+               now: float | None = None) -> list[Task]:
+        """Record ``requests`` as waiting tasks, in one transaction; returns them.
+
+        :param requests: the work to record.
+        :param instance_task_states: ``{instance uuid: task_state}`` to set on
+            the instances in the same transaction (Nova's task states, e.g.
+            ``deleting``), only where the instance is not deleted.
+        :param now: the time recorded (epoch s); None: now.
+        :returns: the tasks as recorded, in order.
+        """
+        requests = list(requests)
+        stamp = time.time() if now is None else now
+
+        def op(conn: sa.Connection) -> list[Task]:
+            for uuid, task_state in (instance_task_states or {}).items():
+                conn.execute(T_INST.update().where(
+                    T_INST.c.uuid == uuid, T_INST.c.vm_state != "deleted").values(
+                    task_state=task_state, updated_at=stamp))
+            return insert_tasks(conn, requests, stamp)
+        kinds = ", ".join(sorted({r.kind for r in requests}))
+        hosts = ", ".join(sorted({r.host for r in requests}))
+        return self._write(f"record {kinds} work for {hosts}", op)  # type: ignore[no-any-return]
+
+    def cancel_open(self, instance_uuid: str, detail: str, now: float | None = None) -> int:
+        """Cancel ``instance_uuid``'s waiting tasks (a local delete); returns how
+        many.  Running ones are left to their worker, which finds the instance
+        deleted when it records its outcome."""
+        stamp = time.time() if now is None else now
+        return self._write(  # type: ignore[no-any-return]
+            f"cancel the work of instance {instance_uuid}",
+            lambda conn: conn.execute(T_TASK.update().where(
+                T_TASK.c.instance_uuid == instance_uuid, T_TASK.c.state == work.WAITING).values(
+                state=work.CANCELLED, detail=detail, finished_at=stamp)).rowcount)
+
+    # -- taking and finishing -------------------------------------------------
+    def has_work(self, host: str, now: float | None = None) -> bool:
+        """Whether ``host`` has a task to take (waiting, or running on a lapsed
+        lease): one indexed read."""
+        stamp = time.time() if now is None else now
+        query = sa.select(T_TASK.c.id).where(T_TASK.c.host == host, sa.or_(
+            T_TASK.c.state == work.WAITING,
+            sa.and_(T_TASK.c.state == work.RUNNING, T_TASK.c.lease_until < stamp))).limit(1)
+        return self._read(f"look for work of host {host}",  # type: ignore[no-any-return]
+                          lambda conn: conn.execute(query).first() is not None)
+
+    def take(self, host: str, worker: str, *, limit: int, lease: float,
+             now: float | None = None) -> list[Task]:
+        """Take up to ``limit`` of ``host``'s tasks for ``worker``, oldest first.
+
+        Each taken task is recorded running under ``worker`` until ``lease``
+        seconds from now (renewed by :meth:`renew`), its ``attempts`` counted.
+
+        :param host: the host whose work to take.
+        :param worker: the taking worker's identity.
+        :param limit: the most tasks to take (>= 1).
+        :param lease: seconds the taking holds without renewal.
+        :param now: the clock (epoch s); None: now.
+        :returns: the tasks taken, oldest first (possibly none).
+        """
+        stamp = time.time() if now is None else now
+
+        def op(conn: sa.Connection) -> list[Task]:
+            query = sa.select(T_TASK.c.id).where(
+                T_TASK.c.host == host,
+                sa.or_(T_TASK.c.state == work.WAITING,
+                       sa.and_(T_TASK.c.state == work.RUNNING, T_TASK.c.lease_until < stamp)),
+                sa.or_(T_TASK.c.instance_uuid.is_(None), sa.not_(_open_earlier())),
+            ).order_by(T_TASK.c.id).limit(limit)
+            if conn.dialect.name == "postgresql":
+                query = query.with_for_update(skip_locked=True)
+            ids = list(conn.execute(query).scalars())
+            if not ids:
+                return []
+            rows = conn.execute(T_TASK.update().where(T_TASK.c.id.in_(ids)).values(
+                state=work.RUNNING, taken_by=worker, lease_until=stamp + lease,
+                started_at=stamp, attempts=T_TASK.c.attempts + 1).returning(T_TASK)).all()
+            return sorted((_task(r) for r in rows), key=lambda t: t.id)
+        return self._write(f"take the work of host {host}", op)  # type: ignore[no-any-return]
+
+    def renew(self, worker: str, task_ids: Collection[int], lease: float,
+              now: float | None = None) -> int:
+        """Extend ``worker``'s lease on its running ``task_ids`` to ``lease``
+        seconds from now; returns how many it still holds."""
+        if not task_ids:
+            return 0
+        stamp = time.time() if now is None else now
+        return self._write(  # type: ignore[no-any-return]
+            "renew the lease of running work",
+            lambda conn: conn.execute(T_TASK.update().where(
+                T_TASK.c.id.in_(sorted(task_ids)), T_TASK.c.taken_by == worker,
+                T_TASK.c.state == work.RUNNING).values(lease_until=stamp + lease)).rowcount)
+
+    def finish(self, task: Task, worker: str, state: str, *, detail: str | None = None,
+               result: Mapping[str, Any] | None = None,
+               instance_change: InstanceChange | None = None,
+               follow_up: Sequence[WorkRequest] = (),
+               now: float | None = None) -> str:
+        """Record ``task``'s outcome, if ``worker`` still holds it; one transaction.
+
+        :param task: the task as taken.
+        :param worker: the worker that took it.
+        :param state: ``done``, ``failed`` or ``cancelled``.
+        :param detail: the outcome in words (the reason, when failed).
+        :param result: a JSON object the task produced.
+        :param instance_change: an instance state change recorded with the
+            outcome; if the instance moved on, the task is recorded
+            cancelled (with why) and the instance left as it is.
+        :param follow_up: the next tasks of the same work, recorded with it.
+        :param now: the clock (epoch s); None: now.
+        :returns: :data:`FINISHED`, :data:`NOT_TAKEN` (nothing written) or
+            :data:`INSTANCE_MOVED_ON`.
+        """
+        if state not in work.FINAL_STATES:
+            raise ValueError(f"a task finishes {', '.join(work.FINAL_STATES)}, not {state!r}")
+        stamp = time.time() if now is None else now
+
+        def op(conn: sa.Connection) -> str:
+            mine = conn.execute(T_TASK.update().where(
+                T_TASK.c.id == task.id, T_TASK.c.taken_by == worker,
+                T_TASK.c.state == work.RUNNING).values(
+                state=state, detail=detail, finished_at=stamp, lease_until=None,
+                result=None if result is None else json.dumps(result, sort_keys=True))).rowcount
+            if not mine:
+                return NOT_TAKEN
+            if instance_change is not None:
+                c = instance_change
+                changed = conn.execute(T_INST.update().where(
+                    T_INST.c.uuid == c.instance_uuid, T_INST.c.host == c.host,
+                    T_INST.c.vm_state.in_(c.expect_vm_states)).values(
+                    vm_state=c.vm_state, task_state=c.task_state, updated_at=stamp)).rowcount
+                if not changed:
+                    conn.execute(T_TASK.update().where(T_TASK.c.id == task.id).values(
+                        state=work.CANCELLED, detail=(
+                            f"instance {c.instance_uuid} is no longer "
+                            f"{'/'.join(c.expect_vm_states)} on host {c.host}")))
+                    return INSTANCE_MOVED_ON
+            if follow_up:
+                insert_tasks(conn, follow_up, stamp)
+            return FINISHED
+        return self._write(  # type: ignore[no-any-return]
+            f"record the outcome of {task.kind} task {task.id}", op)
+
+    def release_dead(self, host: str, is_dead: Callable[[str], bool],
+                     now: float | None = None) -> list[Task]:
+        """Put ``host``'s running tasks whose taker ``is_dead`` back to waiting;
+        returns them (a restarted service takes them again at once)."""
+        stamp = time.time() if now is None else now
+
+        def op(conn: sa.Connection) -> list[Task]:
+            rows = conn.execute(T_TASK.select().where(
+                T_TASK.c.host == host, T_TASK.c.state == work.RUNNING)).all()
+            dead = [r for r in rows if r.taken_by is None or is_dead(r.taken_by)]
+            if dead:
+                conn.execute(T_TASK.update().where(T_TASK.c.id.in_([r.id for r in dead]),
+                                                   T_TASK.c.state == work.RUNNING).values(
+                    state=work.WAITING, lease_until=stamp))
+            return [_task(r) for r in dead]
+        return self._write(f"take back the work of host {host}", op)  # type: ignore[no-any-return]
+
+    def fail_build(self, instance_uuid: str, host: str, reason: str,
+                   now: float | None = None) -> bool:
+        """Give up the build of ``instance_uuid`` on ``host``: its open tasks are
+        recorded failed with ``reason``, in one transaction, if the instance is
+        still building there.  Returns False (nothing written) otherwise; the
+        caller then gives the claim back."""
+        stamp = time.time() if now is None else now
+
+        def op(conn: sa.Connection) -> bool:
+            still = conn.execute(sa.select(T_INST.c.uuid).where(
+                T_INST.c.uuid == instance_uuid, T_INST.c.host == host,
+                T_INST.c.vm_state == "building").with_for_update()).first()
+            if still is None:
+                return False
+            conn.execute(T_TASK.update().where(
+                T_TASK.c.instance_uuid == instance_uuid,
+                T_TASK.c.state.in_(work.OPEN_STATES)).values(
+                state=work.FAILED, detail=reason, finished_at=stamp, lease_until=None))
+            return True
+        return self._write(f"give up the build of instance {instance_uuid}",  # type: ignore[no-any-return]
+                           op)
+
+    # -- reading --------------------------------------------------------------
+    def get(self, task_id: int) -> Task | None:
+        """The task numbered ``task_id``, or None."""
+        return self._read(f"read task {task_id}",  # type: ignore[no-any-return]
+                          lambda conn: next((_task(r) for r in conn.execute(
+                              T_TASK.select().where(T_TASK.c.id == task_id))), None))
+
+    def find(self, host: str | None = None, *, instance_uuid: str | None = None,
+             states: Collection[str] | None = None, kinds: Collection[str] | None = None,
+             ids: Collection[int] | None = None, limit: int | None = None) -> list[Task]:
+        """Tasks, oldest first, filtered by host, instance, state, kind and id."""
+        query = T_TASK.select().order_by(T_TASK.c.id)
+        if host is not None:
+            query = query.where(T_TASK.c.host == host)
+        if instance_uuid is not None:
+            query = query.where(T_TASK.c.instance_uuid == instance_uuid)
+        if states is not None:
+            query = query.where(T_TASK.c.state.in_(sorted(states)))
+        if kinds is not None:
+            query = query.where(T_TASK.c.kind.in_(sorted(kinds)))
+        if ids is not None:
+            query = query.where(T_TASK.c.id.in_(sorted(ids)))
+        if limit is not None:
+            query = query.limit(limit)
+        return self._read("read tasks",  # type: ignore[no-any-return]
+                          lambda conn: [_task(r) for r in conn.execute(query)])
+
+    def open_by_instance(self, instance_uuids: Collection[str] | None = None
+                         ) -> dict[str, Task]:
+        """``{instance uuid: its oldest open task}`` (of ``instance_uuids``, or all)."""
+        query = T_TASK.select().where(T_TASK.c.state.in_(work.OPEN_STATES),
+                                      T_TASK.c.instance_uuid.is_not(None)).order_by(T_TASK.c.id)
+        if instance_uuids is not None:
+            query = query.where(T_TASK.c.instance_uuid.in_(sorted(instance_uuids)))
+
+        def op(conn: sa.Connection) -> dict[str, Task]:
+            found: dict[str, Task] = {}
+            for row in conn.execute(query):
+                found.setdefault(row.instance_uuid, _task(row))
+            return found
+        return self._read("read the open work of instances", op)  # type: ignore[no-any-return]
+
+    def last_failure(self, instance_uuid: str) -> Task | None:
+        """The latest failed task of ``instance_uuid`` (its fault), or None."""
+        query = T_TASK.select().where(T_TASK.c.instance_uuid == instance_uuid,
+                                      T_TASK.c.state == work.FAILED).order_by(
+            T_TASK.c.id.desc()).limit(1)
+        return self._read(f"read the faults of instance {instance_uuid}",  # type: ignore[no-any-return]
+                          lambda conn: next((_task(r) for r in conn.execute(query)), None))
+
+    def building_on(self, host: str) -> list[Building]:
+        """The instances recorded building on ``host``, with their open task."""
+        open_task = sa.select(sa.func.min(T_TASK.c.id)).where(
+            T_TASK.c.instance_uuid == T_INST.c.uuid,
+            T_TASK.c.state.in_(work.OPEN_STATES)).scalar_subquery()
+        query = sa.select(T_INST.c.uuid, T_INST.c.created_at, T_INST.c.updated_at,
+                          open_task).where(T_INST.c.host == host,
+                                           T_INST.c.vm_state == "building")
+        return self._read(f"read the builds of host {host}",  # type: ignore[no-any-return]
+                          lambda conn: [Building(r[0], r[1], r[2], r[3])
+                                        for r in conn.execute(query)])
+
+    def waiting_by_host(self) -> dict[str, tuple[int, float]]:
+        """``{host: (open tasks, oldest created_at)}`` of the hosts with open work."""
+        query = sa.select(T_TASK.c.host, sa.func.count(), sa.func.min(T_TASK.c.created_at)).where(
+            T_TASK.c.state.in_(work.OPEN_STATES)).group_by(T_TASK.c.host)
+        return self._read("count the open work of every host",  # type: ignore[no-any-return]
+                          lambda conn: {r[0]: (int(r[1]), float(r[2]))
+                                        for r in conn.execute(query)})
