@@ -180,6 +180,7 @@ class TestArchiveCommands(CliTestCase):
         self.gone = self.json("server", "create", "--flavor", "m1.tiny")[0]["ID"]
         self.live = self.json("server", "create", "--flavor", "m1.tiny")[0]["ID"]
         self.ok("server", "delete", self.gone, "--yes-i-really-mean-it")
+        self.compute_once()   # the host builds and deletes
 
     def servers(self):
         return sorted(s["ID"] for s in self.json("server", "list", "--all"))

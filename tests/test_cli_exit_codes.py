@@ -119,6 +119,7 @@ class TestErrorCases(CliTestCase):
         self.live = self.json("server", "create", "--flavor", "m1.tiny")[0]["ID"]
         self.gone = self.json("server", "create", "--flavor", "m1.tiny")[0]["ID"]
         self.ok("server", "delete", self.gone, CONFIRM)
+        self.compute_once()   # the host builds and deletes
         settings = conf.Settings(state_path=self.state)
         store = Store(settings.database_url)
         self.addCleanup(store.close)

@@ -115,12 +115,21 @@ class TestScheduledBuilds(OperatorCase):
     def test_server_show_and_delete(self):
         built = self.create("--flavor", "m1.tiny")
         shown = self.json("server", "show", built[0]["ID"])
-        self.assertEqual((built[0]["ID"], "active", 512), (shown["id"], shown["status"],
-                                                           shown["memory_mb"]))
+        self.assertEqual((built[0]["ID"], "building", "build waiting", 512),
+                         (shown["id"], shown["status"], shown["task"], shown["memory_mb"]))
+        self.start_computes()   # each host's pass does the work waiting for it
+        shown = self.json("server", "show", built[0]["ID"])
+        self.assertEqual(("active", None, None), (shown["status"], shown["task"],
+                                                  shown["fault"]))
         self.assertEqual(2, self.cli("server", "delete", built[0]["ID"])[0])
         self.assertEqual(1, len(self.json("server", "list")))
-        self.assertIn("Deleted", self.ok("server", "delete", built[0]["ID"],
-                                         "--yes-i-really-mean-it"))
+        self.assertIn(f"Delete of server {built[0]['ID']} recorded for host",
+                      self.ok("server", "delete", built[0]["ID"], "--yes-i-really-mean-it"))
+        (row,) = self.json("server", "list")
+        self.assertEqual("delete waiting", row["Task"])
+        self.assertGreater(self.json("hypervisor", "stats")["memory_mb_used"], 0,
+                           "held until its host deletes it")
+        self.start_computes()
         self.assertEqual([], self.json("server", "list"))
         self.assertEqual(0, self.json("hypervisor", "stats")["memory_mb_used"])
         code, _, err = self.cli("server", "delete", built[0]["ID"], "--yes-i-really-mean-it")

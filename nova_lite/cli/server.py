@@ -37,7 +37,7 @@ LOG = logging.getLogger(__name__)
 #: Every column of ``server list`` and ``server create`` (-f json/yaml/csv/value, --long).
 LIST_HEADERS = ("ID", "Status", "Task", "Task Age", "Host", "Node", "Project", "Flavor")
 #: The columns of their table without --long.
-DEFAULT_HEADERS = ("ID", "Status", "Task", "Host", "Flavor")
+DEFAULT_HEADERS = ("ID", "Status", "Task", "Host")
 #: The project of a server created without ``--project``.
 DEFAULT_PROJECT = "default"
 #: The fields of ``server show``.
@@ -86,10 +86,10 @@ def add_wait_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 class CreateServer(Lister):
-    """Build COUNT servers of a flavor: schedule, claim on the chosen nodes, and
-    record each build for its host's compute service, which spawns it.
+    """Build COUNT servers of a flavor: scheduled, claimed, spawned by their hosts.
 
-    With --count > 1 on one node, all its claims are made together or
+    Each server is claimed on its chosen node and its build recorded for
+    that host's compute service, which spawns it.  With --count > 1 on one node, all its claims are made together or
     none.  Prints the servers as 'server list' does: building, until their
     host's compute service (nova-lite compute) has spawned them; with
     --wait, once each is active or in error (exit status 1 if any failed,
@@ -164,10 +164,10 @@ def _wait_and_report(store: Store, tasks: Sequence[Task], timeout: float, stderr
 
 
 class ListServers(Lister):
-    """List the servers: id, status, task, host and flavor (--long adds the task's
-    age in seconds, the node and the project).
+    """List the servers: id, status, the task their host has yet to do, and host.
 
-    Task is the work recorded for the server's host and not finished yet
+    --long adds the task's age in seconds, the node, the project and the
+    flavor.  Task is the work recorded for the server's host and not finished yet
     (e.g. "build waiting": its host's compute service has not taken it).
     Live servers only; --all adds deleted and shelved-offloaded ones.
     """
@@ -229,8 +229,7 @@ class ShowServer(ShowOne):
 
 
 class DeleteServer(typed.Command):
-    """Delete a server: its host's compute service destroys the guest and frees
-    its resources.
+    """Delete a server: its host's compute service destroys the guest and frees it.
 
     The delete is recorded for the server's host; until its compute service
     takes it, the server shows task "delete waiting" and keeps its

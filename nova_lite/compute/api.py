@@ -41,7 +41,8 @@ import attrs
 
 from nova_lite import objects, work
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable
-from nova_lite.exception import BuildFailed, InvalidInput, NovaLiteError
+from nova_lite.exception import (
+    BuildFailed, InstanceStateConflict, InvalidInput, NovaLiteError)
 from nova_lite.scheduler import HostManager, RequestSpec, Selection
 from nova_lite.scheduler.request import as_request_spec
 from nova_lite.virt.driver import ComputeDriver
@@ -208,8 +209,13 @@ def delete(store: "Store", instance: objects.Instance, *, force: bool = False,
     cancels its waiting tasks; its host, when it comes back, handles the
     guest it still runs per ``running_deleted_instance_action``.
 
+    :raises nova_lite.exception.InstanceNotFound: no record.
     :raises nova_lite.exception.InstanceStateConflict: already deleted.
     """
+    instance = store.get_instance(instance.uuid)   # as recorded now
+    if instance.vm_state == objects.DELETED:
+        raise InstanceStateConflict(instance.uuid, objects.DELETED, objects.DELETED,
+                                    "it is already deleted")
     local = instance.host is None or (force and not service_is_up(store, instance.host,
                                                                   settings))
     if local:

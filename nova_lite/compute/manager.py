@@ -77,6 +77,7 @@ class ComputeService:
         #: Takes the work recorded for this host and does it on ``driver``.
         self.worker = Worker(self.tracker)
         self._recovered = False
+        self._first_beat_done = False
         self._stop = threading.Event()
         self._work_done = threading.Event()
         #: The monotonic clock (s) the heartbeats are timed with.
@@ -97,7 +98,10 @@ class ComputeService:
     def run_once(self) -> PassResult:
         """One pass: heartbeat, the work waiting for this host, audit, orphans,
         builds that will not finish, findings.  Returns a :class:`PassResult`."""
-        self.beat(only_if_due=False)
+        if self._first_beat_done:
+            self._first_beat_done = False   # run() beat for this first pass
+        else:
+            self.beat(only_if_due=False)
         self.do_work()
         audit = self.tracker.update_available_resource()
         if audit.skipped is not None:
@@ -235,6 +239,14 @@ class ComputeService:
         if handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, self._on_signal)
+        # Beat before the heartbeat thread starts, for the first pass: the
+        # thread then never beats before it, and never twice in a row with it.
+        try:
+            self.beat(only_if_due=False)
+            self._first_beat_done = True
+        except NovaLiteError as exc:
+            LOG.warning("Heartbeat of host %s failed (the first pass tries again): %s",
+                        self.host, exc)
         beats_done = threading.Event()
         beats = threading.Thread(target=self._heartbeats, args=(beats_done,), daemon=True,
                                  name=f"nova-lite heartbeat {self.host}")

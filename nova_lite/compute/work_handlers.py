@@ -126,7 +126,8 @@ def build(job: Job) -> str:
         except ComputeResourcesUnavailable as exc:
             return fail_build(job, inst, f"no room for the host's overhead: {exc}")
         except Exception as exc:   # noqa: BLE001 - any driver failure fails the build
-            LOG.exception("Spawn of instance %s on %s/%s failed", inst.uuid, host, inst.node)
+            LOG.debug("Spawn of instance %s on %s/%s failed", inst.uuid, host, inst.node,
+                      exc_info=True)
             return fail_build(job, inst, f"spawn failed: {_reason(exc)}")
     outcome = job.finish(work.DONE, f"spawned on node {inst.node}",
                          instance_change=queue.InstanceChange(
@@ -194,7 +195,8 @@ def delete(job: Job) -> str:
     try:
         job.tracker.driver.destroy(inst)
     except Exception as exc:   # noqa: BLE001 - the instance goes to error, claim kept
-        LOG.exception("Destroy of instance %s on host %s failed", inst.uuid, job.tracker.host)
+        LOG.debug("Destroy of instance %s on host %s failed", inst.uuid, job.tracker.host,
+                  exc_info=True)
         outcome = job.finish(work.FAILED, f"destroy failed: {_reason(exc)}")
         if outcome == queue.FINISHED:
             job.tracker.update_usage(attrs.evolve(inst, vm_state=objects.ERROR,

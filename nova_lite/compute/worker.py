@@ -102,8 +102,9 @@ class Worker:
             outcome = work_handlers.carry_out(work_handlers.Job(
                 task=task, worker=self.name, tracker=self.tracker))
         except Exception as exc:   # noqa: BLE001 - a task must never stop the worker
-            LOG.exception("Task %d (%s of %s) on host %s failed unexpectedly", task.id,
-                          task.kind, task.instance_uuid or task.host, self.host)
+            LOG.warning("Task %d (%s of %s) on host %s failed unexpectedly: %s", task.id,
+                        task.kind, task.instance_uuid or task.host, self.host, exc)
+            LOG.debug("The failure of task %d", task.id, exc_info=True)
             outcome = work_handlers.fail_quietly(self.store, task, self.name,
                                                  f"unexpected error: {exc}")
         finally:

@@ -497,4 +497,7 @@ class TestDeletingCommandsNeedConfirmation(base.SQLiteBackend, base.TestCase):
         self.assertDumpEqual(before, base.dump(self.store))
         code, said = self._cli("server", "delete", claim.instance.uuid, "--yes-i-really-mean-it")
         self.assertEqual(0, code, said)
+        self.assertEqual("deleting", self.store.get_instance(claim.instance.uuid).task_state)
+        from nova_lite.compute.manager import ComputeService
+        ComputeService(HOST, driver, store=self.store).do_work()   # the host deletes it
         self.assertEqual("deleted", self.store.get_instance(claim.instance.uuid).vm_state)
