@@ -1,12 +1,20 @@
 # The two set-up commands of the README, and friends.
-.PHONY: run test bench docs lint mutants clean
+.PHONY: run run-once test bench docs lint mutants clean
 
 STATE ?= $(CURDIR)/nova-lite-state
 
-# Run the compute service once on the embedded default (SQLite file, fake
-# driver): shows the nodes, their inventories and one admitted and one
-# rejected claim.
+# A two-host cluster on the embedded default (SQLite file, fake driver), in
+# $(STATE)/demo-cluster: two compute services in the background, three
+# servers built and one deleted through them, then the services stopped
+# (tools/demo-cluster.sh; each run starts a new cluster there).
 run:
+	@tools/bootstrap.sh core
+	@PYTHON="$(CURDIR)/.venv/bin/python" NOVA_LITE_CMD="$(CURDIR)/.venv/bin/nova-lite" \
+		tools/demo-cluster.sh "$(STATE)/demo-cluster"
+
+# One pass of the compute service on the embedded default: shows the node,
+# its inventories and one admitted and one rejected claim.
+run-once:
 	@tools/bootstrap.sh core
 	@.venv/bin/nova-lite --state-path "$(STATE)" compute --once --demo
 
