@@ -17,6 +17,7 @@ compute service records its host's last findings
 and the metrics read, so every process shows the same figures.
 """
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,6 +43,9 @@ UNKNOWN_GUEST = "unknown_guest"
 INSTANCE_NODE_GONE = "instance_node_gone"
 #: A node holding more of a class than its capacity.
 OVER_CAPACITY = "over_capacity"
+#: Work recorded for a host whose compute service is down: it waits for the
+#: service to come back (a live peer records it with the host's findings).
+TASKS_WAITING = "tasks_waiting"
 #: A live instance recorded on a node holds no allocation there (the next
 #: periodic pass restores it).
 MISSING_ALLOCATION = "missing_allocation"
@@ -62,9 +66,10 @@ NODE_NOT_RECORDED = "node_not_recorded"
 #: A node record exists but the driver no longer reports the node (an orphan).
 NODE_NOT_REPORTED = "node_not_reported"
 
-#: The kinds of the leak search, in the order they are reported.
+#: The kinds of the leak search (and ``tasks_waiting``, which a live peer adds
+#: to the findings of a host that is down), in the order they are reported.
 FINDING_KINDS = (STALE_ALLOCATION, STUCK_MIGRATION, MOVE_WAITING, UNKNOWN_GUEST,
-                 INSTANCE_NODE_GONE, OVER_CAPACITY)
+                 INSTANCE_NODE_GONE, OVER_CAPACITY, TASKS_WAITING)
 #: The kinds of ``node explain``'s culprits, in the order they are reported
 #: (``over_capacity`` is told apart as ``shrunken_host`` or ``over_commit``).
 CULPRIT_KINDS = (STALE_ALLOCATION, UNKNOWN_GUEST, SHRUNKEN_HOST, OVER_COMMIT,
@@ -89,6 +94,8 @@ DESCRIPTIONS = {
                    "guest",
     INSTANCE_NODE_GONE: "a live instance recorded on a node that has no record",
     OVER_CAPACITY: "a node holding more of a class than its capacity",
+    TASKS_WAITING: "work recorded for a host whose compute service is down: it waits, "
+                   "and what it holds stays held, until the service comes back",
     SHRUNKEN_HOST: "over capacity because the host offers less than its consumers hold",
     OVER_COMMIT: "over capacity because a ratio below 1 leaves less than they hold",
     NODE_REPORT_FAILED: "the driver failed to report the node",
@@ -132,6 +139,21 @@ class Finding:
         return cls(**data)
 
 
+def tasks_waiting(host: str, count: int, down_since: float | None) -> Finding:
+    """The :data:`TASKS_WAITING` finding of ``host``: ``count`` tasks recorded
+    for it wait while its compute service is down.
+
+    :param host: the host whose service is down.
+    :param count: how many of its tasks are open (waiting, or left running).
+    :param down_since: the service's last heartbeat (epoch s); None: it has
+        no service record.
+    """
+    since = "which has no compute service record" if down_since is None else \
+        "down since " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(down_since))
+    return Finding(TASKS_WAITING, host, f"{count} task{'' if count == 1 else 's'} waiting on "
+                                        f"host {host}, {since}", host=host)
+
+
 def _findings(value: Iterable[Finding]) -> tuple[Finding, ...]:
     return tuple(value)
 
@@ -156,8 +178,9 @@ class RecordedFindings:
         return {kind: sum(1 for f in self.findings if f.kind == kind) for kind in FINDING_KINDS}
 
 
-__all__ = ["Finding", "RecordedFindings", "FINDING_KINDS", "CULPRIT_KINDS", "VIEW_KINDS",
-           "DESCRIPTIONS", "HEALABLE", "STALE_ALLOCATION", "MISSING_ALLOCATION",
+__all__ = ["Finding", "RecordedFindings", "tasks_waiting", "FINDING_KINDS", "CULPRIT_KINDS",
+           "VIEW_KINDS", "DESCRIPTIONS", "HEALABLE", "STALE_ALLOCATION", "MISSING_ALLOCATION",
            "ALLOCATION_MISMATCH", "STUCK_MIGRATION", "MOVE_WAITING", "UNKNOWN_GUEST",
-           "MISSING_GUEST", "INSTANCE_NODE_GONE", "OVER_CAPACITY", "SHRUNKEN_HOST",
-           "OVER_COMMIT", "NODE_REPORT_FAILED", "NODE_NOT_RECORDED", "NODE_NOT_REPORTED"]
+           "MISSING_GUEST", "INSTANCE_NODE_GONE", "OVER_CAPACITY", "TASKS_WAITING",
+           "SHRUNKEN_HOST", "OVER_COMMIT", "NODE_REPORT_FAILED", "NODE_NOT_RECORDED",
+           "NODE_NOT_REPORTED"]

@@ -505,11 +505,11 @@ class TestAuditCommand(CliTestCase):
 
     def test_consistent(self):
         self.compute_once()
-        out = self.ok("audit", "--host", self.host)
+        out = self.ok("audit", "--local", "--host", self.host)
         self.assertIn("consistent", out)
         for column in ("Hypervisor", "Tracked", "Records"):
             self.assertIn(column, out)
-        data = self.json("audit", "--host", self.host)
+        data = self.json("audit", "--local", "--host", self.host)
         self.assertTrue(data["consistent"])
         self.assertEqual([self.host], [n["nodename"] for n in data["nodes"]])
 
@@ -517,20 +517,20 @@ class TestAuditCommand(CliTestCase):
         self.compute_once()
         rt = self.tracker()
         claim = rt.instance_claim(base.instance(), self.host)   # no guest in this process
-        code, out, err = self.cli("audit", "--host", self.host, "-f", "json")
+        code, out, err = self.cli("audit", "--local", "--host", self.host, "-f", "json")
         self.assertEqual(3, code, err)
         data = json.loads(out)
         self.assertFalse(data["consistent"])
         kinds = {(d["kind"], d["uuid"]) for d in data["nodes"][0]["differences"]}
         self.assertEqual({("missing_guest", claim.instance.uuid)}, kinds)
-        code, out, _ = self.cli("audit", "--host", self.host)
+        code, out, _ = self.cli("audit", "--local", "--host", self.host)
         self.assertEqual(3, code)
         self.assertIn(claim.instance.uuid, out)
         self.assertIn("missing_guest", out)
 
     def test_unknown_node(self):
         self.compute_once()
-        code, _, err = self.cli("audit", "--host", self.host, "--node", "ghost-node")
+        code, _, err = self.cli("audit", "--local", "--host", self.host, "--node", "ghost-node")
         self.assertEqual(1, code)
         self.assertIn("ghost-node", err)
 
@@ -575,14 +575,14 @@ class TestOverAndEscaping(CliTestCase):
 
     def test_audit_shows_capacity_free_and_over(self):
         rt = self.shrunken()
-        code, out, err = self.cli("audit", "--host", self.host, "--driver", "fake.multinode",
-                                  "-f", "json")
+        code, out, err = self.cli("audit", "--local", "--host", self.host, "--driver",
+                                  "fake.multinode", "-f", "json")
         data = json.loads(out)
         (node,) = [n for n in data["nodes"] if n["nodename"] == "n1"]
         rows = {r["resource_class"]: r for r in node["resources"]}
         self.assertEqual((7, 0, 3), (rows["DISK_GB"]["capacity"], rows["DISK_GB"]["free"],
                                      rows["DISK_GB"]["over"]))
-        code, out, err = self.cli("audit", "--host", self.host, "--driver",
+        code, out, err = self.cli("audit", "--local", "--host", self.host, "--driver",
                                   "fake.multinode")
         for column in ("Capacity", "Free", "Over"):
             self.assertIn(column, out)
@@ -607,7 +607,8 @@ class TestOverAndEscaping(CliTestCase):
             conn.execute(models.compute_nodes.update().values(
                 nodename=evil, last_error="bad\x1b]0;title\x07 reason"))
         for argv in (("node", "list"), ("node", "show", evil),
-                     ("audit", "--host", self.host, "--driver", "fake.multinode")):
+                     ("audit", "--local", "--host", self.host, "--driver",
+                      "fake.multinode")):
             _, out, _ = self.cli(*argv)
             self.assertNotIn("\x1b", out, argv)
             self.assertNotIn("\x07", out, argv)

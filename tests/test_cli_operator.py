@@ -250,20 +250,20 @@ class TestReportFormats(CliTestCase):
 
     def test_compute_and_audit_take_cliffs_formatters(self):
         self.compute_once()
-        self.assertEqual("true", self.ok("audit", "--host", self.host, "-f", "value",
-                                         "-c", "consistent").strip())
+        self.assertEqual("true", self.ok("audit", "--local", "--host", self.host, "-f",
+                                         "value", "-c", "consistent").strip())
         self.assertEqual("fake", self.ok("compute", "--once", "--host", self.host, "-f",
                                          "value", "-c", "driver").strip())
-        shell = self.ok("audit", "--host", self.host, "-f", "shell", "-c", "host", "-c",
-                        "driver")
+        shell = self.ok("audit", "--local", "--host", self.host, "-f", "shell", "-c", "host",
+                        "-c", "driver")
         self.assertEqual([f'host="{self.host}"', 'driver="fake"'], shell.split())
         self.assertEqual(2, self.cli("compute", "-c", "driver")[0])   # needs --once
 
     def test_audit_names_the_driver_by_entry_point_and_node_rows_by_uuid(self):
         self.compute_once()
         node_uuid = self.json("node", "show", self.host)["uuid"]
-        code, out, err = self.cli("audit", "--host", self.host, "--driver", "fake.multinode",
-                                  "-f", "json")
+        code, out, err = self.cli("audit", "--local", "--host", self.host, "--driver",
+                                  "fake.multinode", "-f", "json")
         self.assertEqual(3, code, err)
         data = json.loads(out)
         self.assertEqual("fake.multinode", data["driver"])
@@ -271,7 +271,8 @@ class TestReportFormats(CliTestCase):
         self.assertEqual(("node_not_reported", node_uuid),
                          (diffs[self.host]["kind"], diffs[self.host]["uuid"]))
         self.assertIsNone(diffs[f"{self.host}-node0"]["uuid"])
-        table = self.cli("audit", "--host", self.host, "--driver", "fake.multinode")[1]
+        table = self.cli("audit", "--local", "--host", self.host, "--driver",
+                         "fake.multinode")[1]
         self.assertIn(node_uuid, table)
         self.assertNotIn(f"| {self.host}-node0 | {self.host}-node0", table)
 

@@ -70,7 +70,7 @@ def command_argv(name, host, server, tmp, run=0):
         "node list": ["node", "list"],
         "node show": ["node", "show", host],
         "node explain": ["node", "explain", host],
-        "audit": ["audit", "--host", "otherhost"],
+        "audit": ["audit", "--local", "--host", "otherhost"],
         "service list": ["service", "list"],
         "service enable": ["service", "enable", "otherhost"],
         "service disable": ["service", "disable", host, "--reason", "kernel upgrade"],

@@ -360,8 +360,8 @@ class HealCommandTests:
         return {(host, kind): float(value) for host, kind, value in found}
 
     def audit(self, *extra, code=3):
-        return self.run_json("audit", "--host", self.host, "--driver", self.driver, *extra,
-                             code=code)
+        return self.run_json("audit", "--local", "--host", self.host, "--driver", self.driver,
+                             *extra, code=code)
 
     def test_classic_leak_end_to_end(self):
         self.run_ok("compute", "--once", "--host", self.host, "--driver", self.driver)
@@ -384,7 +384,19 @@ class HealCommandTests:
         shown = self.run_json("node", "explain", self.host)
         self.assertEqual(sorted(deleted), sorted(c["subject"] for c in shown["culprits"]))
         self.assertEqual({"stale_allocation"}, {c["kind"] for c in shown["culprits"]})
-        # audit lists them
+        # Its compute service is down, so it cannot audit: the findings the
+        # peer recorded for it are shown at once instead, and nothing waits.
+        code, out, err = self.run_cli("audit", "--host", self.host, "--timeout", "600")
+        self.assertEqual((1, ""), (code, out), err)
+        self.assertIn(f"The compute service of host {self.host} is down", err)
+        self.assertIn("recorded at", err)
+        # Its two leaks, and the three builds that wait for it.
+        self.assertIn("(by peer (a peer)): 3 finding(s)", err)
+        for uuid in deleted:
+            self.assertIn(uuid, err)
+        self.assertIn(f"3 tasks waiting on host {self.host}, down since", err)
+        self.assertEqual([], store.tasks.find(kinds=("audit",)))
+        # audit --local (on the host itself, its service stopped) lists them
         data = self.audit()
         self.assertFalse(data["consistent"])
         self.assertEqual(sorted(("stale_allocation", u) for u in deleted),
@@ -398,8 +410,8 @@ class HealCommandTests:
         self.assertEqual({"would apply"}, {a["outcome"] for a in dry["heal"]})
         self.assertEqual(before, snapshot(store))
         self.assertIn("Heal, dry run (nothing written)",
-                      self.run_cli("audit", "--host", self.host, "--driver", self.driver,
-                                   "--dry-run")[1])
+                      self.run_cli("audit", "--local", "--host", self.host, "--driver",
+                                   self.driver, "--dry-run")[1])
         # --heal frees them, and says exactly what it changed
         healed = self.audit("--heal")   # 3: this process's fake driver has no guests
         self.assertEqual(sorted(("remove_allocation", u, "applied", 2048) for u in deleted),
@@ -426,19 +438,20 @@ class HealCommandTests:
         store = self.open_store()
         api_delete(store, built[0]["ID"])
         before = snapshot(store)
-        code, out, err = self.run_cli("audit", "--host", self.host, "--driver", self.driver,
-                                      "--heal", "-c", "bogus")
+        code, out, err = self.run_cli("audit", "--local", "--host", self.host, "--driver",
+                                      self.driver, "--heal", "-c", "bogus")
         self.assertEqual((2, ""), (code, out), err)
         self.assertIn("no column 'bogus'", err)
         self.assertEqual(before, snapshot(store))
         # The fields it knows beforehand are the report's, with and without --heal.
         for extra in ((), ("--dry-run",), ("--heal",)):
-            got, out, err = self.run_cli("audit", "--host", self.host, "--driver",
+            got, out, err = self.run_cli("audit", "--local", "--host", self.host, "--driver",
                                          self.driver, *extra, "-f", "json")
             self.assertIn(got, (0, 3), err)
             for column in json.loads(out):
-                got, _, err = self.run_cli("audit", *extra, "--host", self.host, "--driver",
-                                           self.driver, "-c", column, "-f", "value")
+                got, _, err = self.run_cli("audit", *extra, "--local", "--host", self.host,
+                                           "--driver", self.driver, "-c", column, "-f",
+                                           "value")
                 self.assertIn(got, (0, 3), f"{extra} -c {column}: {err}")
 
     def test_stuck_migration_by_configured_age(self):
@@ -457,7 +470,7 @@ class HealCommandTests:
         old, young = (rt.resize_claim(i, base.flavor("m1.big", memory_mb=1024), dest).migration
                       for i in insts)
         age_migration(rt.store, old.uuid, 3600)
-        args = ("--config-file", config, "audit", "--host", self.host, "--driver",
+        args = ("--config-file", config, "audit", "--local", "--host", self.host, "--driver",
                 "fake.multinode")
         before = snapshot(rt.store)
         waiting = self.run_json(*args, "--heal", code=3)   # its service is up: left alone
@@ -487,19 +500,19 @@ class HealCommandTests:
         store = self.open_store()
         api_delete(store, built[0]["ID"])
         before = snapshot(store)
-        code, _, err = self.run_cli("audit", "--host", self.host, "--driver", self.driver,
-                                    "--heal", "--node", "ghost-node")
+        code, _, err = self.run_cli("audit", "--local", "--host", self.host, "--driver",
+                                    self.driver, "--heal", "--node", "ghost-node")
         self.assertEqual(1, code)
         self.assertIn("ghost-node", err)
-        code, _, err = self.run_cli("audit", "--host", self.host, "--driver", self.driver,
-                                    "--heal", "--node", " ")
+        code, _, err = self.run_cli("audit", "--local", "--host", self.host, "--driver",
+                                    self.driver, "--heal", "--node", " ")
         self.assertEqual(2, code)
         self.assertIn("--node must not be empty", err)
         bad = os.path.join(self.state, "bad.conf")
         with open(bad, "w", encoding="utf-8") as handle:
             handle.write("[compute]\nmigration_stuck_age = soon\n")
-        code, _, err = self.run_cli("--config-file", bad, "audit", "--host", self.host,
-                                    "--driver", self.driver, "--heal")
+        code, _, err = self.run_cli("--config-file", bad, "audit", "--local", "--host",
+                                    self.host, "--driver", self.driver, "--heal")
         self.assertEqual(1, code)
         self.assertIn("[compute] migration_stuck_age", err)
         self.assertIn("soon", err)

@@ -85,7 +85,8 @@ class TestLeakThroughTheWeb(CliTestCase, base.TestCase):
                                          for k in ("used", "free")))
             page.screenshot("leak-before-heal.png")
 
-        healed = self.run_json("audit", "--heal", "--host", HOST, "--driver", DRIVER, code=3)
+        healed = self.run_json("audit", "--heal", "--local", "--host", HOST, "--driver", DRIVER,
+                               code=3)
         self.assertEqual(sorted(deleted), sorted(a["subject"] for a in healed["heal"]))
 
         freed = (FLAVOR_MB, CAPACITY_MB - FLAVOR_MB)

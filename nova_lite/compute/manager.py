@@ -30,7 +30,7 @@ from nova_lite.compute.resource_tracker import ResourceTracker, check_service_ar
 from nova_lite.compute.worker import Worker
 from nova_lite.db.store import COMPUTE_BINARY, Store
 from nova_lite.exception import InstanceNotFound, NovaLiteError
-from nova_lite.findings import HEALABLE, UNKNOWN_GUEST, Finding
+from nova_lite.findings import HEALABLE, UNKNOWN_GUEST, Finding, tasks_waiting
 from nova_lite.objects import DELETED
 from nova_lite.virt.driver import ComputeDriver
 
@@ -181,19 +181,29 @@ class ComputeService:
         """Record the findings of hosts whose compute service is down, when no live
         service did within the last pass interval: their leaks (instances deleted
         while they were down) show in every process's metrics too.  Guests are not
-        compared: only the host's own driver could list them.  One read lists just
-        those hosts; a peer's record is rewritten once an interval, so the others
+        compared: only the host's own driver could list them.  The work recorded
+        for such a host waits for it: a ``tasks_waiting`` finding counts it.  One
+        read lists just those hosts; only when there are some, one more counts the
+        open work of every host, and one reads the heartbeats when any of them has
+        work waiting.  A peer's record is rewritten once an interval, so the others
         skip it meanwhile."""
         interval = self.settings.update_resources_interval
         try:
             down = self.store.hosts_needing_findings(
                 self.host, self.settings.service_down_time, interval)
+            waiting = self.store.tasks.waiting_by_host() if down else {}
+            stalled = set(down) & set(waiting)
+            beats = {s.host: s.updated_at for s in self.store.list_services()
+                     if s.host in stalled} if stalled else {}
             for host in down:
                 report = leaks.find_leaks(self.store, self.settings, host=host)
-                self.store.record_findings(host, report.findings, recorded_by=self.host,
+                found = list(report.findings)
+                if host in stalled:
+                    found.append(tasks_waiting(host, waiting[host][0], beats.get(host)))
+                self.store.record_findings(host, found, recorded_by=self.host,
                                            refresh_after=interval)
                 LOG.info("Recorded %d finding(s) of host %s, whose compute service is down",
-                         len(report.findings), host)
+                         len(found), host)
         except NovaLiteError as exc:
             LOG.warning("Leak search of the hosts that are down failed in this pass: %s", exc)
 

@@ -14,6 +14,7 @@ what the records and the driver already show and finishes from there.
   overhead the asker could not know, the claim is made again with it first.
 - delete: destroy the guest (a missing one is fine), then record the
   instance deleted, which frees what it held.
+- audit: :mod:`nova_lite.compute.audit_work` (its ``HANDLERS`` are merged in).
 """
 
 import logging
@@ -23,6 +24,7 @@ from typing import Any
 import attrs
 
 from nova_lite import objects, work
+from nova_lite.compute import audit_work
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import tasks as queue
@@ -212,7 +214,7 @@ def delete(job: Job) -> str:
 Handler = Callable[[Job], str]
 
 #: The handler of each task kind.
-HANDLERS: dict[str, Handler] = {work.BUILD: build, work.DELETE: delete}
+HANDLERS: dict[str, Handler] = {work.BUILD: build, work.DELETE: delete, **audit_work.HANDLERS}
 
 
 def carry_out(job: Job) -> str:

@@ -157,6 +157,20 @@ class TaskQueue:
                 T_TASK.c.instance_uuid == instance_uuid, T_TASK.c.state == work.WAITING).values(
                 state=work.CANCELLED, detail=detail, finished_at=stamp)).rowcount)
 
+    def cancel_waiting(self, task_ids: Collection[int], detail: str,
+                       now: float | None = None) -> list[int]:
+        """Cancel those of ``task_ids`` that still wait (the asker gave up on
+        them); returns their ids.  A task already taken is left to its worker."""
+        if not task_ids:
+            return []
+        stamp = time.time() if now is None else now
+        return self._write(  # type: ignore[no-any-return]
+            "cancel waiting work",
+            lambda conn: sorted(conn.execute(T_TASK.update().where(
+                T_TASK.c.id.in_(sorted(task_ids)), T_TASK.c.state == work.WAITING).values(
+                state=work.CANCELLED, detail=detail, finished_at=stamp).returning(
+                T_TASK.c.id)).scalars()))
+
     # -- taking and finishing -------------------------------------------------
     def has_work(self, host: str, now: float | None = None) -> bool:
         """Whether ``host`` has a task to take (waiting, or running on a lapsed

@@ -366,7 +366,7 @@ CLI = [
     ("unknown_node", ["node", "show", "nowhere"], 1, ["'nowhere'", "not found", "n0"]),
     ("delete_without_confirmation", ["node", "delete", "n0"], 2,
      ["Refusing to delete", "--yes-i-really-mean-it", "nothing was changed"]),
-    ("unknown_driver", ["audit", "--driver", "no-such-driver", "--host", HOST], 1,
+    ("unknown_driver", ["audit", "--local", "--driver", "no-such-driver", "--host", HOST], 1,
      ["no-such-driver"]),
     ("bad_format", ["node", "list", "-f", "xml"], 2, ["xml"]),
     ("option_without_value", ["compute", "--once", "--host"], 2, ["--host"]),

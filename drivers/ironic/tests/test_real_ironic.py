@@ -373,7 +373,8 @@ class TestDeployedNodesNeverNegative(RealIronicTestCase):
                          f"shard = {self.fleet.shard}\n")
         proc = subprocess.run(
             [sys.executable, "-c", "import sys; from nova_lite.cli.main import main; "
-             "sys.exit(main(sys.argv[1:]))", "--config-file", path, "audit", "-f", "json"],
+             "sys.exit(main(sys.argv[1:]))", "--config-file", path, "audit", "--local", "-f",
+             "json"],
             capture_output=True, text=True, timeout=300)
         self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
         data = json.loads(proc.stdout)
