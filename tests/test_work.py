@@ -21,7 +21,7 @@ from nova_lite.compute.manager import ComputeService
 from nova_lite.compute.worker_identity import WorkerIdentity, is_gone
 from nova_lite.db import tasks as queue
 from nova_lite.db.listen import WorkListener
-from nova_lite.exception import InstanceStateConflict
+from nova_lite.exception import InstanceStateConflict, InvalidInput
 from nova_lite.scheduler import NoValidHost
 from nova_lite.virt.fake import FakeDriver
 from nova_lite.work import WorkRequest
@@ -358,7 +358,7 @@ class TestBuildErrors(base.OnSQLiteFile, WorkCase):
     def test_a_bad_count_is_refused(self):
         self.service("h1")
         for bad in (0, -1, True, "2"):
-            self.assertRaises(Exception, api.build, self.store, flavor(), bad)
+            self.assertRaises(InvalidInput, api.build, self.store, flavor(), bad)
         self.assertEqual([], self.store.list_instances(live_only=False))
 
     def test_worker_identity_round_trips(self):

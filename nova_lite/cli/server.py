@@ -89,12 +89,13 @@ class CreateServer(Lister):
     """Build COUNT servers of a flavor: scheduled, claimed, spawned by their hosts.
 
     Each server is claimed on its chosen node and its build recorded for
-    that host's compute service, which spawns it.  With --count > 1 on one node, all its claims are made together or
-    none.  Prints the servers as 'server list' does: building, until their
-    host's compute service (nova-lite compute) has spawned them; with
-    --wait, once each is active or in error (exit status 1 if any failed,
-    with the reasons on standard error).  Without --project they belong to
-    project "default".
+    that host's compute service, which spawns it.  With --count > 1 on
+    one node, all its claims are made together or none.  Prints the
+    servers as 'server list' does: building, until their host's compute
+    service (nova-lite compute) has spawned them; with --wait, once each
+    is active or in error (exit status 1 if any failed, with the reasons
+    on standard error).  Without --project they belong to project
+    "default".
     """
 
     columns = LIST_HEADERS
