@@ -294,6 +294,19 @@ class Recovery:
         h1.do_work()
         self.assertEqual([], h1.driver.list_instances(), "nothing left to build")
 
+    def test_a_build_taken_after_instance_build_timeout_is_not_spawned(self):
+        h1 = self.service("h1", instance_build_timeout=0.01)
+        result = api.build(self.store, flavor(), settings=self.settings())
+        self.wait_for(lambda: time.time() > result.tasks[0].created_at + 0.02,
+                      "the build to be older than the timeout")
+        (outcome,) = h1.worker.run_pending()   # as a host back from being down
+        self.assertEqual(queue.FINISHED, outcome.outcome)
+        (inst,) = result.instances
+        self.assertEqual([], h1.driver.list_instances())
+        self.assertEqual(objects.ERROR, self.store.get_instance(inst.uuid).vm_state)
+        self.assertEqual([], self.held(inst.uuid))
+        self.assertIn("build timed out", self.store.tasks.last_failure(inst.uuid).detail)
+
     def test_a_build_nobody_recorded_work_for_is_given_up_after_the_grace(self):
         h1 = self.service("h1")
         (inst,) = api.build(self.store, flavor(), settings=self.settings()).instances

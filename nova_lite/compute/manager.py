@@ -96,25 +96,28 @@ class ComputeService:
                       if not s.disabled and s.is_up(self.settings.service_down_time, now))
 
     def run_once(self) -> PassResult:
-        """One pass: heartbeat, the work waiting for this host, audit, orphans,
-        builds that will not finish, findings.  Returns a :class:`PassResult`."""
+        """One pass: heartbeat, builds that will not finish, the work waiting for
+        this host, audit, orphans, findings.  Returns a :class:`PassResult`."""
         if self._first_beat_done:
             self._first_beat_done = False   # run() beat for this first pass
         else:
             self.beat(only_if_due=False)
+        self._check_builds()
         self.do_work()
         audit = self.tracker.update_available_resource()
         if audit.skipped is not None:
             # The driver could not list its nodes: every record would look orphaned.
             return PassResult(skipped=audit.skipped)
         deleted, kept = self._handle_orphans(set(audit.audited) | set(audit.failed))
+        return PassResult(audited=audit.audited, failed=audit.failed,
+                          orphans_deleted=tuple(deleted), orphans_kept=tuple(kept),
+                          findings=self.record_findings())
+
+    def _check_builds(self) -> None:
         try:
             self.worker.check_builds()
         except NovaLiteError as exc:
             LOG.warning("Host %s: checking its builds failed in this pass: %s", self.host, exc)
-        return PassResult(audited=audit.audited, failed=audit.failed,
-                          orphans_deleted=tuple(deleted), orphans_kept=tuple(kept),
-                          findings=self.record_findings())
 
     def do_work(self) -> int:
         """Take back work a dead worker of this host left running (first call

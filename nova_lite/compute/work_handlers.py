@@ -18,6 +18,7 @@ what the records and the driver already show and finishes from there.
 """
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -120,6 +121,12 @@ def build(job: Job) -> str:
     if inst is None or inst.vm_state != objects.BUILDING or inst.host != host:
         where = "no record" if inst is None else f"{inst.vm_state} on {inst.host or 'no host'}"
         return job.finish(work.CANCELLED, f"nothing to build: the instance is {where}")
+    timeout = job.tracker.settings.instance_build_timeout
+    age = time.time() - job.task.created_at
+    if timeout and age > timeout:
+        # Its host was down (or busy) for longer than the build may take.
+        return fail_build(job, inst, f"build timed out: still building after {age:.0f} s "
+                                     f"(instance_build_timeout {timeout:g} s)")
     guests = _guests(job) if job.task.attempts > 1 else set()
     if guests is None or inst.uuid not in guests:
         try:
