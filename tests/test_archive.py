@@ -21,7 +21,8 @@ from tests.test_cli import CliTestCase
 
 OLD = 1000.0          # 1970-01-01T00:16:40Z
 NEWER = 5000.0        # 1970-01-01T01:23:20Z
-TABLES = ("instances", "migrations", "allocations", "shadow_instances", "shadow_migrations")
+TABLES = ("instances", "migrations", "allocations", "tasks", "shadow_instances",
+          "shadow_migrations", "shadow_tasks")
 
 
 def _instance(vm_state, updated_at=OLD):
@@ -96,6 +97,31 @@ class ArchiveTests:
         return r
 
     def counts(self, result):
+        """The counts of the instance and migration tables (tasks have their own test)."""
+        return {c.table: c.rows for c in result if not c.table.endswith("tasks")}
+
+    def test_tasks_that_are_over_move_unless_their_instance_is_live(self):
+        live, gone = _instance("active"), _instance("deleted")
+        self.add(models.instances, live, allocated=True)
+        self.add(models.instances, gone)
+
+        def task(instance_uuid, state, finished_at=OLD, kind="build"):
+            return models.tasks.insert().values(
+                host="h1", kind=kind, instance_uuid=instance_uuid, params="{}", state=state,
+                attempts=1, created_at=OLD, finished_at=finished_at)
+        self.write(task(live["uuid"], "done"), task(gone["uuid"], "done"),
+                   task(gone["uuid"], "cancelled"), task(None, "done", kind="audit"),
+                   task(None, "waiting", None, kind="audit"),
+                   task(None, "failed", NEWER, kind="audit"))
+        self.assertEqual(3, self.table_counts(self.store.archive_deleted_rows(
+            before=OLD + 1))["tasks"])
+        left = self.store.tasks.find()
+        self.assertEqual([("done", live["uuid"]), ("waiting", None), ("failed", None)],
+                         [(t.state, t.instance_uuid) for t in left])
+        self.assertEqual(1, self.table_counts(self.store.archive_deleted_rows())["tasks"])
+        self.assertEqual(4, self.table_counts(self.store.purge_archived_rows())["shadow_tasks"])
+
+    def table_counts(self, result):
         return {c.table: c.rows for c in result}
 
     def test_what_moves_and_what_stays(self):
@@ -186,27 +212,34 @@ class TestArchiveCommands(CliTestCase):
         return sorted(s["ID"] for s in self.json("server", "list", "--all"))
 
     def test_archive_and_purge_in_json(self):
-        self.assertEqual([{"Table": "migrations", "Rows": 0}, {"Table": "instances", "Rows": 1}],
+        # The deleted server's build and delete move with it; the live one's build stays.
+        self.assertEqual([{"Table": "tasks", "Rows": 2}, {"Table": "migrations", "Rows": 0},
+                          {"Table": "instances", "Rows": 1}],
                          self.json("db", "archive", "--dry-run"))
         self.assertEqual(sorted([self.gone, self.live]), self.servers())
         # Deleted a moment ago: not before 2000.
-        self.assertEqual([{"Table": "migrations", "Rows": 0}, {"Table": "instances", "Rows": 0}],
+        self.assertEqual([{"Table": "tasks", "Rows": 0}, {"Table": "migrations", "Rows": 0},
+                          {"Table": "instances", "Rows": 0}],
                          self.json("db", "archive", "--before", "2000-01-01"))
-        self.assertEqual([{"Table": "migrations", "Rows": 0}, {"Table": "instances", "Rows": 1}],
+        self.assertEqual([{"Table": "tasks", "Rows": 2}, {"Table": "migrations", "Rows": 0},
+                          {"Table": "instances", "Rows": 1}],
                          self.json("db", "archive", "--max-rows", "1"))
         self.assertEqual([self.live], self.servers())
-        self.assertEqual([{"Table": "shadow_migrations", "Rows": 0},
+        self.assertEqual([{"Table": "shadow_tasks", "Rows": 0},
+                          {"Table": "shadow_migrations", "Rows": 0},
                           {"Table": "shadow_instances", "Rows": 0}],
                          self.json("db", "purge", "--before", "2000-01-01T00:00:00Z",
                                    "--yes-i-really-mean-it"))
-        self.assertEqual([{"Table": "shadow_migrations", "Rows": 0},
+        self.assertEqual([{"Table": "shadow_tasks", "Rows": 2},
+                          {"Table": "shadow_migrations", "Rows": 0},
                           {"Table": "shadow_instances", "Rows": 1}],
                          self.json("db", "purge", "--all", "--dry-run"))
-        self.assertEqual([{"Table": "shadow_migrations", "Rows": 0},
+        self.assertEqual([{"Table": "shadow_tasks", "Rows": 2},
+                          {"Table": "shadow_migrations", "Rows": 0},
                           {"Table": "shadow_instances", "Rows": 1}],
                          self.json("db", "purge", "--all", "--yes-i-really-mean-it"))
         self.assertEqual(0, json.loads(self.ok("db", "purge", "--all", "--yes-i-really-mean-it",
-                                               "-f", "json"))[1]["Rows"])
+                                               "-f", "json"))[2]["Rows"])
 
     def test_bad_arguments_change_nothing(self):
         with open(self.db_path(), "rb") as handle:

@@ -1,8 +1,9 @@
 """History out of the way: archive deleted records, purge archived ones.
 
 ``nova-lite db archive`` moves the records nothing reads any more out of
-``instances`` and ``migrations`` into ``shadow_instances`` and
-``shadow_migrations`` (the same columns, plus ``archived_at``), so the
+``instances``, ``migrations`` and ``tasks`` into ``shadow_instances``,
+``shadow_migrations`` and ``shadow_tasks`` (the same columns, plus
+``archived_at``), so the
 periodic pass, the audit and the listings never scan an ever-growing
 history; ``nova-lite db purge`` deletes archived rows for good.
 
@@ -14,28 +15,42 @@ What may be archived follows :mod:`nova_lite.holds`:
   progress;
 - a **migration** whose status is final (not one of
   :data:`nova_lite.holds.MIGRATION_IN_PROGRESS`), that holds no allocation,
-  and whose instance is not live: its record is deleted or already gone.
+  and whose instance is not live: its record is deleted or already gone;
+- a **task** that is over (done, failed or cancelled) and whose instance
+  is not live (a host's audit: any that is over).
 
-Only records last updated before a time (``updated_at``, epoch seconds)
-are taken.  Each batch moves at most ``max_rows`` rows of one table in its
+Only records last updated (a task: finished) before a time (epoch
+seconds) are taken.  Each batch moves at most ``max_rows`` rows of one table in its
 own transaction and re-checks the rule inside it, so a record that became
 live again meanwhile stays.
 """
 
 import logging
 import time
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
 
+from nova_lite import work
 from nova_lite.db import holds_sql, models
 from nova_lite.holds import DELETED
 
 LOG = logging.getLogger(__name__)
 
 T_INST, T_MIG, T_ALLOC = models.instances, models.migrations, models.allocations
+T_TASK = models.tasks
 #: Each live table with its shadow, in the order they are archived.
-SHADOWS = ((T_MIG, models.shadow_migrations), (T_INST, models.shadow_instances))
+SHADOWS = ((T_TASK, models.shadow_tasks), (T_MIG, models.shadow_migrations),
+           (T_INST, models.shadow_instances))
+
+
+def _key(table: sa.Table) -> sa.Column[Any]:
+    return table.c.id if table is T_TASK else table.c.uuid
+
+
+def _changed_at(table: sa.Table) -> sa.Column[Any]:
+    return table.c.finished_at if table is T_TASK else table.c.updated_at
 
 
 @attrs.frozen
@@ -48,8 +63,12 @@ class TableCount:
 
 
 def _eligible(table: sa.Table, before: float | None) -> sa.ColumnElement[bool]:
-    """True for a row of ``table`` (instances or migrations) that may be archived."""
-    if table is T_INST:
+    """True for a row of ``table`` (instances, migrations or tasks) that may be archived."""
+    if table is T_TASK:
+        live = sa.select(T_INST.c.uuid).where(T_INST.c.uuid == T_TASK.c.instance_uuid,
+                                              T_INST.c.vm_state != DELETED)
+        rule = sa.and_(T_TASK.c.state.in_(work.FINAL_STATES), ~live.exists())
+    elif table is T_INST:
         alloc = sa.select(T_ALLOC.c.consumer_uuid).where(T_ALLOC.c.instance_uuid == T_INST.c.uuid)
         moving = sa.select(T_MIG.c.uuid).where(T_MIG.c.instance_uuid == T_INST.c.uuid,
                                                holds_sql.migration_holds())
@@ -60,7 +79,7 @@ def _eligible(table: sa.Table, before: float | None) -> sa.ColumnElement[bool]:
                                               T_INST.c.vm_state != DELETED)
         rule = sa.and_(~holds_sql.migration_holds(), ~alloc.exists(), ~live.exists())
     if before is not None:
-        rule = sa.and_(rule, table.c.updated_at < before)
+        rule = sa.and_(rule, _changed_at(table) < before)
     return rule
 
 
@@ -73,19 +92,20 @@ def count_eligible(conn: sa.Connection, before: float | None) -> list[TableCount
 
 def archive_batch(conn: sa.Connection, table: sa.Table, before: float | None,
                   max_rows: int) -> int:
-    """Move at most ``max_rows`` archivable rows of ``table`` (instances or
-    migrations) into its shadow table, in ``conn``'s transaction; returns how
+    """Move at most ``max_rows`` archivable rows of ``table`` (instances,
+    migrations or tasks) into its shadow table, in ``conn``'s transaction; returns how
     many moved (0: none is left)."""
     shadow = models.metadata.tables[f"shadow_{table.name}"]
-    picked = (sa.select(table.c.uuid).where(_eligible(table, before))
-              .order_by(table.c.updated_at, table.c.uuid).limit(max_rows))
+    key = _key(table)
+    picked = (sa.select(key).where(_eligible(table, before))
+              .order_by(_changed_at(table), key).limit(max_rows))
     if conn.dialect.name == "postgresql":
         picked = picked.with_for_update(of=table, skip_locked=True)
-    uuids = list(conn.execute(picked).scalars())
-    if not uuids:
+    keys = list(conn.execute(picked).scalars())
+    if not keys:
         return 0
     # Deleted only if still archivable inside this transaction.
-    gone = conn.execute(table.delete().where(table.c.uuid.in_(uuids),
+    gone = conn.execute(table.delete().where(key.in_(keys),
                                              _eligible(table, before))
                         .returning(*table.columns)).mappings().all()
     if gone:

@@ -205,3 +205,5 @@ def _shadow(table: sa.Table) -> sa.Table:
 shadow_instances = _shadow(instances)
 #: Finished migrations archived by ``nova-lite db archive``.
 shadow_migrations = _shadow(migrations)
+#: Finished tasks archived by ``nova-lite db archive``.
+shadow_tasks = _shadow(tasks)

@@ -893,12 +893,14 @@ class Store:
     # -- history --------------------------------------------------------------
     def archive_deleted_rows(self, before: float | None = None, max_rows: int = 1000,
                              dry_run: bool = False) -> list[archive.TableCount]:
-        """Move deleted instances and finished migrations into the shadow tables.
+        """Move deleted instances, finished migrations and tasks that are over
+        into the shadow tables.
 
         What may move is the rule of :mod:`nova_lite.db.archive` (a deleted
         instance holding no allocation and no migration in progress; a
         finished migration holding no allocation whose instance is not
-        live), last updated before ``before``.  Rows move in batches of at
+        live; a task that is over whose instance is not live), last updated
+        (a task: finished) before ``before``.  Rows move in batches of at
         most ``max_rows`` of one table, each batch its own transaction,
         until none is left.
 
@@ -908,8 +910,8 @@ class Store:
             (an integer >= 1).
         :param dry_run: count the rows that would move, write nothing.
         :returns: one :class:`~nova_lite.db.archive.TableCount` per table
-            (``migrations``, then ``instances``): the rows moved, or that
-            would move.
+            (``tasks``, ``migrations``, then ``instances``): the rows moved,
+            or that would move.
         :raises nova_lite.exception.InvalidInput: for a ``max_rows`` below 1
             or a ``before`` that is not a number; nothing is written.
         """
@@ -938,7 +940,8 @@ class Store:
             in epoch seconds; None: every archived row.
         :param dry_run: count the rows that would be deleted, write nothing.
         :returns: one :class:`~nova_lite.db.archive.TableCount` per shadow
-            table (``shadow_migrations``, then ``shadow_instances``).
+            table (``shadow_tasks``, ``shadow_migrations``, then
+            ``shadow_instances``).
         :raises nova_lite.exception.InvalidInput: for a ``before`` that is
             not a number; nothing is written.
         """
