@@ -6,16 +6,30 @@
 - :class:`FakeMultiNodeDriver`: many nodes; :meth:`~FakeDriver.set_nodes`
   changes them while it runs.
 
-Guests made by ``spawn`` count in the hypervisor view (``*_used``).  Tests
-can change a node's sizes (:meth:`~FakeDriver.set_node_size`) and inject
-faults (:meth:`~FakeDriver.inject_fault`).
+Guests made by ``spawn`` count in the hypervisor view (``*_used``) and in
+``list_instances``.  Where they live depends on the store the driver is
+attached to (:meth:`~FakeDriver.attach_store`, called by the
+ResourceTracker), so that they outlive the process once the records do:
+
+- a SQLite file ``sqlite:///PATH``: ``PATH.fake-guests/<host>.json``;
+- PostgreSQL (any other URL): ``<state_path>/fake-guests/<digest>/<host>.json``,
+  ``<digest>`` a short SHA-256 of the URL without its password;
+- ``sqlite://`` (in memory) or no store: this process's memory only.
+
+In a file, the guests of a host are shared by every driver object and
+process serving that host on that database: a restarted service sees the
+guests it spawned, and two processes for one host see one set of guests
+(see :mod:`nova_lite.virt.fake_guests` for the locking).  Tests can change a
+node's sizes (:meth:`~FakeDriver.set_node_size`) and inject faults
+(:meth:`~FakeDriver.inject_fault`); those stay in the driver object.
 """
 
+import logging
 import threading
 import time
 import uuid as uuidlib
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -24,6 +38,13 @@ from nova_lite.objects import (
     CpuInfo, Flavor, Instance, NodeResources, NUMATopology, Overhead, PciDevice,
     SupportedInstance, ZERO_OVERHEAD)
 from nova_lite.virt import driver
+from nova_lite.virt.fake_guests import (
+    FakeGuestsError, FileGuests, Guest, Guests, guests_directory)
+
+if TYPE_CHECKING:
+    from nova_lite.db.store import Store
+
+LOG = logging.getLogger(__name__)
 
 
 _NODE_UUID_NAMESPACE = uuidlib.UUID("6a2b8f0e-3c1d-5e4f-9a7b-0c1d2e3f4a5b")
@@ -63,6 +84,11 @@ class FakeDriver(driver.ComputeDriver):
     (sizes, default the class's), ``nodes`` (node names; default the host),
     ``numa_topology`` (a NUMATopology), ``pci_devices`` (PciDevice records),
     ``overhead`` (an Overhead added per instance).
+
+    Guests live in this object's memory until :meth:`attach_store` gives
+    it a persistent database and :meth:`init_host` its host; from then on
+    they live in that host's guests file beside the records (see the
+    module's documentation), shared with every other driver of the host.
     """
 
     size = NodeSize(vcpus=1000, memory_mb=800000, local_gb=600000)
@@ -89,10 +115,10 @@ class FakeDriver(driver.ComputeDriver):
             self._set_node_names(nodes)
         self._sizes: dict[str, NodeSize] = {}
         self._faults: dict[str, Fault] = {}
-        # instance uuid -> (nodename, flavor)
-        self._guests: dict[str, tuple[str, Flavor]] = {}
-        # nodename -> {instance uuid: flavor}: a report reads its own
-        self._guests_on: dict[str, dict[str, Flavor]] = {}
+        # The guests: in memory, or the host's file once a store says where.
+        self._guests: Guests = Guests()
+        # The directory of the attached store's guests files, None: memory.
+        self._guests_dir: str | None = None
         # (host, nodename) -> node uuid, derived once
         self._uuids: dict[tuple[str | None, str], str] = {}
         self._numa = numa_topology if numa_topology is None else NUMATopology(
@@ -102,10 +128,57 @@ class FakeDriver(driver.ComputeDriver):
 
     # -- contract ---------------------------------------------------------
     def init_host(self, host: str) -> None:
-        """Remember ``host``; with no explicit nodes, the node is named after it."""
+        """Remember ``host``; with no explicit nodes, the node is named after it.
+
+        With a persistent store attached, the guests are those of ``host``'s
+        guests file from now on.
+
+        :raises nova_lite.exception.InvalidInput: with a persistent store
+            attached, for a host name that cannot name a file (``/``, ``..``).
+        """
+        self._bind_guests(host, self._guests_dir)
         self.host = host
         if self._node_names is None:
             self._set_node_names([host])
+
+    def attach_store(self, store: "Store") -> None:
+        """Keep the guests where ``store``'s hosts keep theirs.
+
+        ``sqlite:///PATH``: in ``PATH.fake-guests/<host>.json``; another
+        persistent database: in ``<state_path>/fake-guests/<digest of the
+        URL without password>/<host>.json``; ``sqlite://``: in memory.
+        Guests spawned in memory before go into the file; guests of a file
+        are copied into memory when a ``sqlite://`` store replaces it.
+
+        :param store: the tracker's :class:`~nova_lite.db.Store` (its ``url``
+            is read).
+        :raises nova_lite.exception.InvalidInput: for a host name that cannot
+            name a file (``/``, ``..``); nothing changes then.
+        """
+        self._bind_guests(self.host, guests_directory(store, self.settings))
+
+    def _bind_guests(self, host: str | None, directory: str | None) -> None:
+        """Use the guests of ``host`` in ``directory`` (memory if either is None)."""
+        current = self._guests
+        if directory is None or host is None:
+            if directory is None and isinstance(current, FileGuests):
+                self._guests = Guests(current.items())
+            self._guests_dir = directory
+            return
+        if isinstance(current, FileGuests) and (current.directory, current.host) == (
+                directory, host):
+            self._guests_dir = directory
+            return
+        guests = FileGuests(directory, host)   # refuses a bad host name first
+        if not isinstance(current, FileGuests):
+            guests.merge(current.items())
+        LOG.debug("Fake host %s keeps its guests in %s", host, guests.path)
+        self._guests, self._guests_dir = guests, directory
+
+    @property
+    def guests_path(self) -> str | None:
+        """The JSON file this driver's guests live in, or None (memory)."""
+        return self._guests.path
 
     def _set_node_names(self, names: Iterable[str]) -> None:
         self._node_names = list(names)
@@ -117,13 +190,17 @@ class FakeDriver(driver.ComputeDriver):
             return list(self._node_names or [])
 
     def get_available_resource(self, nodename: str) -> NodeResources | dict[str, Any]:
-        """A NodeResources for ``nodename``, counting the guests spawned on it."""
+        """A NodeResources for ``nodename``, counting the guests spawned on it.
+
+        :raises LookupError: for a node this driver does not have.
+        :raises nova_lite.virt.fake_guests.FakeGuestsError: naming the
+            guests file, if it cannot be read or is corrupt.
+        """
         with self._lock:
             if nodename not in self._node_set:
                 raise LookupError(f"fake node {nodename!r} does not exist")
             fault = self._faults.get(nodename)
             size = self._sizes.get(nodename, self._default_size)
-            guests = list(self._guests_on.get(nodename, {}).values())
         if fault is not None:
             if fault.hang_seconds:
                 time.sleep(fault.hang_seconds)
@@ -132,14 +209,12 @@ class FakeDriver(driver.ComputeDriver):
             if fault.report is not None:
                 # Whatever the test asked for, malformed on purpose or not.
                 return cast(Any, fault.report)
+        used = self._guests.usage(nodename)
         return NodeResources(
             vcpus=size.vcpus, memory_mb=size.memory_mb, local_gb=size.local_gb,
             pcpus=size.pcpus,
-            vcpus_used=sum(f.vcpus for f in guests),
-            memory_mb_used=sum(f.memory_mb for f in guests),
-            local_gb_used=sum(f.root_gb + f.ephemeral_gb for f in guests),
-            disk_available_least=size.local_gb - sum(f.root_gb + f.ephemeral_gb
-                                                     for f in guests),
+            vcpus_used=used.vcpus, memory_mb_used=used.memory_mb, local_gb_used=used.disk_gb,
+            disk_available_least=size.local_gb - used.disk_gb,
             hypervisor_type="fake", hypervisor_version=1000,
             hypervisor_hostname=nodename, uuid=self.node_uuid(nodename),
             cpu_info=_CPU_INFO,
@@ -171,29 +246,36 @@ class FakeDriver(driver.ComputeDriver):
         return nodename not in self.get_available_nodes()
 
     def spawn(self, instance: Instance) -> None:
-        """Create a guest on ``instance.node`` (or the first node)."""
+        """Create a guest on ``instance.node`` (or the first node).
+
+        A guest of the same uuid moves there.  In a guests file, the guest
+        is written before this returns.
+
+        :raises LookupError: for a node this driver does not have.
+        :raises nova_lite.virt.fake_guests.FakeGuestsError: naming the
+            guests file, if it cannot be read, is corrupt (then it is left
+            as it is) or cannot be written.
+        """
         with self._lock:
             node = instance.node or next(iter(self._node_names or ()), None)
             if node is None or node not in self._node_set:
                 raise LookupError(f"fake node {node!r} does not exist")
-            self._forget_guest(instance.uuid)
-            self._guests[instance.uuid] = (node, instance.flavor)
-            self._guests_on.setdefault(node, {})[instance.uuid] = instance.flavor
+        self._guests.spawn(instance.uuid, Guest.of(node, instance.flavor))
 
     def destroy(self, instance: Instance) -> None:
-        """Remove the guest of ``instance``; a missing guest is not an error."""
-        with self._lock:
-            self._forget_guest(instance.uuid)
+        """Remove the guest of ``instance``; a missing guest is not an error.
 
-    def _forget_guest(self, instance_uuid: str) -> None:
-        placed = self._guests.pop(instance_uuid, None)
-        if placed is not None:
-            self._guests_on[placed[0]].pop(instance_uuid, None)
+        :raises nova_lite.virt.fake_guests.FakeGuestsError: as :meth:`spawn`.
+        """
+        self._guests.destroy(instance.uuid)
 
     def list_instances(self) -> list[str]:
-        """UUIDs of the spawned guests."""
-        with self._lock:
-            return sorted(self._guests)
+        """UUIDs of the spawned guests of this host, sorted.
+
+        :raises nova_lite.virt.fake_guests.FakeGuestsError: naming the
+            guests file, if it cannot be read or is corrupt.
+        """
+        return self._guests.uuids()
 
     # -- test controls ----------------------------------------------------
     def set_nodes(self, names: Iterable[str]) -> None:
@@ -219,10 +301,8 @@ class FakeDriver(driver.ComputeDriver):
                                            report=report)
 
     def destroy_all(self) -> None:
-        """Remove every guest (test clean-up)."""
-        with self._lock:
-            self._guests.clear()
-            self._guests_on.clear()
+        """Remove every guest of this host (test clean-up), in its file too."""
+        self._guests.clear()
 
     def clear_faults(self) -> None:
         """Undo every :meth:`inject_fault`."""
@@ -246,11 +326,15 @@ class FakeMultiNodeDriver(FakeDriver):
     """Many fake nodes; ``nodes`` names them (default: ``<host>-node0..1``)."""
 
     def init_host(self, host: str) -> None:
-        """Name two default nodes after ``host`` unless ``nodes`` was given."""
+        """Name two default nodes after ``host`` unless ``nodes`` was given.
+
+        :raises nova_lite.exception.InvalidInput: as :meth:`FakeDriver.init_host`.
+        """
+        self._bind_guests(host, self._guests_dir)
         self.host = host
         if self._node_names is None:
             self._set_node_names([f"{host}-node0", f"{host}-node1"])
 
 
 __all__ = ["FakeDriver", "SmallFakeDriver", "MediumFakeDriver", "FakeMultiNodeDriver",
-           "NodeSize", "Fault", "Overhead", "PciDevice"]
+           "NodeSize", "Fault", "Overhead", "PciDevice", "FakeGuestsError"]
