@@ -123,6 +123,11 @@ class TestErrorCases(CliTestCase):
         settings = conf.Settings(state_path=self.state)
         store = Store(settings.database_url)
         self.addCleanup(store.close)
+        # The live server's guest is gone from its host: an audit differs (exit 3).
+        host_driver = loader.load_driver("fake", settings=settings)
+        host_driver.init_host(self.host)
+        host_driver.attach_store(store)
+        host_driver.destroy(store.get_instance(self.live))
         for host in ("amb1", "amb2"):   # node "shared" on two hosts
             driver = loader.load_driver("fake.multinode", settings=settings,
                                         nodes=["shared"])
@@ -223,7 +228,7 @@ class TestErrorCases(CliTestCase):
             ("audit", ["audit", "--host", h, "--timeout", "0"], 2, ["--timeout"]),
             ("audit", ["audit", "--local", "--timeout", "5"], 2, ["--timeout"]),
             ("audit", ["audit", "--heal"], 2, ["name it with --host or --node"]),
-            ("audit", ["audit", "--local", "--host", h], 3, []),   # the guest is elsewhere
+            ("audit", ["audit", "--local", "--host", h], 3, []),   # its guest is gone
             ("node list", ["node", "show", "ghost"], 1, ["'ghost' not found", "amb1/shared"]),
             ("node list", ["node", "explain", "ghost"], 1, ["'ghost' not found"]),
             ("node list", ["node", "delete", "ghost", CONFIRM], 1, ["'ghost' not found"]),
