@@ -152,6 +152,16 @@ def _non_negative_seconds(instance: object, attribute: _Attribute, value: Any) -
         raise InvalidConfig(attribute.name, value, "must be a number of seconds >= 0 (0: no limit)")
 
 
+def _bool_option(instance: object, attribute: _Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidConfig(attribute.name, value, "must be true or false")
+
+
+#: The words a configuration file may use for a boolean option (any case).
+BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "1": True,
+                 "false": False, "no": False, "off": False, "0": False}
+
+
 def _str_option(instance: object, attribute: _Attribute, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidConfig(attribute.name, value, "must be a non-empty string")
@@ -450,6 +460,14 @@ class Settings:
             the host was down): reap destroys it, log logs a warning, noop
             does nothing.""",
             kind="string", nova="same name and default; no shutdown"))
+    allow_resize_to_same_host: bool = attrs.field(
+        default=False, validator=_bool_option,
+        metadata=option("DEFAULT", "allow_resize_to_same_host", """
+            Whether the scheduler may choose the server's own host for a
+            resize (both flavors then count on that node until the resize
+            is confirmed or reverted).  A cold migration always goes to
+            another host.""",
+            kind="boolean", nova="same name and default"))
     #: Seconds a transaction waits for another writer's lock before it fails
     #: with "database busy" and writes nothing.
     database_busy_timeout: float = attrs.field(
@@ -642,6 +660,11 @@ def _convert(section: str, option: str, kind: type, raw: str,
              whole_seconds: bool = False) -> int | float | str:
     where = f"[{section}] {option}"
     text = raw.strip()
+    if kind is bool:
+        try:
+            return BOOLEAN_WORDS[text.lower()]
+        except KeyError:
+            raise InvalidConfig(where, raw, "must be true or false") from None
     if kind is int:
         try:
             return int(text)

@@ -33,6 +33,10 @@ COMMANDS = sorted(ep.name.replace("_", " ")
 NOT_FORMATTED = {
     "node delete": "prints one line (Deleted ...)",
     "server delete": "prints one line (Deleted server ...)",
+    "server resize": "prints one line (the task recorded, or how the move ended)",
+    "server resize confirm": "prints one line (the task recorded, or how the move ended)",
+    "server resize revert": "prints one line (the task recorded, or how the move ended)",
+    "server migrate": "prints one line (the task recorded, or how the move ended)",
     "metrics serve": "serves until a signal",
     "metrics textfile": "writes a file",
     "api serve": "serves until a signal",

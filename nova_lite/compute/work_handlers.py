@@ -224,9 +224,19 @@ Handler = Callable[[Job], str]
 HANDLERS: dict[str, Handler] = {work.BUILD: build, work.DELETE: delete, **audit_work.HANDLERS}
 
 
+def handlers() -> dict[str, Handler]:
+    """:data:`HANDLERS`, with the steps of moves
+    (:mod:`nova_lite.compute.move_handlers`, which imports this module)
+    added on first use."""
+    if work.PREP_RESIZE not in HANDLERS:
+        from nova_lite.compute import move_handlers
+        HANDLERS.update(move_handlers.HANDLERS)
+    return HANDLERS
+
+
 def carry_out(job: Job) -> str:
     """Run the handler of ``job``'s kind; returns the outcome recorded."""
-    handler = HANDLERS.get(job.task.kind)
+    handler = handlers().get(job.task.kind)
     if handler is None:
         return job.finish(work.FAILED, f"this compute service does not know task kind "
                                        f"{job.task.kind!r}")
