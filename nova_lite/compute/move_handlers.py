@@ -219,12 +219,8 @@ def _earlier_claim(job: Job, inst: Instance, moving: Sequence[Migration],
 
 
 def _claim(job: Job, inst: Instance, prep: _Prep) -> MoveClaim:
-    tracker = job.tracker
-    if prep.migration_type == MIGRATION:
-        # resize_claim records every move it makes as a resize; a cold
-        # migration keeps Nova's own migration_type.
-        return tracker._move_claim(inst, prep.flavor, prep.node, prep.limits, MIGRATION)
-    return tracker.resize_claim(inst, prep.flavor, prep.node, limits=prep.limits)
+    return job.tracker.resize_claim(inst, prep.flavor, prep.node, limits=prep.limits,
+                                    migration_type=prep.migration_type)
 
 
 def _elsewhere(job: Job, inst: Instance, prep: _Prep, reason: str) -> str:

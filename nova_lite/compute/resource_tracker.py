@@ -337,8 +337,8 @@ class ResourceTracker:
         return claims
 
     def resize_claim(self, instance: Instance, new_flavor: Flavor, nodename: str,
-                     limits: object = None) -> MoveClaim:
-        """Claim ``new_flavor`` on ``nodename`` for a resize of ``instance``.
+                     limits: object = None, migration_type: str = "resize") -> MoveClaim:
+        """Claim ``new_flavor`` on ``nodename`` for a resize (or cold migration) of ``instance``.
 
         Returns a :class:`MoveClaim` whose ``migration`` is recorded.  On the
         same node both flavors count until confirm or revert.  Refused
@@ -349,6 +349,8 @@ class ResourceTracker:
         :param new_flavor: the flavor it is resized to.
         :param nodename: the node to claim on (the destination).
         :param limits: the scheduler's limits, as for :meth:`instance_claim`.
+        :param migration_type: ``resize``, or ``migration`` for a cold
+            migration (the flavor stays).
         :returns: the claim, its ``migration`` recorded.
         :raises nova_lite.exception.ComputeResourcesUnavailable: naming every
             reason; nothing is claimed.
@@ -360,7 +362,10 @@ class ResourceTracker:
         _check_instance(instance)
         if not isinstance(new_flavor, Flavor):
             raise InvalidInput(f"new_flavor must be a Flavor, got {new_flavor!r}")
-        return self._move_claim(instance, new_flavor, nodename, limits, "resize")
+        if migration_type not in ("resize", "migration"):
+            raise InvalidInput(f"migration_type must be 'resize' or 'migration', got "
+                               f"{migration_type!r}")
+        return self._move_claim(instance, new_flavor, nodename, limits, migration_type)
 
     def rebuild_claim(self, instance: Instance, nodename: str,
                       limits: object = None) -> NopClaim | MoveClaim:
