@@ -145,9 +145,11 @@ class AuditRecordsTests:
         self.assertIn(g2, out)
         self.assertNotIn(g1, out)
 
-        # --local audits in this process, whose fake driver runs no guest.
-        local = self.run_json("audit", "--local", "--host", "h1")
-        self.assertEqual([], local["leaks"])
+        # --local audits in this process, with a driver of its own: the fake
+        # hypervisor's guests of h1 are the same ones (kept beside the records).
+        local = self.run_json("audit", "--local", "--host", "h1", code=3)
+        self.assertEqual([("unknown_guest", g1)],
+                         [(f["kind"], f["subject"]) for f in local["leaks"]])
         self.assertEqual(2, len(self.audit_tasks("h1")))   # nothing asked of the host
 
     def test_the_host_heals(self):
