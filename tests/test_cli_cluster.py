@@ -143,6 +143,90 @@ class Scenarios:
         self.assertEqual(0, self.nl_json("hypervisor", "stats")["memory_mb_used"])
 
 
+    def flavors_file(self):
+        path = os.path.join(self.state, "flavors.yaml")
+        with open(path, "w") as f:
+            f.write('broken: {vcpus: 1, memory_mb: 256, "fake:spawn_error": "disk image '
+                    'corrupt"}\n'
+                    'slow: {vcpus: 1, memory_mb: 256, "fake:spawn_seconds": "5"}\n')
+        return path
+
+    def host_guests(self, host):
+        """The guests the fake hypervisor of ``host`` runs (its own file)."""
+        from nova_lite import conf
+        from nova_lite.virt import loader
+        url = self.database_url or f"sqlite:///{self.state}/nova-lite.db"
+        store = Store(url, readonly=True)
+        self.addCleanup(store.close)
+        driver = loader.load_driver("fake", settings=conf.Settings(
+            host=host, state_path=self.state, database_url=url))
+        driver.init_host(host)
+        driver.attach_store(store)
+        return driver.list_instances()
+
+    def test_a_failed_spawn_shows_its_reason_and_holds_nothing(self):
+        self.start("cmp1", "fake.small")
+        self.wait_until(lambda: self.up_hosts() == {"cmp1"}, "cmp1 up")
+        self.wait_until(lambda: self.nl_json("hypervisor", "list"), "cmp1's node recorded")
+        code, out, err = self.cli("--config-file", self.config, "server", "create",
+                                  "--flavors-file", self.flavors_file(), "--flavor", "broken",
+                                  "--count", "2", "--wait", "-f", "json")
+        self.assertEqual(1, code, err)
+        self.assertEqual(["error", "error"], [s["Status"] for s in json.loads(out)])
+        self.assertIn("spawn failed: FakeSpawnError", err)
+        self.assertIn("disk image corrupt", err)
+        self.assertNotIn("Traceback", out + err)
+        shown = self.nl_json("server", "show", json.loads(out)[0]["ID"])
+        self.assertEqual((None, None, {}), (shown["host"], shown["task"],
+                                            shown["allocations"]))
+        self.assertIn("disk image corrupt", shown["fault"])
+        self.assertEqual(0, self.nl_json("hypervisor", "stats")["memory_mb_used"])
+        self.assertEqual([], self.host_guests("cmp1"))
+        self.assertNotIn("Traceback", self.log_of("cmp1"))
+
+    def test_a_host_killed_mid_spawn_finishes_the_build_once_when_it_returns(self):
+        self.start("cmp1", "fake.small")
+        self.wait_until(lambda: self.up_hosts() == {"cmp1"}, "cmp1 up")
+        self.wait_until(lambda: self.nl_json("hypervisor", "list"), "cmp1's node recorded")
+        (server,) = self.nl_json("server", "create", "--flavors-file", self.flavors_file(),
+                                 "--flavor", "slow")
+        self.wait_until(lambda: self.nl_json("server", "list")[0]["Task"] == "build running",
+                        "the host to take the build")
+        self.stop("cmp1", signal.SIGKILL)
+        (row,) = self.nl_json("server", "list")
+        self.assertEqual(("building", "build running"), (row["Status"], row["Task"]))
+        self.start("cmp1", "fake.small")   # the same machine: the dead taker is seen at once
+        self.wait_until(lambda: self.nl_json("server", "list")[0]["Status"] == "active",
+                        "the build to finish", timeout=120)
+        self.assertEqual([server["ID"]], self.host_guests("cmp1"))
+        store = Store(self.database_url or f"sqlite:///{self.state}/nova-lite.db",
+                      readonly=True)
+        self.addCleanup(store.close)
+        (task,) = store.tasks.find(instance_uuid=server["ID"])
+        self.assertEqual(("done", 2), (task.state, task.attempts))
+        self.assertIn("which is gone: taking it again", self.log_of("cmp1"))
+
+    def test_two_services_for_one_host_do_each_build_once(self):
+        self.start("cmp1", "fake")
+        self.procs["cmp1-twin"] = self.procs["cmp1"]
+        self.start("cmp1", "fake")   # the same host again, by mistake
+        self.addCleanup(self.stop, "cmp1-twin")
+        self.wait_until(lambda: self.up_hosts() == {"cmp1"}, "cmp1 up")
+        self.wait_until(lambda: self.nl_json("hypervisor", "list"), "cmp1's node recorded")
+        built = []
+        for _ in range(4):
+            built += self.nl_json("server", "create", "--flavor", "m1.tiny", "--count", "5",
+                                  "--wait", "--timeout", "120")
+        self.assertEqual(["active"] * 20, [s["Status"] for s in built])
+        self.assertEqual(sorted(s["ID"] for s in built), self.host_guests("cmp1"))
+        store = Store(self.database_url or f"sqlite:///{self.state}/nova-lite.db",
+                      readonly=True)
+        self.addCleanup(store.close)
+        tasks = store.tasks.find()
+        self.assertEqual({("done", 1)}, {(t.state, t.attempts) for t in tasks})
+        self.assertEqual(20, len(tasks))
+
+
 class TestClusterSQLite(Scenarios, ClusterCase):
     pass
 

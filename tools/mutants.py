@@ -124,10 +124,27 @@ MUTANTS = {
         "nova_lite/leaks.py",
         "    if not down and not named:\n",
         "    if False:\n"),
+    "task-taken-twice": (
+        "a host's worker takes a task another worker runs under a live lease",
+        "nova_lite/db/tasks.py",
+        "                       sa.and_(T_TASK.c.state == work.RUNNING, "
+        "T_TASK.c.lease_until < stamp)),\n",
+        "                       T_TASK.c.state == work.RUNNING),\n"),
+    "outcome-by-any-worker": (
+        "a worker records the outcome of a task another worker took over",
+        "nova_lite/db/tasks.py",
+        "                T_TASK.c.id == task.id, T_TASK.c.taken_by == worker,\n",
+        "                T_TASK.c.id == task.id,\n"),
+    "retaken-build-spawns-again": (
+        "a build taken again after its worker died spawns a second guest",
+        "nova_lite/compute/work_handlers.py",
+        "    if guests is None or inst.uuid not in guests:\n",
+        "    if True:\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
 _HOLDS, _HEAL = "tests.test_holds.TestHoldTableSQLite", "tests.test_heal.TestHealSQLite"
+_WORK = "tests.test_work.TestWorkSQLite"
 _CHECKED, _RACES, _USAGE = ("tests.test_claim_checked", "tests.test_claim_races",
                             "tests.test_claim_usage")
 
@@ -148,6 +165,9 @@ GUARDS = {
     "heal-no-consumer-recheck": (_HOLDS,),
     "holds-rule-offloaded-placed": (_HOLDS, _HEAL),
     "heal-moves-of-live-services": (_HEAL,),
+    "task-taken-twice": (_WORK,),
+    "outcome-by-any-worker": (_WORK,),
+    "retaken-build-spawns-again": (_WORK,),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

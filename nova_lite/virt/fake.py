@@ -21,7 +21,10 @@ process serving that host on that database: a restarted service sees the
 guests it spawned, and two processes for one host see one set of guests
 (see :mod:`nova_lite.virt.fake_guests` for the locking).  Tests can change a
 node's sizes (:meth:`~FakeDriver.set_node_size`) and inject faults
-(:meth:`~FakeDriver.inject_fault`); those stay in the driver object.
+(:meth:`~FakeDriver.inject_fault`); those stay in the driver object.  A
+flavor's extra specs ``fake:spawn_seconds`` and ``fake:spawn_error`` make
+its spawns slow or failing in whichever process spawns them
+(:func:`spawn_faults`).
 """
 
 import logging
@@ -75,6 +78,38 @@ class Fault:
     exception: BaseException | None = None
     hang_seconds: float = 0
     report: object = None
+
+
+#: Flavor extra spec: seconds the fake hypervisor takes to spawn a guest.
+SPAWN_SECONDS_SPEC = "fake:spawn_seconds"
+#: Flavor extra spec: the fake hypervisor fails the spawn with this text.
+SPAWN_ERROR_SPEC = "fake:spawn_error"
+
+
+class FakeSpawnError(RuntimeError):
+    """The fake hypervisor failed a spawn, as its flavor asked."""
+
+
+def spawn_faults(flavor: Flavor) -> tuple[float, str | None]:
+    """``(seconds, error)`` a spawn of ``flavor`` takes and fails with on the
+    fake hypervisor, from its extra specs :data:`SPAWN_SECONDS_SPEC` (a number
+    of seconds, 0 to 3600) and :data:`SPAWN_ERROR_SPEC` (the failure's text):
+    a flavor file is enough to make builds slow or fail, from any process.
+
+    :raises ValueError: naming the extra spec, for a bad number of seconds.
+    """
+    raw = flavor.extra_specs.get(SPAWN_SECONDS_SPEC)
+    seconds = 0.0
+    if raw is not None:
+        try:
+            seconds = float(raw)
+        except (TypeError, ValueError):
+            seconds = -1.0
+        if not 0 <= seconds <= 3600:
+            raise ValueError(f"flavor {flavor.name!r} extra spec {SPAWN_SECONDS_SPEC}="
+                             f"{raw!r} is not a number of seconds from 0 to 3600")
+    error = flavor.extra_specs.get(SPAWN_ERROR_SPEC)
+    return seconds, None if error is None else str(error)
 
 
 class FakeDriver(driver.ComputeDriver):
@@ -248,10 +283,12 @@ class FakeDriver(driver.ComputeDriver):
     def spawn(self, instance: Instance) -> None:
         """Create a guest on ``instance.node`` (or the first node).
 
-        A guest of the same uuid moves there.  In a guests file, the guest
+        The flavor's extra specs may ask for a slow or failing spawn (see
+        :func:`spawn_faults`).  A guest of the same uuid moves there.  In a guests file, the guest
         is written before this returns.
 
         :raises LookupError: for a node this driver does not have.
+        :raises FakeSpawnError: when the flavor asks for a failing spawn.
         :raises nova_lite.virt.fake_guests.FakeGuestsError: naming the
             guests file, if it cannot be read, is corrupt (then it is left
             as it is) or cannot be written.
@@ -260,6 +297,12 @@ class FakeDriver(driver.ComputeDriver):
             node = instance.node or next(iter(self._node_names or ()), None)
             if node is None or node not in self._node_set:
                 raise LookupError(f"fake node {node!r} does not exist")
+        seconds, error = spawn_faults(instance.flavor)
+        if seconds:
+            time.sleep(seconds)   # a hypervisor that takes this long to boot a guest
+        if error is not None:
+            raise FakeSpawnError(f"fake spawn of instance {instance.uuid} on node {node} "
+                                 f"failed: {error}")
         self._guests.spawn(instance.uuid, Guest.of(node, instance.flavor))
 
     def destroy(self, instance: Instance) -> None:
@@ -337,4 +380,5 @@ class FakeMultiNodeDriver(FakeDriver):
 
 
 __all__ = ["FakeDriver", "SmallFakeDriver", "MediumFakeDriver", "FakeMultiNodeDriver",
-           "NodeSize", "Fault", "Overhead", "PciDevice", "FakeGuestsError"]
+           "NodeSize", "Fault", "Overhead", "PciDevice", "FakeGuestsError", "FakeSpawnError",
+           "spawn_faults", "SPAWN_SECONDS_SPEC", "SPAWN_ERROR_SPEC"]
