@@ -141,6 +141,11 @@ class Scenarios:
         self.assertIn("is down: it destroys the guest when it comes back", said)
         self.assertEqual([], self.nl_json("server", "list"))
         self.assertEqual(0, self.nl_json("hypervisor", "stats")["memory_mb_used"])
+        self.assertEqual([server["ID"]], self.host_guests("cmp1"), "still running there")
+        self.start("cmp1", "fake.small")   # back: it reaps the guest of the deleted server
+        self.wait_until(lambda: self.host_guests("cmp1") == [], "the guest to be reaped")
+        self.assertIn(f"destroying the guest of deleted instance {server['ID']}",
+                      self.log_of("cmp1"))
 
 
     def flavors_file(self):

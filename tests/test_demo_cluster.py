@@ -90,8 +90,13 @@ class TestDemoCluster(testtools.TestCase):
         self.assertEqual(set(HOSTS), {i.host for i in servers.values()})
         self.assertEqual(left, {a.instance_uuid for a in store.list_allocations()})
         tasks = store.tasks.find()
-        self.assertEqual(sorted([work.BUILD] * 3 + [work.DELETE]), sorted(t.kind for t in tasks))
+        self.assertEqual(sorted([work.AUDIT] * 2 + [work.BUILD] * 3 + [work.DELETE]),
+                         sorted(t.kind for t in tasks))
         self.assertEqual({work.DONE}, {t.state for t in tasks})
+        # Each host audited itself clean, after the delete.
+        audits = [t for t in tasks if t.kind == work.AUDIT]
+        self.assertEqual([True, True], [t.result["consistent"] for t in audits])
+        self.assertEqual(sorted(HOSTS), sorted(t.host for t in audits))
         self.assertEqual({"demo-1", "demo-2"}, {t.host for t in tasks})
 
         # Both services were stopped by SIGTERM and are gone.

@@ -225,7 +225,13 @@ printf '%s' "$OUT" | check "$DELETED_CHECK" "$VICTIM" "${SERVERS[@]:1}" \
 say "  checked: $VICTIM deleted, $((${#SERVERS[@]} - 1)) servers still active"
 
 say
-say "== 5. Stop the services: SIGTERM, each stops after its current pass"
+say "== 5. Audit: each host's service compares its own hypervisor, its tracker and the records"
+for host in "${HOSTS[@]}"; do
+    run audit --host "$host" --timeout "$TIMEOUT"
+done
+
+say
+say "== 6. Stop the services: SIGTERM, each stops after its current pass"
 for host in "${HOSTS[@]}"; do
     say "kill -TERM ${PIDS[$host]}    # nova-lite compute --host $host"
 done
