@@ -351,6 +351,40 @@ class TestWorkPostgreSQL(BuildAndDelete, DownHosts, Recovery, WakeUp, base.OnPos
         done = api.wait(self.store, result.tasks, timeout=60)
         self.assertEqual(work.DONE, done[0].state)
 
+    def test_a_connection_dropped_mid_task_leaves_the_build_done_once(self):
+        import sqlalchemy as sa
+
+        from nova_lite.db import Store
+        own = Store(self.url)   # the service's own connections, to cut them
+        self.addCleanup(own.close)
+        pids = []
+        sa.event.listen(own.db.engine, "connect",
+                        lambda dbapi_conn, _: pids.append(dbapi_conn.info.backend_pid))
+        s = self.settings(host="h1", reserved_host_memory_mb=0, work_poll_interval=0.05,
+                          service_down_time=2, report_interval=0.5,
+                          update_resources_interval=3600)
+        h1 = ComputeService("h1", FakeDriver(settings=s), store=own, settings=s)
+        runner = threading.Thread(target=h1.run, kwargs={"handle_signals": False})
+        runner.start()
+        self.addCleanup(runner.join)
+        self.addCleanup(h1.stop)
+        self.wait_for(lambda: self.store.get_compute_nodes("h1"), "h1's node recorded")
+        slow = attrs.evolve(flavor(), extra_specs={"fake:spawn_seconds": "1"})
+        (task,) = api.build(self.store, slow, settings=self.settings()).tasks
+        self.wait_for(lambda: self.store.tasks.get(task.id).state == work.RUNNING,
+                      "the host to take the build")
+        cut = self.store.db.read("cut the service's connections", lambda conn: conn.execute(
+            sa.text("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM "
+                    "pg_stat_activity WHERE pid = ANY(:pids)) t"),
+            {"pids": list(pids)}).scalar_one())
+        self.assertGreater(cut, 0)
+        (done,) = api.wait(self.store, [task], timeout=60)
+        self.assertEqual(work.DONE, done.state)
+        inst = self.store.get_instance(done.instance_uuid)
+        self.assertEqual(objects.ACTIVE, inst.vm_state)
+        self.assertEqual([inst.uuid], h1.driver.list_instances())
+        self.assertEqual(1, len(self.held(inst.uuid)))
+
     def test_a_listener_ignores_other_hosts_and_polls_without_postgresql(self):
         listener = WorkListener(self.url, "h1")
         self.addCleanup(listener.close)

@@ -31,7 +31,8 @@ from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import tasks as queue
 from nova_lite.db.store import Store
 from nova_lite.model.plans import ClaimAsk
-from nova_lite.exception import InstanceNotFound, InstanceStateConflict, NovaLiteError
+from nova_lite.exception import (
+    InstanceNotFound, InstanceStateConflict, NovaLiteError, StoreError)
 from nova_lite.objects import Instance
 from nova_lite.work import Task, WorkRequest
 
@@ -242,6 +243,11 @@ def carry_out(job: Job) -> str:
                                        f"{job.task.kind!r}")
     try:
         return handler(job)
+    except StoreError:
+        # The records could not be reached: the outcome is not known to be
+        # recorded.  The task stays running under its lease and is taken
+        # again, when the handler finishes from what is already done.
+        raise
     except NovaLiteError as exc:
         return job.finish(work.FAILED, _reason(exc))
 

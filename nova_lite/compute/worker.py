@@ -33,11 +33,14 @@ from nova_lite.compute.worker_identity import WorkerIdentity, is_gone
 from nova_lite.conf import Settings
 from nova_lite.db.listen import WorkListener
 from nova_lite.db.store import Store
-from nova_lite.exception import NovaLiteError
+from nova_lite.exception import NovaLiteError, StoreError
 from nova_lite.work import Task
 
 LOG = logging.getLogger(__name__)
 
+#: The outcome of a task whose end could not be recorded (the records were
+#: unreachable): it is taken again when its lease runs out.
+NOT_RECORDED = "not_recorded"
 #: The most tasks taken in one go.
 TAKE_BATCH = 64
 #: A build with no open task is left alone this long (s) after its record last
@@ -101,6 +104,12 @@ class Worker:
         try:
             outcome = work_handlers.carry_out(work_handlers.Job(
                 task=task, worker=self.name, tracker=self.tracker))
+        except StoreError as exc:
+            LOG.warning("Task %d (%s of %s) on host %s: the records could not be reached, "
+                        "so its outcome is not recorded; it is taken again once its lease "
+                        "(%g s) runs out: %s", task.id, task.kind,
+                        task.instance_uuid or task.host, self.host, self.lease, exc)
+            outcome = NOT_RECORDED
         except Exception as exc:   # noqa: BLE001 - a task must never stop the worker
             LOG.warning("Task %d (%s of %s) on host %s failed unexpectedly: %s", task.id,
                         task.kind, task.instance_uuid or task.host, self.host, exc)
