@@ -148,6 +148,20 @@ class BuildAndDelete:
         self.assertTrue(self.active(inst.uuid))
         self.assertEqual((), h1.run_once().findings)
 
+    def test_a_build_left_without_its_claim_mid_overhead_is_claimed_again(self):
+        h1 = self.service("h1")
+        (inst,) = api.build(self.store, flavor(), settings=self.settings()).instances
+        # As an attempt that gave the claim back to add the overhead, then died.
+        h1.tracker.abort_instance_claim(inst, inst.node)
+        self.assertEqual((None, []), (self.store.get_instance(inst.uuid).host,
+                                      self.held(inst.uuid)))
+        h1.do_work()
+        stored = self.store.get_instance(inst.uuid)
+        self.assertEqual((objects.ACTIVE, "h1", "h1"), (stored.vm_state, stored.host,
+                                                         stored.node))
+        self.assertEqual(1, len(self.held(inst.uuid)))
+        self.assertEqual([inst.uuid], h1.driver.list_instances())
+
     def test_the_host_audits_clean_after_builds_and_deletes(self):
         h1, h2 = self.service("h1"), self.service("h2")
         built = api.build(self.store, flavor(), 6, settings=self.settings()).instances
@@ -388,8 +402,9 @@ class TestWorkPostgreSQL(BuildAndDelete, DownHosts, Recovery, WakeUp, base.OnPos
     def test_a_listener_ignores_other_hosts_and_polls_without_postgresql(self):
         listener = WorkListener(self.url, "h1")
         self.addCleanup(listener.close)
-        self.assertFalse(listener.wait(0.01))
+        self.assertTrue(listener.wait(0.01), "a new listener first wakes its caller to look")
         self.assertTrue(listener.listening)
+        self.assertFalse(listener.wait(0.01))
         self.store.tasks.record([WorkRequest(host="h2", kind=work.AUDIT)])
         self.assertFalse(listener.wait(0.2), "a notification for h2 does not wake h1")
         self.store.tasks.record([WorkRequest(host="h1", kind=work.AUDIT)])

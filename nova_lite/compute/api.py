@@ -162,8 +162,8 @@ def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: 
         placed = {claim.instance.uuid: claim.instance for _, claim in held}
         ordered = [placed[i.uuid] for i in instances]
         tasks = store.tasks.record(
-            [WorkRequest(host=str(i.host), kind=work.BUILD, instance_uuid=i.uuid)
-             for i in ordered])
+            [WorkRequest(host=str(i.host), kind=work.BUILD, instance_uuid=i.uuid,
+                         params={"node": i.node}) for i in ordered])
     except BaseException:
         for _, claim in held:
             try:

@@ -119,6 +119,16 @@ def build(job: Job) -> str:
     """Spawn the instance's guest; see the module's description."""
     inst = job.instance()
     host = job.tracker.host
+    node = job.task.params.get("node")
+    if inst is not None and inst.vm_state == objects.BUILDING and inst.host is None \
+            and isinstance(node, str):
+        # An earlier attempt gave the claim back to make it again with this
+        # host's overhead, and died before it could.
+        try:
+            job.tracker.instance_claim(inst, node)
+        except ComputeResourcesUnavailable as exc:
+            return fail_build(job, inst, f"no room on node {node} any more: {exc}")
+        inst = job.instance()
     if inst is None or inst.vm_state != objects.BUILDING or inst.host != host:
         where = "no record" if inst is None else f"{inst.vm_state} on {inst.host or 'no host'}"
         return job.finish(work.CANCELLED, f"nothing to build: the instance is {where}")

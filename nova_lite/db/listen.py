@@ -51,6 +51,9 @@ class WorkListener:
             self._woken.clear()
             return True
         conn = self._connection()
+        if self._woken.is_set():
+            self._woken.clear()
+            return True
         if conn is None:
             woken = self._woken.wait(timeout)
             self._woken.clear()
@@ -82,6 +85,9 @@ class WorkListener:
             return None
         LOG.debug("Listening for work of host %s on channel %s", self.host, NOTIFY_CHANNEL)
         self._conn = conn
+        # Work recorded before the LISTEN took effect sent its NOTIFY to
+        # nobody: the first wait after (re)connecting wakes the caller to look.
+        self._woken.set()
         return conn
 
     def _drop(self) -> None:
