@@ -131,7 +131,13 @@ class CreateServer(Lister):
         try:
             result = api.build(store, spec, parsed_args.count, settings=ctx.settings)
         except (NoValidHost, BuildFailed) as exc:
-            raise CommandError(str(exc)) from None
+            hint = ""
+            if not any(api.service_is_up(store, s.host, ctx.settings)
+                       for s in store.list_services()):
+                hint = ("; no compute service is up: start one on each host with "
+                        "'nova-lite compute --host HOST' (see 'A cluster' in the "
+                        "operator guide)")
+            raise CommandError(f"{exc}{hint}") from None
         if not parsed_args.wait:
             _warn_down_hosts(store, ctx, {t.host for t in result.tasks}, "build")
             return LIST_HEADERS, _rows(store, result.instances)
