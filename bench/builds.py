@@ -1,13 +1,18 @@
-"""Builds: end-to-end builds (schedule, then claim) from 4 processes.
+"""Builds as asked: schedule, claim and record the host's task, from 4 processes.
 
 Set-up as ``bench.scheduler``: N ``fake.multinode`` nodes, each given its
 own host and a live compute service.  Four worker processes, each with its
 own Store, HostManager and resource trackers, start together and make
 ``builds`` builds each of a 1 vCPU / 512 MB / 1 GB flavor through
-:func:`nova_lite.compute.api.build` (``spawn=False``: scheduling and the
-claim; the instance and its allocation are stored in full).  Reported:
+:func:`nova_lite.compute.api.build`: scheduling, the claim and the build
+task recorded for the chosen host (the instance, its allocation and its
+task are stored in full).  No compute service runs, so no task is taken
+and every instance stays ``building``: what is measured is the asking
+side alone (``bench.cluster_work`` measures builds carried out by the
+hosts' services, spawn and ``active`` included).  Reported:
 total builds / wall time, lost claims retried on an alternate, and whether
-the records hold exactly the builds made, and the CPU time the workers
+the records hold exactly the builds made (instances, allocations and
+waiting build tasks), and the CPU time the workers
 themselves spent per build (the database server's is not in it).
 
 Optional case keys: ``nodes_max_age`` (s) and ``host_subset_size`` (the
@@ -98,8 +103,7 @@ def _worker(url, case, barrier, results, index=0):
     if profiler is not None:
         profiler.enable()
     for _ in range(case["builds"]):
-        result = api.build(store, flavor, trackers=tracker_for, host_manager=manager,
-                           spawn=False)
+        result = api.build(store, flavor, trackers=tracker_for, host_manager=manager)
         retried += len(result.attempts)
     end, cpu = time.time(), time.process_time() - cpu
     if profiler is not None:
@@ -140,6 +144,7 @@ def run_case(case):
         for w in workers:
             w.join()
         stored = len(store.list_instances())
+        waiting = len(store.tasks.find(states=("waiting",), kinds=("build",)))
         held = store.list_allocations()
         allocations, nodes_used = len(held), len({a.node_uuid for a in held})
         store.close()
@@ -153,6 +158,7 @@ def run_case(case):
             "worker_cpu_ms_per_build": round(1000 * sum(o["cpu"] for o in outcomes) / total, 3),
             "retried_on_alternate": sum(o["retried"] for o in outcomes),
             "stored_instances": stored, "stored_allocations": allocations,
+            "waiting_build_tasks": waiting,
             "nodes_used": nodes_used,
             "worker_peak_rss_mib": max(o["peak_rss_mib"] for o in outcomes)}
 
