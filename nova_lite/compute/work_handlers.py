@@ -161,12 +161,14 @@ def build(job: Job) -> str:
 
 
 def fail_build(job: Job, inst: Instance, reason: str) -> str:
-    """Record ``inst``'s build failed with ``reason``: the task failed, the
-    claim given back, the instance in error."""
-    outcome = job.finish(work.FAILED, reason)
-    if outcome == queue.FINISHED:
-        _to_error(job.tracker, inst)
-    return outcome
+    """Record ``inst``'s build failed with ``reason``: the claim given back,
+    the instance in error, then the task failed (so whoever sees the task
+    over sees the instance in error too)."""
+    now = job.instance()
+    if now is not None and now.vm_state == objects.BUILDING and now.host in (
+            job.tracker.host, None):
+        _to_error(job.tracker, now)
+    return job.finish(work.FAILED, reason)
 
 
 def _to_error(tracker: ResourceTracker, inst: Instance) -> None:
@@ -217,11 +219,8 @@ def delete(job: Job) -> str:
     except Exception as exc:   # noqa: BLE001 - the instance goes to error, claim kept
         LOG.debug("Destroy of instance %s on host %s failed", inst.uuid, job.tracker.host,
                   exc_info=True)
-        outcome = job.finish(work.FAILED, f"destroy failed: {_reason(exc)}")
-        if outcome == queue.FINISHED:
-            job.tracker.update_usage(attrs.evolve(inst, vm_state=objects.ERROR,
-                                                  task_state=None))
-        return outcome
+        job.tracker.update_usage(attrs.evolve(inst, vm_state=objects.ERROR, task_state=None))
+        return job.finish(work.FAILED, f"destroy failed: {_reason(exc)}")
     try:
         job.tracker.update_usage(attrs.evolve(inst, vm_state=objects.DELETED, task_state=None))
     except InstanceStateConflict:
