@@ -7,6 +7,7 @@ import fixtures
 
 from nova_lite import conf, objects
 from nova_lite.compute import api
+from nova_lite.compute.worker import Worker
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import models
 from nova_lite.exception import InvalidConfig, InvalidInput
@@ -265,6 +266,9 @@ class BuildTests(SchedulerScenario):
                            trackers=self.trackers, host_manager=manager).instances[0]
                  for _ in self.hosts]
         self.assertEqual(sorted(self.hosts), sorted(i.host for i in built))
+        self.assertEqual({"building"}, {i.vm_state for i in built})
+        for host in self.hosts:   # each host's worker spawns its own
+            Worker(self.trackers[host]).run_pending()
         for inst in built:
             stored = self.store.get_instance(inst.uuid)
             self.assertEqual(("active", "p1", inst.host), (stored.vm_state, stored.project_id,
@@ -314,8 +318,11 @@ class BuildTests(SchedulerScenario):
         trackers = dict(self.trackers, host1=ResourceTracker(
             "host1", driver, store=self.store, settings=self.conf))
         spec = RequestSpec(base.flavor(), force_hosts=("host1",))
-        self.assertRaises(RuntimeError, api.build, self.store, spec, trackers=trackers)
+        api.build(self.store, spec, trackers=trackers)
+        Worker(trackers["host1"]).run_pending()   # host1 spawns it, and fails
         [inst] = self.store.list_instances()
+        self.assertIn("hypervisor refused the guest",
+                      self.store.tasks.last_failure(inst.uuid).detail)
         self.assertEqual(("error", None), (inst.vm_state, inst.host))
         self.assertEqual(0, self.store.get_compute_node("host1", "host1").used("MEMORY_MB"))
 
