@@ -22,6 +22,7 @@ from nova_lite.audit_report import (
     EXIT_DIFFERENCES, AuditRequest, build_report, exit_status)
 from nova_lite.cli.output import escaped, render_table
 from nova_lite.cli.report_formats import ReportShowOne
+from nova_lite.cli.server import timeout_seconds
 from nova_lite.compute import audit_work
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
@@ -33,16 +34,6 @@ LOG = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 60.0
 #: The fields of the recorded findings of every host (``audit`` alone).
 RECORDS_FIELDS = ("consistent", "database", "hosts")
-
-
-def _timeout(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
-    if not 0 < seconds <= 86400:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, got {value}")
-    return seconds
 
 
 def _when(epoch: float) -> str:
@@ -139,7 +130,7 @@ class RunAudit(ReportShowOne):
                                  "host of --node in the records; neither: list every "
                                  "host's recorded findings).")
         parser.add_argument("--node", metavar="NODE", help="Only this node.")
-        parser.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+        parser.add_argument("--timeout", type=timeout_seconds, metavar="SECONDS",
                             help=f"How long to wait for the host's report (default "
                                  f"{DEFAULT_TIMEOUT:g}).")
         parser.add_argument("--local", action="store_true",

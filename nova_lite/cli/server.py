@@ -65,7 +65,8 @@ def _rows(store: Store, instances: Sequence[objects.Instance]) -> list[Row]:
     return [_row(i, open_work.get(i.uuid), now) for i in instances]
 
 
-def _timeout(value: str) -> float:
+def timeout_seconds(value: str) -> float:
+    """argparse type of a deadline: seconds, above 0 and at most a day."""
     try:
         seconds = float(value)
     except ValueError:
@@ -80,7 +81,7 @@ def add_wait_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--wait", action="store_true",
                         help=f"Wait until the host has {what} (or failed), then show the "
                              "outcome; exit status 1 if it failed or the deadline passed.")
-    parser.add_argument("--timeout", type=_timeout, default=DEFAULT_WAIT_TIMEOUT,
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_WAIT_TIMEOUT,
                         metavar="SECONDS",
                         help=f"Deadline of --wait (default {DEFAULT_WAIT_TIMEOUT:g} s).")
 
