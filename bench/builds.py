@@ -140,7 +140,7 @@ def run_case(case):
                    for i in range(case["processes"])]
         for w in workers:
             w.start()
-        outcomes = [results.get(timeout=1800) for _ in workers]
+        outcomes = common.gather(results, workers)
         for w in workers:
             w.join()
         stored = len(store.list_instances())

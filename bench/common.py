@@ -139,6 +139,42 @@ def percentile(sorted_values, fraction):
     return sorted_values[index]
 
 
+# -- worker processes -----------------------------------------------------------
+
+def gather(results, procs, timeout=1800):
+    """One result per process of ``procs`` from the queue ``results``.
+
+    A process that ends with an error before it sends its result (or the
+    ``timeout``, s) stops the others and raises RuntimeError with the exit
+    codes, rather than leaving the caller (and processes waiting on a
+    barrier) blocked.
+    """
+    import queue
+    got = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < len(procs):
+            try:
+                got.append(results.get(timeout=0.2))
+                continue
+            except queue.Empty:
+                pass
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"worker process exit codes {failed}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(procs) - len(got)} worker process(es) sent no "
+                                   f"result in {timeout} s")
+    except BaseException:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join()
+        raise
+    return got
+
+
 # -- stores --------------------------------------------------------------------
 
 @contextlib.contextmanager

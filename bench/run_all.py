@@ -1,6 +1,6 @@
 """Run every benchmark scenario and print ONE JSON object with all their results.
 
-    python -m bench.run_all                 # full sizes (a few minutes)
+    python -m bench.run_all                 # full sizes (about 20 minutes)
     python -m bench.run_all --tiny          # the test suite's sizes
     python -m bench.run_all --only claims,audit --output results.json
 
@@ -22,7 +22,7 @@ from bench import common  # noqa: E402
 
 #: Scenario modules, in the order they run.
 SCENARIOS = ("claims", "audit", "fleet", "concurrency", "references", "api", "metrics",
-             "nova_compare")
+             "nova_compare", "cluster_work")
 
 
 def run_scenario(name, extra_args=(), timeout=None):

@@ -25,6 +25,10 @@ TARGETS = {
     ("fleet peak RSS", 50000, "fake.multinode"): "<= 1,024 MiB",
     ("api cluster", 10000, "sqlite-file"): "<= 50 ms (median)",
     ("metrics scrape", 10000, "sqlite-file"): "<= 1,000 ms (median)",
+    ("cluster build to active", 10000, "listen"): "<= 100 ms (median)",
+    ("cluster builds", 10000, 1): ">= 500/s",
+    ("cluster builds", 10000, 10): ">= 500/s",
+    ("cluster delete to freed", 10000, "listen"): "<= 200 ms (median)",
     **{(f"nova {kind}", size, mode): target
        for kind, size in (("claims", 1000), ("audit", 5000), ("fleet", 500))
        for mode, target in (("sqlite", ">= 20 times"), ("nodb", "> 1 time"))},
@@ -91,6 +95,7 @@ def rows(report):
                 out[("metrics scrape changed", r["nodes"], r["store"])] = (
                     "Metrics scrape, after a change", f"{r['nodes']:,} nodes", r["store"],
                     r["after_change_ms"], "ms", r.get("peak_rss_mib"))
+    out.update(_cluster_rows(scenarios.get("cluster_work", {}).get("results", ())))
     labels = {"claims": ("claims", "Claims beside Nova"),
               "audit": ("instances", "Audit beside Nova"),
               "fleet": ("nodes", "Fleet pass beside Nova")}
@@ -102,6 +107,34 @@ def rows(report):
             out[(f"nova {r['kind']}", r["size"], mode)] = (
                 label, f"{r['size']:,} {unit_name}", where, r[f"times_nova_{mode}"], "x",
                 r.get("peak_rss_mib"))
+    return out
+
+
+def _cluster_rows(results):
+    """The rows of ``bench.cluster_work``: builds and deletes done by the hosts."""
+    out = {}
+    for r in results:
+        if "nodes" not in r:
+            continue
+        size = f"{r['nodes']:,} nodes, {r['hosts']} hosts"
+        mode = "listen" if r.get("listen", True) else "poll"
+        woken = ("postgresql, LISTEN" if mode == "listen" else
+                 f"postgresql, polling {r.get('work_poll_interval', 1.0):g} s")
+        rss = r.get("peak_rss_mib")
+        if "median_ms" in r.get("latency", {}):
+            out[("cluster build to active", r["nodes"], mode)] = (
+                "Build to active, one at a time", size, woken, r["latency"]["median_ms"],
+                "ms", rss)
+            out[("cluster build to active p95", r["nodes"], mode)] = (
+                "Build to active, p95", size, woken, r["latency"]["p95_ms"], "ms", rss)
+        if "builds_per_s" in r.get("throughput", {}):
+            batch = r.get("batch", 1)
+            out[("cluster builds", r["nodes"], batch)] = (
+                f"Builds to active, {r['operators']} operators", size,
+                f"postgresql, batches of {batch}", r["throughput"]["builds_per_s"], "/s", rss)
+        if "median_ms" in r.get("delete", {}):
+            out[("cluster delete to freed", r["nodes"], mode)] = (
+                "Delete to capacity freed", size, woken, r["delete"]["median_ms"], "ms", rss)
     return out
 
 

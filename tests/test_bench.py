@@ -15,13 +15,14 @@ import sys
 import fixtures
 import testtools
 
-from bench import api, audit, claims, common, concurrency, fleet, nova_compare, references, \
-    run_all, summary
+from bench import api, audit, builds, claims, cluster_work, common, concurrency, fleet, \
+    nova_compare, references, run_all, summary
 from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCENARIOS = (claims, audit, fleet, concurrency, references, api, metrics_bench, nova_compare)
+SCENARIOS = (claims, audit, fleet, concurrency, references, api, metrics_bench, nova_compare,
+             cluster_work)
 
 
 def _command(*args):
@@ -176,6 +177,79 @@ class TestScenarios(testtools.TestCase):
         exc = self.assertRaises(RuntimeError, nova_compare.run_nova, "nope", 1, "nodb")
         self.assertIn("unknown scenario 'nope'", str(exc))
 
+    def test_builds_on_postgresql(self):
+        # The asking side alone: every build scheduled, claimed and its task
+        # recorded for its host, which no service takes.
+        self.use_postgresql()
+        figures = self.run_case(builds, store="postgresql", nodes=4, processes=2, builds=2)
+        self.assertEqual(4, figures["total_builds"])
+        self.assertEqual((4, 4, 4), (figures["stored_instances"], figures["stored_allocations"],
+                                     figures["waiting_build_tasks"]))
+
+    def test_cluster_work_done_by_service_processes(self):
+        # Two compute service processes woken by LISTEN/NOTIFY: builds one at
+        # a time, two operator processes building at once, deletes; each
+        # phase checks the records and what each host's driver runs.
+        self.use_postgresql()
+        figures = self.run_case(cluster_work, store="postgresql", nodes=4, hosts=2,
+                                listen=True, warmup=1, latency_builds=2, operators=2,
+                                builds=3, batch=2, deletes=2)
+        self.assertEqual((4, 2), (figures["nodes_recorded"], figures["latency"]["runs"]))
+        self.assertEqual({"active": 3, "deleted": 0, "allocations": 3, "tasks": {"done": 3},
+                          "problems": []},
+                         {k: v for k, v in figures["latency"]["check"].items() if k != "guests"})
+        work = figures["latency"]["work"]
+        self.assertEqual(3, work["tasks"])
+        self.assertGreaterEqual(work["wakes"], 1)
+        for step in ("take", "spawn", "finish"):
+            self.assertEqual(1.0, work["steps"][step]["calls_per_task"], step)
+        self.assertGreater(work["round_trips_per_task"], 0)
+        built = figures["throughput"]
+        self.assertEqual(6, built["builds"])
+        self.assertGreater(built["builds_per_s"], 0)
+        self.assertEqual(6, sum(built["per_host"].values()))
+        done = figures["delete"]
+        self.assertEqual(2, done["runs"])
+        self.assertEqual(1.0, done["work"]["steps"]["destroy"]["calls_per_task"])
+        self.assertEqual({"active": 7, "deleted": 2, "allocations": 7, "tasks": {"done": 11},
+                          "problems": []},
+                         {k: v for k, v in done["check"].items() if k != "guests"})
+        self.assertEqual(7, sum(done["check"]["guests"].values()))
+
+    def test_cluster_work_polling_only(self):
+        self.use_postgresql()
+        figures = self.run_case(cluster_work, store="postgresql", nodes=2, hosts=2,
+                                listen=False, work_poll_interval=0.1, think_s=0.1,
+                                warmup=0, latency_builds=1, deletes=1)
+        self.assertEqual([], figures["delete"]["check"]["problems"])
+        for phase in ("latency", "delete"):
+            work = figures[phase]["work"]
+            self.assertEqual(0, work["wakes"], phase)   # never woken: it polled
+            self.assertGreater(work["steps"]["poll"]["calls_per_task"], 0, phase)
+
+    def test_summary_rows_of_cluster_work(self):
+        report = {"scenarios": {"cluster_work": {"results": [
+            {"nodes": 10000, "hosts": 4, "listen": True, "latency": {
+                "median_ms": 42.0, "p95_ms": 80.0}, "delete": {"median_ms": 20.0}},
+            {"nodes": 10000, "hosts": 4, "listen": False, "work_poll_interval": 1.0,
+             "latency": {"median_ms": 520.0, "p95_ms": 980.0}},
+            {"nodes": 10000, "hosts": 4, "listen": True, "operators": 4, "batch": 10,
+             "throughput": {"builds_per_s": 612.4}},
+            {"skipped": "no PostgreSQL"}]}}}
+        header, lines = summary.table(report)
+        size = "10,000 nodes, 4 hosts"
+        self.assertEqual([
+            ["Build to active, one at a time", size, "postgresql, LISTEN", "42.0 ms",
+             "<= 100 ms (median)", ""],
+            ["Build to active, p95", size, "postgresql, LISTEN", "80.0 ms", "", ""],
+            ["Delete to capacity freed", size, "postgresql, LISTEN", "20.0 ms",
+             "<= 200 ms (median)", ""],
+            ["Build to active, one at a time", size, "postgresql, polling 1 s", "520 ms", "",
+             ""],
+            ["Build to active, p95", size, "postgresql, polling 1 s", "980 ms", "", ""],
+            ["Builds to active, 4 operators", size, "postgresql, batches of 10", "612/s",
+             ">= 500/s", ""]], lines)
+
     def test_concurrency_on_postgresql(self):
         self.use_postgresql()
         figures = self.run_case(concurrency, store="postgresql", layout="shared-node",
@@ -226,7 +300,7 @@ class TestCommands(testtools.TestCase):
         self.assertEqual(2, status)
         self.assertIn("nope", err)
         self.assertEqual(("claims", "audit", "fleet", "concurrency", "references", "api",
-                          "metrics", "nova_compare"), run_all.SCENARIOS)
+                          "metrics", "nova_compare", "cluster_work"), run_all.SCENARIOS)
 
     def test_summary_of_a_run(self):
         out = self.useFixture(fixtures.TempDir()).join("run.json")
