@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
+import uuid
 
 from nova_lite.testing import components
 
@@ -182,8 +184,11 @@ def store_url(kind):
     """A database URL for ``kind`` ("memory", "sqlite-file" or "postgresql").
 
     SQLite files live in a temporary directory removed afterwards; PostgreSQL
-    gets a scratch database of its own (:data:`PG_BENCH_DB` and the process
-    id), dropped afterwards.
+    gets a scratch database of its own, named once only (:data:`PG_BENCH_DB`,
+    the process id and a random part), dropped afterwards with the fake
+    guests its services kept under the default ``state_path``.  A name used
+    before would give a case the guests an earlier case's fake hosts left
+    there (the guests directory is named by the URL).
     """
     if kind == "memory":
         yield "sqlite://"
@@ -194,14 +199,26 @@ def store_url(kind):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     elif kind == "postgresql":
-        name = f"{PG_BENCH_DB}_{os.getpid()}"
+        name = f"{PG_BENCH_DB}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         url = _pg_database(name, create=True)
         try:
             yield url
         finally:
             _pg_database(name, create=False)
+            _remove_fake_guests(url)
     else:
         raise ValueError(f"unknown store kind {kind!r}")
+
+
+def _remove_fake_guests(url):
+    """Remove the fake guests directory of the database at ``url`` (default settings)."""
+    from nova_lite import conf
+    from nova_lite.virt.fake_guests import guests_directory
+
+    # guests_directory reads only a store's url
+    directory = guests_directory(types.SimpleNamespace(url=url), conf.Settings())
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _pg_admin_engine():

@@ -11,6 +11,7 @@ import os
 import statistics
 import subprocess
 import sys
+import types
 
 import fixtures
 import testtools
@@ -60,6 +61,26 @@ class TestCommon(testtools.TestCase):
             self.assertTrue(cases, scenario.NAME)
             json.dumps(cases)
             json.dumps(scenario.TARGETS)
+
+
+class TestPostgreSQLStores(testtools.TestCase):
+
+    def test_each_case_gets_a_new_database_and_its_fake_guests_go_with_it(self):
+        # A case that reused a name would find the guests an earlier case's
+        # fake hosts left under the default state_path.
+        from nova_lite import conf
+        from nova_lite.virt.fake_guests import guests_directory
+        databases.use_postgresql(self)
+        self.useFixture(fixtures.MonkeyPatch("bench.common.PG_ADMIN_URL",
+                                             components.postgresql_url()))
+        seen = []
+        for _ in range(2):
+            with common.store_url("postgresql") as url:
+                directory = guests_directory(types.SimpleNamespace(url=url), conf.Settings())
+                os.makedirs(directory)
+                seen.append(url)
+            self.assertFalse(os.path.exists(directory))
+        self.assertNotEqual(seen[0], seen[1])
 
 
 class TestScenarios(testtools.TestCase):

@@ -180,14 +180,16 @@ class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCa
         return conn
 
     def wait_for_lock_waiter(self, timeout=30):
-        """Until a session of this database waits on a lock (a condition, not a sleep)."""
+        """Until a session of this test's schema waits on a lock (a condition, not
+        a sleep); sessions of other tests sharing the database do not count."""
         engine = sa.create_engine(Store(self.url).db.url, poolclass=sa.pool.NullPool)
         self.addCleanup(engine.dispose)
         deadline = time.monotonic() + timeout
         with engine.connect() as conn:
             while time.monotonic() < deadline:
                 waiting = conn.execute(sa.text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE application_name = current_setting('application_name')"
                     " AND wait_event_type = 'Lock'")).scalar()
                 conn.rollback()
                 if waiting:

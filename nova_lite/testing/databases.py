@@ -145,7 +145,8 @@ class PostgreSQLSchema(fixtures.Fixture):
 
     Cheaper than :class:`PostgreSQLDatabase` (no CREATE DATABASE): ``url``
     is ``admin_url`` with ``search_path`` set to the new schema, so a Store
-    built from it sees only its own tables.  ``name`` is the schema.
+    built from it sees only its own tables, and ``application_name`` set to
+    it, so its sessions are told apart in ``pg_stat_activity``.  ``name`` is the schema.
     """
 
     def __init__(self, admin_url: str | None = None) -> None:
@@ -162,7 +163,12 @@ class PostgreSQLSchema(fixtures.Fixture):
         self.name = name
         self.addCleanup(self._drop)
         url = sa.engine.make_url(self.admin_url)
-        url = url.update_query_dict({"options": f"-csearch_path={name}"})
+        # The schema's name is also its sessions' application_name, so a test
+        # can tell its own sessions in pg_stat_activity from those of the
+        # tests sharing the database: application_name =
+        # current_setting('application_name').
+        url = url.update_query_dict({"options": f"-csearch_path={name}",
+                                     "application_name": name})
         self.url = url.render_as_string(hide_password=False)
 
     def _drop(self) -> None:
