@@ -16,6 +16,7 @@ import attrs
 
 from nova_lite import validators as v
 from nova_lite.exception import InvalidInput, InvalidNodeResources
+from nova_lite.traits import trait_problem, trait_set
 from nova_lite.host_topology import (
     CpuInfo, CpuTopology, MaxPhysAddr, MemPage, NUMACell, NUMATopology, PciDevice,
     SupportedInstance)
@@ -38,6 +39,10 @@ def _reserved_mapping(value: Mapping[str, int] | None) -> "types.MappingProxyTyp
                 f"NodeResources.reserved[{rc}] must be a non-negative integer, got {amount!r}")
         out[rc] = amount
     return v.frozen_mapping(out)
+
+
+def _traits(value: Iterable[str] | None) -> frozenset[str]:
+    return trait_set(value, "NodeResources.traits")
 
 
 def _stats(value: Mapping[str, object] | None) -> Mapping[str, str]:
@@ -63,7 +68,10 @@ class NodeResources:
     for shared vCPUs, ``pcpus`` CPUs dedicated to pinned guests.
     ``resource_class`` names a bare-metal node's single custom class.
     ``reserved`` holds amounts the driver itself holds back per resource
-    class (added to the configured reserved host amounts).
+    class (added to the configured reserved host amounts).  ``traits``
+    names the node's qualitative features (:mod:`nova_lite.traits`:
+    standard ``os-traits`` names and ``CUSTOM_*``); the audit adds the
+    traits of the driver's capabilities before recording them.
     """
 
     vcpus: int = attrs.field(validator=v.non_negative_int)
@@ -91,6 +99,7 @@ class NodeResources:
     pcpus: int = attrs.field(default=0, validator=v.non_negative_int)
     reserved: Mapping[str, int] = attrs.field(
         factory=dict, converter=_reserved_mapping, hash=False)
+    traits: frozenset[str] = attrs.field(factory=frozenset, converter=_traits)
 
     def __attrs_post_init__(self) -> None:
         if not self.reserved:
@@ -155,6 +164,7 @@ class NodeResources:
                 [s.arch, s.hypervisor_type, s.vm_mode] for s in self.supported_instances],
             "resource_class": self.resource_class, "uuid": self.uuid,
             "pcpus": self.pcpus, "reserved": dict(self.reserved),
+            "traits": sorted(self.traits),
         }
 
 
@@ -228,6 +238,7 @@ class _LegacyParser:
         fields["resource_class"] = self.resource_class()
         fields["uuid"] = self.string("uuid")
         fields["reserved"] = self.reserved(fields)
+        fields["traits"] = self.traits()
         if self.problems:
             raise InvalidNodeResources(self.problems, self.nodename)
         try:
@@ -294,6 +305,23 @@ class _LegacyParser:
                 continue
             out[rc] = amount
         return out
+
+    def traits(self) -> frozenset[str]:
+        """The ``traits`` list (absent: none), every bad name a problem."""
+        value = self.data.get("traits")
+        if value is None:
+            return frozenset()
+        if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+            self.problem(f"'traits' must be a list of trait names, got {value!r:.80}")
+            return frozenset()
+        good = set()
+        for name in value:
+            problem = trait_problem(name)
+            if problem is None:
+                good.add(name)
+            else:
+                self.problem(f"'traits': {problem}")
+        return frozenset(good)
 
     def resource_class(self) -> str | None:
         """A standard or ``CUSTOM_*`` class as it is; a raw one normalised

@@ -306,6 +306,12 @@ class ComputeNode:
     #: it admits no claim and the scheduler does not offer it.
     reported: bool = attrs.field(default=True, hash=False)
 
+    @property
+    def traits(self) -> frozenset[str]:
+        """The node's traits as last recorded (its driver's report with the
+        traits of the driver's capabilities); empty before any report."""
+        return self.resources.traits if self.resources is not None else frozenset()
+
     def numa_usage(self) -> tuple[NUMACellUsage, ...]:
         """Per host NUMA cell usage (NUMACellUsage records, see
         :func:`numa_usage_for`); () without NUMA."""

@@ -35,6 +35,7 @@ from nova_lite.cli.context import BadArguments, CommandError
 from nova_lite.compute import accounting
 from nova_lite.exception import InvalidInput
 from nova_lite.objects import ZERO_OVERHEAD, Flavor
+from nova_lite.traits import flavor_traits
 
 #: name -> (vcpus, memory_mb, root_gb): Nova's classic sizes.
 BUILTIN = {"m1.tiny": (1, 512, 1), "m1.small": (1, 2048, 20), "m1.medium": (2, 4096, 40),
@@ -179,11 +180,13 @@ def load_flavors(path: str) -> dict[str, Flavor]:
 
 
 def check_extra_specs(flavor: Flavor, where: str) -> None:
-    """Raise :class:`BadArguments` naming ``where`` if a claim could not read
-    ``flavor``'s extra specs (``hw:cpu_policy=bogus``, ``resources:VCPU=lots``)."""
+    """Raise :class:`BadArguments` naming ``where`` if a claim or the scheduler
+    could not read ``flavor``'s extra specs (``hw:cpu_policy=bogus``,
+    ``resources:VCPU=lots``, ``trait:HW_CPU_X86_AVX2=maybe``)."""
     try:
         accounting.requested_resources(flavor, ZERO_OVERHEAD,
                                        accounting.flavor_numa_request(flavor))
+        flavor_traits(flavor.extra_specs, f"flavor {flavor.name}")
     except InvalidInput as exc:
         raise BadArguments(f"{where}: {exc}; nothing was changed") from None
 

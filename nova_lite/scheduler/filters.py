@@ -4,7 +4,9 @@ A filter is a class registered under the entry point group
 ``nova_lite.scheduler.filters`` (Nova's names: ``ComputeFilter``,
 ``RamFilter``, ``CoreFilter``, ``DiskFilter``, ``NUMATopologyFilter``,
 ``PciPassthroughFilter``; and ``ResourceClassFilter`` for custom classes)
-and chosen with ``[filter_scheduler] enabled_filters``.  A third-party
+and chosen with ``[filter_scheduler] enabled_filters``.  :class:`TraitsFilter`
+is not among them: the HostManager always applies it first, as Placement
+answers trait requests in Nova.  A third-party
 filter subclasses :class:`BaseHostFilter` and overrides
 :meth:`~BaseHostFilter.host_reason`.
 """
@@ -192,6 +194,23 @@ class NUMATopologyFilter(BaseHostFilter):
         from nova_lite.compute import placement
         decision = placement.decide(state.node, {}, None, spec.numa_request, ())
         return "; ".join(decision.reasons) or None
+
+
+class TraitsFilter(BaseHostFilter):
+    """The node has every trait the flavor requires and none it forbids
+    (``trait:<NAME>=required|forbidden``).
+
+    Always on, before the enabled filters, and not one of them: Placement
+    answers Nova's trait requests whatever filters are enabled, and so does
+    the HostManager.  Its reason names each missing or forbidden trait."""
+
+    name = "Traits"
+
+    def applies(self, spec: "RequestSpec") -> bool:
+        return bool(spec.traits)
+
+    def host_reason(self, state: "HostState", spec: "RequestSpec", now: float) -> str | None:
+        return spec.traits.reason(state.node.traits)
 
 
 class PciPassthroughFilter(BaseHostFilter):

@@ -31,6 +31,7 @@ from nova_lite.db.store import Store
 from nova_lite.exception import InvalidConfig, InvalidInput
 from nova_lite.objects import Flavor
 from nova_lite.scheduler import host_checks
+from nova_lite.scheduler.filters import TraitsFilter
 from nova_lite.scheduler.host_index import HostIndex
 from nova_lite.scheduler.host_state import HostState
 from nova_lite.scheduler.report import FilterReport, NoValidHost, summarise
@@ -111,8 +112,11 @@ class HostManager:
             v.check_seconds(nodes_max_age, "HostManager nodes_max_age")
         self.store = store
         self.settings = settings if settings is not None else conf.Settings()
-        self.filters = _load(FILTER_GROUP, self.settings.enabled_filters,
-                             "[filter_scheduler] enabled_filters", self.settings)
+        #: The filters in the order they run: the traits check (always on,
+        #: as Placement's), then the enabled ones.
+        self.filters = [TraitsFilter(self.settings), *_load(
+            FILTER_GROUP, self.settings.enabled_filters, "[filter_scheduler] enabled_filters",
+            self.settings)]
         self.weighers = _load(WEIGHER_GROUP, self.settings.weight_classes,
                               "[filter_scheduler] weight_classes", self.settings)
         specs = host_checks.weigh_specs(self.weighers)

@@ -8,6 +8,7 @@ from nova_lite import validators as v
 from nova_lite.compute import accounting
 from nova_lite.exception import InvalidInput, InvalidType
 from nova_lite.objects import ZERO_OVERHEAD, Flavor, InstanceNUMATopology, PciRequest
+from nova_lite.traits import TraitRequest, flavor_traits
 
 
 def _names(value: str | Iterable[str]) -> tuple[str, ...]:
@@ -39,6 +40,9 @@ class RequestSpec:
     only these hosts are considered (a host name or a sequence of them).  A
     wrong value raises :class:`~nova_lite.exception.InvalidInput` naming the
     field (:class:`~nova_lite.exception.InvalidType` for a wrong type).
+    ``traits`` (not an argument): the traits the flavor's
+    ``trait:<NAME>=required|forbidden`` extra specs ask for; a bad one
+    raises InvalidInput when the RequestSpec is made.
     """
 
     flavor: Flavor = attrs.field(validator=v.instance_of(Flavor))
@@ -48,6 +52,11 @@ class RequestSpec:
     pci_requests: tuple[PciRequest, ...] = attrs.field(factory=tuple, converter=_pci_requests)
     ignore_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
     force_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
+    traits: TraitRequest = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "traits", flavor_traits(
+            self.flavor.extra_specs, f"flavor {self.flavor.name}"))
 
     @property
     def numa_request(self) -> InstanceNUMATopology | None:

@@ -41,6 +41,13 @@ class Capabilities:
     - ``supports_same_host_resize``: a resize may stay on the same node.
     - ``supports_node_deletion_check``: ``is_node_deleted`` answers from the
       hypervisor, so orphan node records can be deleted.
+
+    The others are Nova's driver capabilities of the same names, each of
+    which gives every node of the driver a ``COMPUTE_*`` trait
+    (:data:`nova_lite.traits.CAPABILITY_TRAITS`: ``supports_multiattach``
+    gives ``COMPUTE_VOLUME_MULTI_ATTACH``, ``supports_same_host_resize``
+    ``COMPUTE_SAME_HOST_COLD_MIGRATE``).  Declare only what the hypervisor
+    really does: a flavor may require the trait.
     """
 
     supports_lifecycle: bool = False
@@ -49,6 +56,37 @@ class Capabilities:
     supports_pcpus: bool = False
     supports_same_host_resize: bool = False
     supports_node_deletion_check: bool = False
+    supports_attach_interface: bool = False
+    supports_device_tagging: bool = False
+    supports_tagged_attach_interface: bool = False
+    supports_tagged_attach_volume: bool = False
+    supports_extend_volume: bool = False
+    supports_multiattach: bool = False
+    supports_trusted_certs: bool = False
+    supports_accelerators: bool = False
+    supports_image_type_aki: bool = False
+    supports_image_type_ami: bool = False
+    supports_image_type_ari: bool = False
+    supports_image_type_iso: bool = False
+    supports_image_type_qcow2: bool = False
+    supports_image_type_raw: bool = False
+    supports_image_type_vdi: bool = False
+    supports_image_type_vhd: bool = False
+    supports_image_type_vhdx: bool = False
+    supports_image_type_vmdk: bool = False
+    supports_image_type_ploop: bool = False
+    supports_bfv_rescue: bool = False
+    supports_secure_boot: bool = False
+    supports_socket_pci_numa_affinity: bool = False
+    supports_remote_managed_ports: bool = False
+    supports_ephemeral_encryption: bool = False
+    supports_ephemeral_encryption_luks: bool = False
+    supports_ephemeral_encryption_plain: bool = False
+    supports_address_space_passthrough: bool = False
+    supports_address_space_emulated: bool = False
+    supports_stateless_firmware: bool = False
+    supports_virtio_fs: bool = False
+    supports_mem_backing_file: bool = False
 
     def declared(self) -> tuple[str, ...]:
         """Names of the capabilities set to True, in declaration order."""

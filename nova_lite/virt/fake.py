@@ -37,9 +37,11 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from nova_lite import conf
+from nova_lite.exception import InvalidConfig
 from nova_lite.objects import (
     CpuInfo, Flavor, Instance, NodeResources, NUMATopology, Overhead, PciDevice,
     SupportedInstance, ZERO_OVERHEAD)
+from nova_lite.traits import trait_problem, trait_set
 from nova_lite.virt import driver
 from nova_lite.virt.fake_guests import (
     FakeGuestsError, FileGuests, Guest, Guests, guests_directory)
@@ -112,13 +114,42 @@ def spawn_faults(flavor: Flavor) -> tuple[float, str | None]:
     return seconds, None if error is None else str(error)
 
 
+def _trait_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    return tuple(sorted(set(value)))
+
+
+def _traits_option(instance: object, attribute: "attrs.Attribute[Any]", value: Any) -> None:
+    for name in value:
+        problem = trait_problem(name)
+        if problem is not None:
+            raise InvalidConfig(attribute.name, ",".join(value), problem)
+
+
+@attrs.frozen
+class FakeOptions:
+    """The options of the ``[fake]`` section, read by every fake driver."""
+
+    traits: tuple[str, ...] = attrs.field(
+        default=(), converter=_trait_list, validator=_traits_option,
+        metadata=conf.option("fake", "traits", """
+            Traits every node of a fake driver reports, comma-separated:
+            standard names of the os-traits library (HW_CPU_X86_AVX2) or
+            CUSTOM_<NAME>.  The traits of the fake drivers' capabilities
+            are added to them (COMPUTE_NET_ATTACH_INTERFACE, ...).""",
+            default_text="none", nova="nova-lite only"))
+
+
 class FakeDriver(driver.ComputeDriver):
     """One fake node named after the host.
 
     Keyword arguments: ``vcpus``, ``memory_mb``, ``local_gb``, ``pcpus``
     (sizes, default the class's), ``nodes`` (node names; default the host),
     ``numa_topology`` (a NUMATopology), ``pci_devices`` (PciDevice records),
-    ``overhead`` (an Overhead added per instance).
+    ``overhead`` (an Overhead added per instance), ``traits`` (trait names
+    every node reports; default ``[fake] traits``; one node's own with
+    :meth:`set_node_traits`).
 
     Guests live in this object's memory until :meth:`attach_store` gives
     it a persistent database and :meth:`init_host` its host; from then on
@@ -129,14 +160,23 @@ class FakeDriver(driver.ComputeDriver):
     size = NodeSize(vcpus=1000, memory_mb=800000, local_gb=600000)
     capabilities = driver.Capabilities(
         supports_lifecycle=True, supports_numa=True, supports_pci=True, supports_pcpus=True,
-        supports_same_host_resize=True, supports_node_deletion_check=True)
+        supports_same_host_resize=True, supports_node_deletion_check=True,
+        supports_attach_interface=True, supports_device_tagging=True,
+        supports_tagged_attach_interface=True, supports_tagged_attach_volume=True,
+        supports_extend_volume=True, supports_multiattach=True)
+    options = FakeOptions
 
     def __init__(self, settings: conf.Settings | None = None, vcpus: int | None = None,
                  memory_mb: int | None = None, local_gb: int | None = None,
                  pcpus: int | None = None, nodes: Iterable[str] | None = None,
                  numa_topology: NUMATopology | None = None, pci_devices: Iterable[PciDevice] = (),
-                 overhead: Overhead | None = None) -> None:
+                 overhead: Overhead | None = None,
+                 traits: Iterable[str] | None = None) -> None:
         super().__init__(settings=settings)
+        self._traits = trait_set(
+            conf.driver_options(self.settings, FakeDriver).traits if traits is None
+            else traits, f"{type(self).__name__} traits")
+        self._node_traits: dict[str, frozenset[str]] = {}
         self._default_size = NodeSize(
             vcpus=self.size.vcpus if vcpus is None else vcpus,
             memory_mb=self.size.memory_mb if memory_mb is None else memory_mb,
@@ -255,7 +295,19 @@ class FakeDriver(driver.ComputeDriver):
             cpu_info=_CPU_INFO,
             numa_topology=self._numa,
             pci_devices=self._pci,
-            supported_instances=_SUPPORTED_INSTANCES)
+            supported_instances=_SUPPORTED_INSTANCES,
+            traits=self._node_traits.get(nodename, self._traits))
+
+    def set_node_traits(self, nodename: str, traits: Iterable[str] | None) -> None:
+        """Give node ``nodename`` its own traits (None: the driver's again).
+
+        :raises nova_lite.exception.InvalidInput: naming a bad trait name.
+        """
+        with self._lock:
+            if traits is None:
+                self._node_traits.pop(nodename, None)
+            else:
+                self._node_traits[nodename] = trait_set(traits, f"traits of {nodename!r}")
 
     def node_uuid(self, nodename: str) -> str:
         """The stable uuid of a fake node, derived from host and node name.
