@@ -135,8 +135,11 @@ def _comment(text: str, indent: str = "# ") -> str:
 
 
 def sample_config(docs: Iterable[OptionDoc] | None = None) -> str:
-    """The text of ``etc/nova-lite.conf.sample``: the core's options only."""
-    docs = option_docs() if docs is None else docs
+    """The text of ``etc/nova-lite.conf.sample``: the core's options and
+    those of the fake drivers it ships (``[fake]``)."""
+    if docs is None:
+        from nova_lite.virt.fake import FakeOptions
+        docs = option_docs() + option_docs(FakeOptions)
     out = [SAMPLE_HEADER]
     for section, items in _sections(docs):
         out.append(f"[{section}]\n")

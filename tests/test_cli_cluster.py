@@ -28,15 +28,20 @@ class ClusterCase(CliTestCase):
         super().setUp()
         os.makedirs(self.state, exist_ok=True)
         self.config = os.path.join(self.state, "nova-lite.conf")
+        self.write_config()
+        self.nl("db", "sync")
+        self.procs = {}
+
+    def write_config(self, service_down_time=3):
+        """The services' and commands' configuration; ``service_down_time``
+        (s) is also the lease a host's worker takes its tasks under."""
         url = self.database_url or f"sqlite:///{os.path.join(self.state, 'nova-lite.db')}"
         with open(self.config, "w") as conf_file:
             conf_file.write(
-                "[DEFAULT]\nreport_interval = 1\nservice_down_time = 3\n"
+                f"[DEFAULT]\nreport_interval = 1\nservice_down_time = {service_down_time}\n"
                 "update_resources_interval = 1\nreserved_host_memory_mb = 0\n"
                 f"state_path = {self.state}\n[compute]\nwork_poll_interval = 1\n"
                 f"[database]\nconnection = {url}\n")
-        self.nl("db", "sync")
-        self.procs = {}
 
     def nl(self, *argv):
         return self.ok("--config-file", self.config, *argv)
@@ -190,6 +195,9 @@ class Scenarios:
         self.assertNotIn("Traceback", self.log_of("cmp1"))
 
     def test_a_host_killed_mid_spawn_finishes_the_build_once_when_it_returns(self):
+        # A lease far longer than the restart takes: the task must be taken
+        # again because its taker is seen gone, not because its lease lapsed.
+        self.write_config(service_down_time=300)
         self.start("cmp1", "fake.small")
         self.wait_until(lambda: self.up_hosts() == {"cmp1"}, "cmp1 up")
         self.wait_until(lambda: self.nl_json("hypervisor", "list"), "cmp1's node recorded")

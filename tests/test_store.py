@@ -134,9 +134,12 @@ class StoreTests:
         gpu = PciDevice(address="0000:81:00.0", vendor_id="10de", product_id="1db4",
                         numa_node=0)
         driver, rt = self.tracker(nodes=["a"], numa_topology=topo, pci_devices=[gpu],
-                                  pcpus=4)
+                                  pcpus=4, traits=["HW_CPU_X86_AVX2", "CUSTOM_GOLD"])
         stored = self.store.get_compute_node("host1", "a")
-        self.assertEqual(driver.get_available_resource("a"), stored.resources)
+        # Recorded with the trait of the fake driver's same-host resize.
+        self.assertEqual(attrs.evolve(driver.get_available_resource("a"), traits={
+            "HW_CPU_X86_AVX2", "CUSTOM_GOLD", "COMPUTE_SAME_HOST_COLD_MIGRATE"}),
+            stored.resources)
         inst = instance(flavor(vcpus=2), pci_requests=[
             PciRequest(count=1, vendor_id="10de", product_id="1db4")],
             numa_topology=InstanceNUMATopology(cells=[InstanceNUMACell(

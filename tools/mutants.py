@@ -140,6 +140,11 @@ MUTANTS = {
         "nova_lite/compute/work_handlers.py",
         "    if guests is None or inst.uuid not in guests:\n",
         "    if True:\n"),
+    "traits-ignored": (
+        "the scheduler offers nodes whatever traits a flavor requires or forbids",
+        "nova_lite/scheduler/filters.py",
+        "        return spec.traits.reason(state.node.traits)\n",
+        "        return None\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -168,6 +173,7 @@ GUARDS = {
     "task-taken-twice": (_WORK,),
     "outcome-by-any-worker": (_WORK,),
     "retaken-build-spawns-again": (_WORK,),
+    "traits-ignored": ("tests.test_traits.TraitScheduling",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

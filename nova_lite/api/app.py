@@ -217,7 +217,7 @@ class ApiApp:
         return json_response({"hypervisor": {
             "uuid": found.uuid, "host": found.host, "nodename": found.nodename,
             "generation": found.generation, "state": state, "status": status,
-            "last_error": found.last_error,
+            "last_error": found.last_error, "traits": sorted(found.traits),
             "resources": [attrs.asdict(line) for line in lines]}})
 
     def get_hosts(self, params: dict[str, Any]) -> Response:

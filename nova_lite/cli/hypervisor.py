@@ -61,7 +61,7 @@ class ShowHypervisor(ShowOne):
     Per resource class: detected (the driver's total), configured reserved
     and ratio (settings), and the effective total, reserved, ratio,
     capacity, used, free (never negative) and over; then its running
-    guests.
+    guests and its traits (the driver's and those of its capabilities).
     """
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
@@ -90,6 +90,7 @@ class ShowHypervisor(ShowOne):
         fields["running_vms"] = len(guests)
         fields["running_guests"] = ListColumn([i.uuid for i in guests])
         fields["last_error"] = OptionalColumn(node.last_error)
+        fields["traits"] = ListColumn(sorted(node.traits))
         return tuple(fields), tuple(fields.values())
 
 

@@ -26,7 +26,7 @@ DEFAULT_HEADERS = ("Host", "Node", "Usage", "Last error")
 #: The fields of ``node show``.
 SHOW_FIELDS = ("uuid", "host", "nodename", "generation", "hypervisor_type",
                "hypervisor_hostname", "inventories", "usage", "free", "over", "instances",
-               "last_error")
+               "last_error", "traits")
 
 #: One node of ``node list``, in LIST_HEADERS' order.
 ListRow = tuple[TextColumn, TextColumn, str, int, LinesColumn, OptionalColumn]
@@ -80,7 +80,9 @@ class ListNodes(Lister):
 
 
 class ShowNode(ShowOne):
-    """Show one compute node record: inventories, usage, free, over, generation, last error.
+    """Show one compute node record: inventories, usage, free, over, traits and more.
+
+    Also its generation, instances and last error.
 
     Free is never negative; over is what the node holds beyond its
     capacity.  A max_unit of null means no limit.
@@ -112,6 +114,7 @@ class ShowNode(ShowOne):
             "over": {rc: node.over(rc) for rc in sorted(node.inventories)},
             "instances": ListColumn(instances),
             "last_error": OptionalColumn(node.last_error),
+            "traits": ListColumn(sorted(node.traits)),
         }
         return SHOW_FIELDS, tuple(fields[name] for name in SHOW_FIELDS)
 

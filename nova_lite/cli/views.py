@@ -124,6 +124,7 @@ def node_dict(node: ComputeNode, settings: Settings | None = None) -> dict[str, 
         "hypervisor_type": report.hypervisor_type if report is not None else None,
         "hypervisor_hostname": report.hypervisor_hostname if report is not None else None,
         "inventory": inventory_rows(node),
+        "traits": sorted(node.traits),
     }
     if settings is not None:
         data["sources"] = source_rows(node, settings)

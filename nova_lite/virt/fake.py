@@ -137,7 +137,7 @@ class FakeOptions:
             Traits every node of a fake driver reports, comma-separated:
             standard names of the os-traits library (HW_CPU_X86_AVX2) or
             CUSTOM_<NAME>.  The traits of the fake drivers' capabilities
-            are added to them (COMPUTE_NET_ATTACH_INTERFACE, ...).""",
+            are added to them (COMPUTE_SAME_HOST_COLD_MIGRATE).""",
             default_text="none", nova="nova-lite only"))
 
 
@@ -160,10 +160,7 @@ class FakeDriver(driver.ComputeDriver):
     size = NodeSize(vcpus=1000, memory_mb=800000, local_gb=600000)
     capabilities = driver.Capabilities(
         supports_lifecycle=True, supports_numa=True, supports_pci=True, supports_pcpus=True,
-        supports_same_host_resize=True, supports_node_deletion_check=True,
-        supports_attach_interface=True, supports_device_tagging=True,
-        supports_tagged_attach_interface=True, supports_tagged_attach_volume=True,
-        supports_extend_volume=True, supports_multiattach=True)
+        supports_same_host_resize=True, supports_node_deletion_check=True)
     options = FakeOptions
 
     def __init__(self, settings: conf.Settings | None = None, vcpus: int | None = None,
@@ -431,6 +428,6 @@ class FakeMultiNodeDriver(FakeDriver):
             self._set_node_names([f"{host}-node0", f"{host}-node1"])
 
 
-__all__ = ["FakeDriver", "SmallFakeDriver", "MediumFakeDriver", "FakeMultiNodeDriver",
-           "NodeSize", "Fault", "Overhead", "PciDevice", "FakeGuestsError", "FakeSpawnError",
+__all__ = ["FakeDriver", "FakeOptions", "SmallFakeDriver", "MediumFakeDriver",
+           "FakeMultiNodeDriver", "NodeSize", "Fault", "Overhead", "PciDevice", "FakeGuestsError", "FakeSpawnError",
            "spawn_faults", "SPAWN_SECONDS_SPEC", "SPAWN_ERROR_SPEC"]
