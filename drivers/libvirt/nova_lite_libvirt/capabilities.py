@@ -2,7 +2,11 @@
 
 Only what the host model needs: the host CPU (arch, model, vendor,
 topology, features), the NUMA cells (CPUs with socket/core/sibling ids,
-memory in KiB, pages) and the guest types (arch, OS type, domain types).
+memory in KiB, pages) and the guest types (arch, OS type, domain types,
+with each domain type's emulator and machine type aliases).  Also the
+host CPU as a ``<cpu>`` definition for ``baselineCPU``
+(:func:`cpu_definition_xml`), and the features of the CPU definition that
+call returns (:func:`parse_cpu_features`).
 """
 
 import xml.etree.ElementTree as ET
@@ -45,12 +49,32 @@ class CapsCell:
 
 
 @attrs.frozen
+class CapsDomain:
+    """A domain type of a guest arch: its emulator binary ("" when the XML
+    names none) and its machine type aliases (``pc``, ``q35``: the
+    ``<machine canonical=...>`` names), in XML order."""
+
+    type: str
+    emulator: str = ""
+    machine_aliases: tuple = ()
+
+
+@attrs.frozen
 class CapsGuest:
-    """A guest type the hypervisor runs: arch, OS type, domain types."""
+    """A guest type the hypervisor runs: arch, OS type, domain types.
+
+    ``domains`` holds a :class:`CapsDomain` per domain type, with the
+    arch's emulator and machines unless the ``<domain>`` has its own.
+    """
 
     arch: str
     os_type: str
     domain_types: tuple = ()
+    domains: tuple = ()
+
+    def domain(self, domain_type):
+        """The :class:`CapsDomain` of ``domain_type``, or None."""
+        return next((d for d in self.domains if d.type == domain_type), None)
 
 
 @attrs.frozen
@@ -139,12 +163,57 @@ def _int_or_none(text):
     return None if text is None else int(text)
 
 
+def _machine_aliases(element):
+    return tuple(m.text.strip() for m in element.findall("machine")
+                 if m.get("canonical") and m.text and m.text.strip())
+
+
 def _guest(element):
     arch = element.find("arch")
-    domains = tuple(d.get("type") for d in arch.findall("domain")) if arch is not None else ()
-    return CapsGuest(arch=canonical_arch(arch.get("name") if arch is not None else ""),
-                     os_type=_VM_MODE_ALIASES.get(
-                         (element.findtext("os_type") or "").strip().lower(),
-                         (element.findtext("os_type") or "").strip().lower()),
-                     domain_types=tuple(_HV_TYPE_ALIASES.get(d.lower(), d.lower())
-                                        for d in domains if d))
+    if arch is None:
+        arch = ET.Element("arch")
+    emulator = (arch.findtext("emulator") or "").strip()
+    aliases = _machine_aliases(arch)
+    domain_types, domains = [], []
+    for d in arch.findall("domain"):
+        if not d.get("type"):
+            continue
+        domain_type = _HV_TYPE_ALIASES.get(d.get("type").lower(), d.get("type").lower())
+        domain_types.append(domain_type)
+        # A <domain> naming its own emulator or machines overrides the arch's.
+        domains.append(CapsDomain(
+            type=domain_type, emulator=(d.findtext("emulator") or "").strip() or emulator,
+            machine_aliases=_machine_aliases(d) if d.find("machine") is not None
+            else aliases))
+    os_type = (element.findtext("os_type") or "").strip().lower()
+    return CapsGuest(arch=canonical_arch(arch.get("name")),
+                     os_type=_VM_MODE_ALIASES.get(os_type, os_type),
+                     domain_types=tuple(domain_types), domains=tuple(domains))
+
+
+def cpu_definition_xml(caps):
+    """The host CPU of ``caps`` (:class:`HostCapabilities`) as a ``<cpu>``
+    definition, the input ``virConnect.baselineCPU`` takes."""
+    cpu = ET.Element("cpu")
+    for tag, value in (("arch", caps.arch), ("model", caps.model), ("vendor", caps.vendor)):
+        if value:
+            ET.SubElement(cpu, tag).text = value
+    for name in sorted(caps.features):
+        ET.SubElement(cpu, "feature", name=name)
+    return ET.tostring(cpu, encoding="unicode")
+
+
+def parse_cpu_features(xml_text):
+    """Feature names of a ``<cpu>`` definition (``baselineCPU``'s answer),
+    leaving out those with policy ``disable`` or ``forbid``.
+
+    :raises ValueError: if the text is not XML or not ``<cpu>``.
+    """
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError as exc:
+        raise ValueError(f"CPU definition does not parse: {exc}") from None
+    if root.tag != "cpu":
+        raise ValueError(f"expected <cpu>, got <{root.tag}>")
+    return frozenset(f.get("name") for f in root.findall("feature")
+                     if f.get("name") and f.get("policy") not in ("disable", "forbid"))

@@ -2,7 +2,8 @@
 
 One node per service, named after the hypervisor's hostname.  Settings:
 see :mod:`nova_lite_libvirt.config`; the figures reported: see
-:mod:`nova_lite_libvirt.host_model`.
+:mod:`nova_lite_libvirt.host_model`; the traits: see
+:mod:`nova_lite_libvirt.host_traits`.
 """
 
 import logging
@@ -36,6 +37,8 @@ class LibvirtDriver(driver.ComputeDriver):
     """
 
     api_versions = ("1.0",)
+    # None of Nova's trait-bearing capabilities: spawn defines a guest from the
+    # flavor alone (blank disks; no image, volume, interface, tag or firmware).
     capabilities = driver.Capabilities(
         supports_lifecycle=True, supports_numa=True, supports_pci=True, supports_pcpus=True)
     #: The ``[libvirt]`` options (see :mod:`nova_lite_libvirt.config`).

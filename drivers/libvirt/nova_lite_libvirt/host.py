@@ -4,6 +4,10 @@ The connection opens lazily (importing libvirt-python then, through
 :mod:`nova_lite_libvirt.libvirt_api`) and is reused: libvirt connections are
 thread-safe, and the ``test:///<file>`` driver keeps its state per
 connection.  :meth:`Host.ensure_connected` reopens one libvirt reports dead.
+
+Answers that only change when libvirt or QEMU does (the host CPU's
+expanded features, domain capabilities) are asked once per connection:
+a new connection (a restarted daemon, an upgrade) asks again.
 """
 
 import logging
@@ -11,9 +15,11 @@ import threading
 
 import attrs
 
-from nova_lite_libvirt import libvirt_api
-from nova_lite_libvirt.capabilities import parse_capabilities
+from nova_lite_libvirt import host_traits, libvirt_api
+from nova_lite_libvirt.capabilities import (
+    cpu_definition_xml, parse_capabilities, parse_cpu_features)
 from nova_lite_libvirt.cpus import online_cpus_from_map
+from nova_lite_libvirt.domain_caps import parse_domain_capabilities
 from nova_lite_libvirt.errors import LibvirtConnectionError
 from nova_lite_libvirt.nodedev import parse_pci_device
 
@@ -55,6 +61,10 @@ class Host:
         self._libvirt = None
         self._hostname = None
         self._lock = threading.Lock()
+        #: Answers kept for the life of the connection (see the module docstring).
+        self._per_connection = {}
+        #: Counts the connections opened; the number of the current one.
+        self.connection_number = 0
 
     # -- connection --------------------------------------------------------
     @property
@@ -79,6 +89,8 @@ class Host:
                 except libvirt.libvirtError as exc:
                     raise LibvirtConnectionError(
                         f"cannot connect to libvirt at {self.uri}: {exc}") from exc
+                self._per_connection = {}
+                self.connection_number += 1
                 LOG.info("Connected to libvirt at %s", self.uri)
             return self._conn
 
@@ -160,6 +172,73 @@ class Host:
     def lib_version(self):
         """``getLibVersion()``, same encoding as :meth:`hypervisor_version`."""
         return self.connection().getLibVersion()
+
+    def _kept(self, key, compute):
+        """``compute()``, asked once per connection for ``key``."""
+        cache = self._per_connection
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
+    def expanded_cpu_features(self, caps):
+        """The host CPU's features with those its model implies, or None.
+
+        ``baselineCPU`` of the host CPU of ``caps`` with
+        ``VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES``, as Nova asks it.  None
+        (use the capabilities' list) for a CPU without a model, on aarch64
+        (libvirt expands no features there), or when libvirt cannot answer:
+        that is logged at WARNING once per connection, and never raised.
+        """
+        flag = getattr(self.libvirt, "VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES", None)
+        if not caps.model or caps.arch == "aarch64" or flag is None:
+            return None
+        definition = cpu_definition_xml(caps)
+        return self._kept(("baseline", definition), lambda: self._baseline(definition, flag))
+
+    def _baseline(self, definition, flag):
+        libvirt = self.libvirt
+        try:
+            answer = self.connection().baselineCPU([definition], flag)
+            return parse_cpu_features(answer)
+        except (libvirt.libvirtError, ValueError, TypeError) as exc:
+            LOG.warning("libvirt at %s cannot expand the host CPU's features (%s); the CPU "
+                        "feature traits are those the capabilities list", self.uri, exc)
+            return None
+
+    def domain_capabilities(self, caps, virt_type):
+        """:class:`~nova_lite_libvirt.domain_caps.DomainCapabilities` of every
+        guest arch of ``caps`` offering ``virt_type``, asked once per
+        connection for the arch's default machine type and each alias.
+
+        An answer libvirt refuses (the test driver has none; KVM may not
+        serve a foreign arch) or that does not parse is logged at DEBUG and
+        left out.
+        """
+        return self._kept(("domain_caps", virt_type),
+                          lambda: tuple(self._domain_capabilities(caps, virt_type)))
+
+    def _domain_capabilities(self, caps, virt_type):
+        libvirt = self.libvirt
+        asked, answers = set(), []
+        for guest in caps.guests:
+            domain = guest.domain(virt_type)
+            if domain is None:
+                continue
+            for machine in host_traits.machine_types(guest.arch, domain.machine_aliases):
+                if (guest.arch, machine) in asked:
+                    continue
+                asked.add((guest.arch, machine))
+                try:
+                    answer = parse_domain_capabilities(self.connection().getDomainCapabilities(
+                        domain.emulator or None, guest.arch, machine, virt_type, 0))
+                except (libvirt.libvirtError, ValueError, TypeError) as exc:
+                    LOG.debug("No domain capabilities from libvirt at %s for arch %s, "
+                              "machine type %s, domain type %s: %s", self.uri, guest.arch,
+                              machine, virt_type, exc)
+                    continue
+                if answer not in answers:
+                    answers.append(answer)
+        return answers
 
     # -- guests ----------------------------------------------------------------
     def domains(self, only_running=False):

@@ -20,7 +20,10 @@ Where each figure comes from (units in the names):
   ``getVersion`` (an int), ``getHostname`` (first value kept);
 - ``cpu_info``, ``numa_topology``, ``supported_instances``: capabilities;
   the CPU topology falls back to ``getInfo`` when capabilities lack one;
-- ``pci_devices``: PCI node devices.
+- ``pci_devices``: PCI node devices;
+- ``traits``: see :mod:`.host_traits`; worked out again only when what
+  they come from changes (the host CPU, its NUMA siblings, the versions,
+  the connection), so a steady audit asks libvirt nothing more for them.
 """
 
 import logging
@@ -30,7 +33,7 @@ import attrs
 
 from nova_lite.objects import CpuInfo, CpuTopology, NodeResources, SupportedInstance
 
-from nova_lite_libvirt import disks, meminfo
+from nova_lite_libvirt import disks, host_traits, meminfo
 from nova_lite_libvirt.capabilities import canonical_arch
 from nova_lite_libvirt.cpus import select_cpus
 from nova_lite_libvirt.numa import build_numa_topology
@@ -116,6 +119,7 @@ class HostModel:
         self.meminfo_path = meminfo_path
         self.statvfs = statvfs
         self._memory_clamp_warned = False
+        self._traits_memo = (None, frozenset())
 
     def cpu_selection(self):
         """The shared/dedicated CPUs; raises CPUSetNotOnline on a bad option."""
@@ -150,10 +154,36 @@ class HostModel:
             values["MemTotal"] // 1024 if "MemTotal" in values else "unknown")
         return 0
 
+    def traits(self, caps, hypervisor_type, hypervisor_version, lib_version):
+        """The host's traits (:func:`.host_traits.host_traits`) for ``caps``.
+
+        The expanded CPU features and domain capabilities come from the
+        host's per-connection answers; the result is kept until an input
+        changes.
+        """
+        key = (self.host.connection_number, caps.arch, caps.model, caps.vendor, caps.features,
+               host_traits.has_hyperthreading(caps), hypervisor_type, hypervisor_version,
+               lib_version)
+        memo_key, memo = self._traits_memo
+        if key == memo_key:
+            return memo
+        virt_type = self.config.virt_type
+        expanded = self.host.expanded_cpu_features(caps) \
+            if virt_type in host_traits.CPU_FEATURE_VIRT_TYPES else None
+        traits = host_traits.host_traits(
+            caps, virt_type, hypervisor_type, hypervisor_version, lib_version,
+            expanded=expanded, domain_caps=self.host.domain_capabilities(caps, virt_type))
+        LOG.debug("libvirt host traits: %s", ", ".join(sorted(traits)))
+        self._traits_memo = (key, traits)
+        return traits
+
     def resources(self):
         """The :class:`NodeResources` of this host, read fresh from libvirt."""
         info = self.host.node_info()
         caps = self.host.capabilities()
+        hypervisor_type = self.host.hypervisor_type()
+        hypervisor_version = self.host.hypervisor_version()
+        lib_version = self.host.lib_version()
         selection = self.cpu_selection()
         running = [g for g in self.host.guests() if g.running]
         memory_mb = self.memory_mb(info)
@@ -168,12 +198,13 @@ class HostModel:
             memory_mb_used=self.memory_mb_used(memory_mb, running),
             local_gb_used=stats.used_gb,
             disk_available_least=available_least_gb(stats.free_bytes, overcommit),
-            hypervisor_type=self.host.hypervisor_type(),
-            hypervisor_version=self.host.hypervisor_version(),
+            hypervisor_type=hypervisor_type,
+            hypervisor_version=hypervisor_version,
             hypervisor_hostname=self.host.hostname(),
             cpu_info=cpu_info(caps, info),
             numa_topology=build_numa_topology(caps, selection),
             pci_devices=self.host.pci_devices(),
             supported_instances=supported_instances(caps),
-            stats={"libvirt_version": self.host.lib_version(), "cpu_mhz": info.mhz},
+            stats={"libvirt_version": lib_version, "cpu_mhz": info.mhz},
+            traits=self.traits(caps, hypervisor_type, hypervisor_version, lib_version),
         )

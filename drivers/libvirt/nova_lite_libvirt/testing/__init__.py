@@ -1,7 +1,8 @@
 """Test helpers for the libvirt driver, importable by other projects.
 
 - :class:`HostSpec` (with :class:`PciDeviceSpec`, :class:`PciVFSpec`,
-  :class:`GuestSpec`, :class:`DiskSpec`): one record describing a host;
+  :class:`GuestSpec`, :class:`DiskSpec`, :class:`MachineSpec`): one record
+  describing a host;
 - :class:`FakeLibvirtFixture`: the pure-Python fake libvirt, driven by a spec;
 - :func:`node_xml`: the same host as a node file for libvirt's own
   ``test:///<file>`` driver, and :func:`spec_from_node_xml` the way back.
@@ -10,8 +11,8 @@
 from nova_lite_libvirt.testing.fixture import FakeLibvirtFixture
 from nova_lite_libvirt.testing.node_file import spec_from_node_xml
 from nova_lite_libvirt.testing.spec import (
-    DiskSpec, GuestSpec, HostSpec, PciDeviceSpec, PciVFSpec)
+    DiskSpec, GuestSpec, HostSpec, MachineSpec, PciDeviceSpec, PciVFSpec)
 from nova_lite_libvirt.testing.xml import node_xml
 
-__all__ = ["DiskSpec", "FakeLibvirtFixture", "GuestSpec", "HostSpec", "PciDeviceSpec",
-           "PciVFSpec", "node_xml", "spec_from_node_xml"]
+__all__ = ["DiskSpec", "FakeLibvirtFixture", "GuestSpec", "HostSpec", "MachineSpec",
+           "PciDeviceSpec", "PciVFSpec", "node_xml", "spec_from_node_xml"]

@@ -57,6 +57,31 @@ class PciDeviceSpec:
         return self.sriov or bool(self.vfs)
 
 
+#: The disk buses and video models QEMU 10's domain capabilities list on x86_64.
+QEMU_DISK_BUSES = ("ide", "fdc", "scsi", "virtio", "usb", "sata", "nvme")
+QEMU_VIDEO_MODELS = ("vga", "cirrus", "vmvga", "qxl", "virtio", "none", "bochs", "ramfb")
+
+
+@attrs.frozen
+class MachineSpec:
+    """A machine type of the host's emulator: ``name`` as libvirt resolves
+    it (``pc-i440fx-8.2``), its ``alias`` (``pc``; None for none), and what
+    domain capabilities list for it: ``disk_buses`` and ``video_models``."""
+
+    name: str
+    alias: str = None
+    disk_buses: tuple = attrs.field(default=QEMU_DISK_BUSES, converter=tuple)
+    video_models: tuple = attrs.field(default=QEMU_VIDEO_MODELS, converter=tuple)
+
+    def answers_to(self, name):
+        """True if ``name`` is this machine type or its alias."""
+        return name in (self.name, self.alias)
+
+
+#: QEMU 8.2's two canonical x86 machine types; the first is the default.
+DEFAULT_MACHINES = (MachineSpec("pc-i440fx-8.2", "pc"), MachineSpec("pc-q35-8.2", "q35"))
+
+
 @attrs.frozen
 class DiskSpec:
     """A file-backed guest disk: host ``path``, guest ``target``, ``format``."""
@@ -93,6 +118,16 @@ class HostSpec:
     leaves the NUMA cells out of the capabilities XML (as libvirt's test
     driver does for a node file).  Versions use libvirt's encoding
     (major * 1,000,000 + minor * 1,000 + release).
+
+    The host CPU: capabilities list ``cpu_features`` beside the model, as
+    QEMU hosts list the features their model lacks; ``baselineCPU`` with
+    ``VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES`` adds
+    ``cpu_model_features``, those the model implies (the fake knows only
+    the host's own model).  Guests: ``emulator`` (None:
+    ``/usr/bin/qemu-system-<guest arch>``) and ``machines``
+    (:class:`MachineSpec`, the first the default) appear in the
+    capabilities; ``domain_capabilities=False`` makes
+    ``getDomainCapabilities`` unsupported, as in libvirt's test driver.
     """
 
     hostname: str = "compute1.example.org"
@@ -104,6 +139,7 @@ class HostSpec:
     cpu_vendor: str = "Intel"
     cpu_features: frozenset = attrs.field(
         default=frozenset({"vmx", "ssse3", "sse4.2", "avx2"}), converter=frozenset)
+    cpu_model_features: frozenset = attrs.field(default=frozenset(), converter=frozenset)
     cpu_mhz: int = attrs.field(default=2400, validator=_positive)
     numa_nodes: int = attrs.field(default=1, validator=_positive)
     sockets: int = attrs.field(default=1, validator=_positive)
@@ -117,12 +153,33 @@ class HostSpec:
     guest_arch: str = None
     guest_os_types: tuple = attrs.field(default=("hvm",), converter=tuple)
     domain_types: tuple = attrs.field(default=("qemu", "kvm"), converter=tuple)
+    emulator: str = None
+    machines: tuple = attrs.field(default=DEFAULT_MACHINES, converter=tuple)
+    domain_capabilities: bool = True
     pci_devices: tuple = attrs.field(default=(), converter=tuple)
     guests: tuple = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self):
         if self.cell_small_pages < 0:
             raise ValueError("HostSpec.huge_pages do not fit in a NUMA cell's memory")
+
+    # -- guests ----------------------------------------------------------------
+    @property
+    def guest_arch_name(self):
+        """The arch of the guests the host offers."""
+        return self.guest_arch or self.arch
+
+    @property
+    def emulator_path(self):
+        """The emulator binary of the guests."""
+        return self.emulator or f"/usr/bin/qemu-system-{self.guest_arch_name}"
+
+    def machine(self, name=None):
+        """The :class:`MachineSpec` answering to ``name`` (None: the
+        default), or None."""
+        if name is None:
+            return self.machines[0] if self.machines else None
+        return next((m for m in self.machines if m.answers_to(name)), None)
 
     # -- CPUs -------------------------------------------------------------
     @property

@@ -2,6 +2,8 @@
 
 - :func:`capabilities_xml`: what the fake's ``getCapabilities()`` returns,
   in the shape QEMU hosts give;
+- :func:`domain_capabilities_xml`: ``getDomainCapabilities()`` for one
+  machine type, and :func:`baseline_cpu_xml`: ``baselineCPU()``'s answer;
 - :func:`nodedev_xml`: one PCI node device, as ``virNodeDevice.XMLDesc()``;
 - :func:`guest_xml`: a guest's ``<domain>``;
 - :func:`node_xml`: a node file for libvirt's ``test:///<file>`` driver,
@@ -52,11 +54,48 @@ def capabilities_xml(spec):
     for os_type in spec.guest_os_types:
         guest = ET.SubElement(caps, "guest")
         _text(guest, "os_type", os_type)
-        arch = ET.SubElement(guest, "arch", name=spec.guest_arch or spec.arch)
-        _text(arch, "wordsize", 64 if (spec.guest_arch or spec.arch).endswith("64") else 32)
+        arch = ET.SubElement(guest, "arch", name=spec.guest_arch_name)
+        _text(arch, "wordsize", 64 if spec.guest_arch_name.endswith("64") else 32)
+        _text(arch, "emulator", spec.emulator_path)
+        for machine in spec.machines:
+            _text(arch, "machine", machine.name, maxCpus="255")
+            if machine.alias:
+                _text(arch, "machine", machine.alias, canonical=machine.name, maxCpus="255")
         for domain_type in spec.domain_types:
             ET.SubElement(arch, "domain", type=domain_type)
     return _tostring(caps)
+
+
+def domain_capabilities_xml(spec, machine, domain_type):
+    """Domain capabilities of ``spec``'s guests on ``machine`` (a
+    :class:`~.spec.MachineSpec`) for ``domain_type``, as QEMU hosts give
+    them (only the parts nova-lite reads, and the elements around them)."""
+    root = ET.Element("domainCapabilities")
+    _text(root, "path", spec.emulator_path)
+    _text(root, "domain", domain_type)
+    _text(root, "machine", machine.name)
+    _text(root, "arch", spec.guest_arch_name)
+    ET.SubElement(root, "vcpu", max="255")
+    devices = ET.SubElement(root, "devices")
+    for device, enum, values in (("disk", "bus", machine.disk_buses),
+                                 ("video", "modelType", machine.video_models)):
+        element = ET.SubElement(devices, device, supported="yes" if values else "no")
+        if values:
+            listed = ET.SubElement(element, "enum", name=enum)
+            for value in values:
+                _text(listed, "value", value)
+    return _tostring(root)
+
+
+def baseline_cpu_xml(model, vendor, features):
+    """``baselineCPU``'s answer: ``model`` required exactly, with ``features``."""
+    cpu = ET.Element("cpu", mode="custom", match="exact")
+    _text(cpu, "model", model, fallback="forbid")
+    if vendor:
+        _text(cpu, "vendor", vendor)
+    for name in sorted(features):
+        ET.SubElement(cpu, "feature", policy="require", name=name)
+    return _tostring(cpu) + "\n"
 
 
 def _cell(cells, spec, node):

@@ -37,8 +37,13 @@ TEST_DRIVER_DIFFERENCES = {
             "its two fixed cells), so no NUMA topology, sibling sets or page counts",
     "cpu_model": "the host CPU in capabilities is always arch i686 with no model, vendor or "
                  "topology, and features pae and nonpae (the topology then comes from "
-                 "getInfo, which does follow the node file)",
-    "guest_types": "capabilities offer i686 guests of OS types hvm and xen, domain type test",
+                 "getInfo, which does follow the node file); with no model there is "
+                 "nothing for baselineCPU to expand (baselineCPU itself works, on libvirt's "
+                 "real CPU map: test_real_defaults)",
+    "guest_types": "capabilities offer i686 guests of OS types hvm and xen, domain type test, "
+                   "emulator /usr/bin/test-hv and no machine types",
+    "domain_capabilities": "getDomainCapabilities is not supported (VIR_ERR_NO_SUPPORT), so "
+                           "no storage bus, graphics model or emulated arch traits",
     "hostname": "getHostname is the machine's own hostname",
     "versions": "getType is TEST, getVersion 2, getLibVersion the library's own version",
     "host_changes": "the node file is read once per connection, so host facts (hostname, "
@@ -92,9 +97,10 @@ def as_test_driver_reports(spec, probed):
         online_cpus=probed["online_cpus"],                          # online_cpus
         numa_in_capabilities=False,                                 # numa
         cpu_model="", cpu_vendor="", arch="i686",                   # cpu_model
-        cpu_features=frozenset({"pae", "nonpae"}),
+        cpu_features=frozenset({"pae", "nonpae"}), cpu_model_features=frozenset(),
         guest_arch="i686", guest_os_types=("hvm", "xen"),           # guest_types
-        domain_types=("test",),
+        domain_types=("test",), emulator="/usr/bin/test-hv", machines=(),
+        domain_capabilities=False,                                  # domain_capabilities
         hostname=probed["hostname"],                                # hostname
         hypervisor_type=probed["hypervisor_type"],                  # versions
         hypervisor_version=probed["hypervisor_version"],

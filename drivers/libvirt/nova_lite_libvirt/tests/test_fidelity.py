@@ -9,7 +9,9 @@ error codes.
 
 import os
 import uuid
+import xml.etree.ElementTree as ET
 
+import attrs
 import testtools
 
 from nova_lite.virt import loader
@@ -83,6 +85,51 @@ class FidelityTest(base.RealBackendCase):
         answers = [self.domain_answers(d.libvirt_host.connection(), d.libvirt_host.libvirt, uid)
                    for d in (real, fake)]
         self.assertEqual(answers[0], answers[1])
+
+    def test_trait_calls_have_the_same_shapes_and_errors(self):
+        real, _fake = self.both(HostSpec())
+        conn, libvirt = real.libvirt_host.connection(), real.libvirt_host.libvirt
+        flag = libvirt.VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES
+        listed = "<cpu><arch>x86_64</arch><model>Skylake-Client-IBRS</model>" \
+                 "<vendor>Intel</vendor><feature name='vmx'/><feature name='ds'/></cpu>"
+        expanded = self.cpu_answer(conn.baselineCPU([listed], flag))
+        # The fake knows its host's model: give it what libvirt's CPU map says.
+        implied = frozenset(name for _policy, name in expanded[3]) - {"vmx", "ds"}
+        spec = attrs.evolve(self.spec, cpu_model="Skylake-Client-IBRS",
+                            cpu_model_features=implied)
+        self.useFixture(FakeLibvirtFixture(spec))
+        fake_libvirt = libvirt_api.import_libvirt()
+        fake_conn = fake_libvirt.open("qemu:///system")
+        answers = [self.trait_answers(cn, lv, listed) for cn, lv in
+                   ((conn, libvirt), (fake_conn, fake_libvirt))]
+        self.assertEqual(answers[0], answers[1])
+        self.assertEqual(expanded, answers[1]["expanded"])
+
+    @staticmethod
+    def cpu_answer(text):
+        cpu = ET.fromstring(text)
+        model = cpu.find("model")
+        return (dict(cpu.attrib), (model.text, dict(model.attrib)), cpu.findtext("vendor"),
+                frozenset((f.get("policy"), f.get("name")) for f in cpu.findall("feature")))
+
+    def trait_answers(self, conn, libvirt, listed):
+        def code(call, *args):
+            try:
+                call(*args)
+            except libvirt.libvirtError as exc:
+                return exc.get_error_code(), exc.get_error_domain()
+            return None
+
+        flag = libvirt.VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES
+        return {
+            "listed": self.cpu_answer(conn.baselineCPU([listed], 0)),
+            "expanded": self.cpu_answer(conn.baselineCPU([listed], flag)),
+            "no_model": code(conn.baselineCPU, ["<cpu><arch>x86_64</arch></cpu>"], flag),
+            "unknown_model": code(conn.baselineCPU,
+                                  ["<cpu><arch>x86_64</arch><model>Nope</model></cpu>"], flag),
+            "no_cpus": code(conn.baselineCPU, [], flag),
+            "domain_caps": code(conn.getDomainCapabilities, None, "i686", None, "test", 0),
+        }
 
     def domain_answers(self, conn, libvirt, uid):
         """Shapes, units and error codes of the calls the driver relies on."""

@@ -101,6 +101,15 @@ class virConnect:  # noqa: N801  (libvirt-python's name)
         self._check()
         return self._hypervisor.capabilities()
 
+    def getDomainCapabilities(self, emulatorbin=None, arch=None, machine=None,  # noqa: N802
+                              virttype=None, flags=0):
+        self._check()
+        return self._hypervisor.domain_capabilities(emulatorbin, arch, machine, virttype)
+
+    def baselineCPU(self, xmlCPUs, flags=0):  # noqa: N802, N803
+        self._check()
+        return self._hypervisor.baseline_cpu(list(xmlCPUs), flags)
+
     # -- domains ----------------------------------------------------------------
     def listAllDomains(self, flags=0):  # noqa: N802
         self._check()

@@ -7,6 +7,7 @@ URIs to hypervisors (``None`` answers every URI).
 
 import itertools
 import threading
+import xml.etree.ElementTree as ET
 
 from nova_lite_libvirt.testing import xml as specxml
 from nova_lite_libvirt.testing.fakelibvirt import constants as c
@@ -80,6 +81,58 @@ class FakeHypervisor:
 
     def capabilities(self):
         return specxml.capabilities_xml(self.spec)
+
+    def domain_capabilities(self, emulatorbin, arch, machine, virttype):
+        """Domain capabilities, with the QEMU driver's errors for what the
+        host does not offer."""
+        s = self.spec
+        if not s.domain_capabilities:
+            raise make_error(c.VIR_ERR_NO_SUPPORT, "this function is not supported by the "
+                             "connection driver: virConnectGetDomainCapabilities",
+                             c.VIR_FROM_DOMAIN)
+        if emulatorbin and emulatorbin != s.emulator_path:
+            raise make_error(c.VIR_ERR_INVALID_ARG, f"invalid argument: unable to find any "
+                             f"emulator to serve '{emulatorbin}'")
+        if arch and arch != s.guest_arch_name:
+            raise make_error(c.VIR_ERR_INVALID_ARG, f"invalid argument: unable to find any "
+                             f"emulator to serve '{arch}' architecture")
+        virttype = virttype or ("kvm" if "kvm" in s.domain_types else "qemu")
+        if virttype not in s.domain_types:
+            raise make_error(c.VIR_ERR_INVALID_ARG, f"invalid argument: {virttype.upper()} is "
+                             f"not supported by '{s.emulator_path}' on this host")
+        spec_machine = s.machine(machine)
+        if spec_machine is None:
+            raise make_error(c.VIR_ERR_INVALID_ARG, f"invalid argument: the machine "
+                             f"'{machine}' is not supported by emulator '{s.emulator_path}'")
+        return specxml.domain_capabilities_xml(s, spec_machine, virttype)
+
+    def baseline_cpu(self, cpus, flags):
+        """The baseline of CPU definitions of the host's own model: the
+        features all of them have (with the model's when expanding)."""
+        s = self.spec
+        if not cpus:
+            raise make_error(c.VIR_ERR_INVALID_ARG, "invalid argument: no CPUs given",
+                             c.VIR_FROM_CPU)
+        common, vendor = None, None
+        for text in cpus:
+            try:
+                cpu = ET.fromstring(text)
+            except ET.ParseError as exc:
+                raise make_error(c.VIR_ERR_XML_DETAIL, f"(CPU_definition): {exc}",
+                                 c.VIR_FROM_CPU) from None
+            model = (cpu.findtext("model") or "").strip()
+            if not model:
+                raise make_error(c.VIR_ERR_XML_ERROR, "XML error: Missing CPU model name",
+                                 c.VIR_FROM_CPU)
+            if model != s.cpu_model:
+                raise make_error(c.VIR_ERR_INTERNAL_ERROR,
+                                 f"internal error: Unknown CPU model {model}", c.VIR_FROM_CPU)
+            features = {f.get("name") for f in cpu.findall("feature") if f.get("name")}
+            if flags & c.VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES:
+                features |= s.cpu_model_features
+            common = features if common is None else common & features
+            vendor = vendor or (cpu.findtext("vendor") or "").strip()
+        return specxml.baseline_cpu_xml(s.cpu_model, vendor, common)
 
     def node_devices(self):
         """``{name: (xml, parent name)}`` of the PCI node devices."""
