@@ -429,5 +429,6 @@ class FakeMultiNodeDriver(FakeDriver):
 
 
 __all__ = ["FakeDriver", "FakeOptions", "SmallFakeDriver", "MediumFakeDriver",
-           "FakeMultiNodeDriver", "NodeSize", "Fault", "Overhead", "PciDevice", "FakeGuestsError", "FakeSpawnError",
-           "spawn_faults", "SPAWN_SECONDS_SPEC", "SPAWN_ERROR_SPEC"]
+           "FakeMultiNodeDriver", "NodeSize", "Fault", "Overhead", "PciDevice",
+           "FakeGuestsError", "FakeSpawnError", "spawn_faults", "SPAWN_SECONDS_SPEC",
+           "SPAWN_ERROR_SPEC"]
