@@ -28,6 +28,8 @@ IGNORED_NOVA_OPTIONS = frozenset({
 DEFAULT_API_VERSION = "1.46"
 #: The lowest microversion the driver works with (``resource_class`` in fields).
 MIN_API_VERSION = "1.21"
+#: The nodes' ``traits`` field needs this microversion; below it nodes report none.
+TRAITS_API_VERSION = "1.37"
 #: Node sharding needs this microversion.
 SHARD_API_VERSION = "1.82"
 AUTH_TYPES = ("none", "noauth", "http_basic")
@@ -52,7 +54,7 @@ class IronicConfig:
     - ``cloud``: a cloud name of clouds.yaml; ``clouds_yaml``: its path
       (default: openstacksdk's search path).
     - ``api_version``: the Ironic microversion sent with every call (default
-      1.46, or 1.82 when ``shard`` is set).
+      1.46, or 1.82 when ``shard`` is set); below 1.37 nodes report no traits.
     - ``api_page_size``: nodes per list request, 1..1000 (default 1000).
     - ``timeout``: seconds per HTTP request (default 30).
     - ``api_max_retries``: retries of a request refused with 409/503 or whose
@@ -96,6 +98,11 @@ class IronicConfig:
         if self.api_version:
             return self.api_version
         return SHARD_API_VERSION if self.shard else DEFAULT_API_VERSION
+
+    @property
+    def reads_traits(self):
+        """True if the microversion in use carries the nodes' ``traits`` (1.37+)."""
+        return _version(self.effective_api_version) >= _version(TRAITS_API_VERSION)
 
     @property
     def filters(self):

@@ -23,6 +23,7 @@ import os
 import stevedore
 
 from nova_lite.exception import NodeNotFound
+from nova_lite.traits import capability_traits
 from nova_lite.virt import driver as driver_api
 
 from nova_lite_ironic import cache as cache_mod
@@ -62,8 +63,14 @@ class IronicDriver(driver_api.ComputeDriver):
     """Bare-metal nodes from Ironic (or an inventory file) as compute nodes."""
 
     api_versions = ("1.0",)
-    capabilities = driver_api.Capabilities(supports_lifecycle=True,
-                                           supports_node_deletion_check=True)
+    # The trait-bearing capabilities are Nova's IronicDriver's: Ironic attaches
+    # network interfaces (VIFs) to nodes and deploys AMI, qcow2 and raw images;
+    # a node is never resized onto itself, has no volume multi-attach, no
+    # dedicated-CPU inventory.  The core adds their COMPUTE_* traits.
+    capabilities = driver_api.Capabilities(
+        supports_lifecycle=True, supports_node_deletion_check=True,
+        supports_attach_interface=True, supports_image_type_ami=True,
+        supports_image_type_qcow2=True, supports_image_type_raw=True)
 
     def __init__(self, settings=None, source=None, store=None, service_view=None,
                  instance_view=None, **options):
@@ -72,6 +79,10 @@ class IronicDriver(driver_api.ComputeDriver):
             self.settings.section("ironic"), check_source=source is None, **options)
         self.source = source
         self._local = _LocalInstances()
+        # node uuid -> the names of its traits left out of its report, last
+        # logged: a WARNING per audit per node would drown a fleet's log.
+        self._traits_warned = {}
+        self._declared_traits = capability_traits(self.capabilities)
         self.store = None
         self.cache = None
         self._explicit_services = self._explicit_instances = None
@@ -198,13 +209,19 @@ class IronicDriver(driver_api.ComputeDriver):
     def get_available_resource(self, nodename):
         """The ``NodeResources`` of node ``nodename`` (a node uuid).
 
+        Its ``traits`` are the node's own (Ironic's ``traits`` field); a name
+        that is not a trait, or the trait of a capability this driver does
+        not declare, is left out with a WARNING naming it and the node
+        (:func:`~nova_lite_ironic.report.node_traits`).
+
         Raises ``NodeNotFound`` for an unknown node and
         ``NodeConfigurationError`` for a node without a resource class.
         """
         node = self._node(nodename)
         if node is None:
             raise NodeNotFound(nodename, self.host)
-        return report.node_resources(node)
+        return report.node_resources(node, declared=self._declared_traits,
+                                     warned=self._traits_warned)
 
     def node_is_available(self, nodename):
         """True if the node exists: from the cache, else one GET."""

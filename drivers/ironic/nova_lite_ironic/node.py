@@ -27,7 +27,9 @@ CLEANING = "cleaning"
 
 #: Fields asked of the Ironic API (``?fields=``), in the API's names.
 NODE_FIELDS = ("uuid", "name", "resource_class", "power_state", "provision_state",
-               "maintenance", "instance_uuid", "properties")
+               "maintenance", "instance_uuid", "properties", "traits")
+#: The node's ``traits`` field (Ironic API microversion 1.37 and later).
+TRAITS_FIELD = "traits"
 #: Fields that partition a fleet; asked for only when the driver filters on them.
 PARTITION_FIELDS = ("conductor_group", "shard")
 
@@ -38,6 +40,19 @@ def _properties(value):
     if not isinstance(value, dict) and not isinstance(value, types.MappingProxyType):
         raise ValueError(f"node properties must be a mapping, got {value!r}")
     return types.MappingProxyType(dict(value))
+
+
+def _traits(value):
+    # Only the shape is checked here: whether each name is a trait is the
+    # report's business, so one bad name never makes the whole node unreadable.
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise ValueError(f"node traits must be a list of names, got {value!r:.80}")
+    for name in value:
+        if not isinstance(name, str):
+            raise ValueError(f"node traits must be strings, got {name!r:.60} in {value!r:.80}")
+    return tuple(sorted(set(value)))
 
 
 def _optional_str(instance, attribute, value):
@@ -58,7 +73,9 @@ class BareMetalNode:
 
     ``properties`` is Ironic's free-form mapping (``cpu_arch``,
     ``capabilities`` = ``"k1:v1,k2:v2"``, ...).  ``instance_uuid`` is the
-    instance deployed (or being deployed) on it, or None.
+    instance deployed (or being deployed) on it, or None.  ``traits`` are
+    the names in Ironic's ``traits`` field, sorted, as the source gave them
+    (:func:`nova_lite_ironic.report.node_traits` decides which are reported).
     """
 
     uuid: str = attrs.field(validator=_uuid)
@@ -71,6 +88,7 @@ class BareMetalNode:
     name: str = attrs.field(default=None, validator=_optional_str)
     conductor_group: str = attrs.field(default=None, validator=_optional_str)
     shard: str = attrs.field(default=None, validator=_optional_str)
+    traits: tuple = attrs.field(default=(), converter=_traits)
 
     @classmethod
     def from_api(cls, obj):
@@ -85,7 +103,8 @@ class BareMetalNode:
             power_state=get("power_state"), provision_state=get("provision_state"),
             maintenance=bool(get("maintenance", False)),
             instance_uuid=get("instance_uuid"), properties=get("properties") or {},
-            name=get("name"), conductor_group=get("conductor_group"), shard=get("shard"))
+            name=get("name"), conductor_group=get("conductor_group"), shard=get("shard"),
+            traits=get("traits"))
 
     def to_api(self):
         """The node as the REST API shows it (the :data:`NODE_FIELDS` only)."""
@@ -93,7 +112,7 @@ class BareMetalNode:
                 "power_state": self.power_state, "provision_state": self.provision_state,
                 "maintenance": self.maintenance, "instance_uuid": self.instance_uuid,
                 "properties": dict(self.properties), "conductor_group": self.conductor_group,
-                "shard": self.shard}
+                "shard": self.shard, "traits": list(self.traits)}
 
 
 # openstacksdk renames a few API fields on its Node resource.

@@ -4,14 +4,17 @@ A bare-metal node is consumed whole: its inventory is exactly one unit of
 ``CUSTOM_<RESOURCE_CLASS>`` and its CPU, RAM and disk numbers are 0.  The
 unit is reserved while the node cannot take an instance (maintenance, a
 bad power state, a provision state other than ``available``) or already
-has one.
+has one.  Its traits are the names of Ironic's ``traits`` field, as Nova's
+ironic driver reports them (:func:`node_traits`).
 """
 
 import logging
 
+import attrs
 import os_resource_classes
 
 from nova_lite.objects import NodeResources, SupportedInstance
+from nova_lite.traits import CAPABILITY_TRAITS, trait_problem
 
 from nova_lite_ironic import node as nodes
 from nova_lite_ironic.exception import NodeConfigurationError
@@ -90,6 +93,51 @@ def custom_resource_class(node):
     return os_resource_classes.normalize_name(node.resource_class)
 
 
+_CAPABILITY_TRAIT_NAMES = frozenset(CAPABILITY_TRAITS.values())
+
+
+@attrs.frozen
+class NodeTraits:
+    """A node's traits as reported, and those of its names left out.
+
+    ``traits``: the names reported.  ``left_out``: ``(name, why)`` pairs,
+    sorted, of names of the node that are not reported.
+    """
+
+    traits: frozenset = frozenset()
+    left_out: tuple = ()
+
+
+def node_traits(node, declared=frozenset()):
+    """The :class:`NodeTraits` of ``node``'s own ``traits`` field.
+
+    Every standard (os-traits) and ``CUSTOM_*`` name is reported, as Nova's
+    ironic driver reports them.  Left out, each with its reason:
+
+    - a name that is not a trait (neither a standard name of the installed
+      os-traits nor ``CUSTOM_[A-Z0-9_]+``): no flavor can name it either, and
+      a new standard name of a newer os-traits on the Ironic side must not
+      stop the node's state from being recorded;
+    - a trait of a driver capability (``COMPUTE_VOLUME_MULTI_ATTACH``, ...)
+      that is not in ``declared`` (the traits of the capabilities the driver
+      declares): Nova removes those from a node, as only the driver's
+      capabilities decide them.  A declared one is left out silently here
+      because the core adds it to every node of the driver anyway.
+    """
+    kept, left_out = set(), []
+    for name in node.traits:
+        problem = trait_problem(name)
+        if problem is not None:
+            left_out.append((name, problem))
+        elif name in _CAPABILITY_TRAIT_NAMES:
+            if name not in declared:
+                left_out.append((name, "a trait of a driver capability the ironic driver "
+                                       "does not declare"))
+        else:
+            kept.add(name)
+    return NodeTraits(traits=frozenset(kept), left_out=tuple(sorted(left_out)))
+
+
 def unavailability(node):
     """Why ``node`` cannot take a new instance, or None if it can.
 
@@ -107,15 +155,42 @@ def unavailability(node):
     return None
 
 
-def node_resources(node):
+def _log_left_out(node, left_out, warned):
+    names = frozenset(name for name, _ in left_out)
+    if warned is not None:
+        if not names:
+            warned.pop(node.uuid, None)
+            return
+        if warned.get(node.uuid) == names:
+            level = logging.DEBUG   # said already; say it again only when it changes
+        else:
+            level = logging.WARNING
+            warned[node.uuid] = names
+    elif not names:
+        return
+    else:
+        level = logging.WARNING
+    for name, why in left_out:
+        LOG.log(level, "Leaving trait %r of bare-metal node %s out of its report: %s",
+                name, node.uuid, why)
+
+
+def node_resources(node, declared=frozenset(), warned=None):
     """The ``NodeResources`` record of ``node``.
 
     nodename, ``hypervisor_hostname`` and ``uuid`` are all the node uuid;
     vcpus, memory_mb and local_gb are 0; the one unit of its custom class
-    is reserved when :func:`unavailability` gives a reason.  Raises
-    :class:`NodeConfigurationError` for a node without a resource class.
+    is reserved when :func:`unavailability` gives a reason; ``traits`` are
+    :func:`node_traits` of the node (``declared``: the traits of the
+    driver's capabilities).  Each trait left out is logged with a WARNING
+    naming it, the node and why; with ``warned`` (a dict kept by the
+    caller, node uuid -> names) only when a node's set of them changes,
+    at DEBUG otherwise.  Raises :class:`NodeConfigurationError` for a node
+    without a resource class.
     """
     rc = custom_resource_class(node)
+    traits = node_traits(node, declared)
+    _log_left_out(node, traits.left_out, warned)
     raw_arch = node.properties.get("cpu_arch")
     stats = {}
     if raw_arch:
@@ -131,4 +206,4 @@ def node_resources(node):
         hypervisor_version=HYPERVISOR_VERSION, hypervisor_hostname=node.uuid,
         cpu_info=None, numa_topology=None, stats=stats,
         supported_instances=supported_instances(raw_arch), resource_class=rc,
-        uuid=node.uuid, reserved={rc: 1} if reason else {})
+        uuid=node.uuid, reserved={rc: 1} if reason else {}, traits=traits.traits)

@@ -135,7 +135,7 @@ class TestApiSource(base.TestCase):
         for _, query, _ in lists:
             self.assertEqual(["10"], query["limit"])
             self.assertEqual(["uuid,name,resource_class,power_state,provision_state,"
-                              "maintenance,instance_uuid,properties"], query["fields"])
+                              "maintenance,instance_uuid,properties,traits"], query["fields"])
 
     def test_default_page_is_1000(self):
         stub = self.useFixture(StubIronic(3))

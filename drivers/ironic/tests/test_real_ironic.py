@@ -184,7 +184,7 @@ class TestCallBudget(RealIronicTestCase):
                      and f"shard={self.fleet.shard}" in line]
         last = lines[-1]
         self.assertIn("fields=uuid%2Cname%2Cresource_class%2Cpower_state%2Cprovision_state"
-                      "%2Cmaintenance%2Cinstance_uuid%2Cproperties%2Cshard", last)
+                      "%2Cmaintenance%2Cinstance_uuid%2Cproperties%2Ctraits%2Cshard", last)
         self.assertIn("limit=5", last)
 
     def test_single_get_on_cache_miss(self):
@@ -380,3 +380,104 @@ class TestDeployedNodesNeverNegative(RealIronicTestCase):
         data = json.loads(proc.stdout)
         self.assertTrue(data["consistent"])
         self.assertEqual(sorted(nodes), sorted(n["nodename"] for n in data["nodes"]))
+
+
+class TestTraitsFromIronic(RealIronicTestCase):
+    """Nodes' traits from a real Ironic: asked in the listing, recorded by the audit."""
+
+    GOLD = ("CUSTOM_GOLD", "HW_CPU_X86_AVX2")
+    #: Nova's IronicDriver capabilities, as the core adds their traits.
+    CAPABILITY_TRAITS = frozenset({
+        "COMPUTE_NET_ATTACH_INTERFACE", "COMPUTE_IMAGE_TYPE_AMI", "COMPUTE_IMAGE_TYPE_QCOW2",
+        "COMPUTE_IMAGE_TYPE_RAW"})
+
+    def setUp(self):
+        super().setUp()
+        from nova_lite.db import Store
+        from nova_lite.testing import databases
+        db = self.useFixture(databases.SQLiteFile())
+        self.store = Store(db.url)
+        self.addCleanup(self.store.close)
+
+    def service(self, host="h1", **options):
+        from nova_lite.compute.manager import ComputeService
+        driver = self.load(host, **options)
+        return ComputeService(host, driver, store=self.store, settings=driver.settings)
+
+    def recorded_traits(self):
+        return {n.nodename: n.traits for n in self.store.get_compute_nodes("h1")}
+
+    def test_audit_records_the_nodes_traits_in_one_listing(self):
+        gold = self.fleet.enroll(2, traits=self.GOLD)
+        (plain,) = self.fleet.enroll(1)
+        self.assertEqual(sorted(self.GOLD), sorted(self.fleet.get(gold[0]).traits))
+        svc = self.service()
+        before = real.count_node_lists(self.server), real.count_node_gets(self.server)
+        result = svc.run_once()
+        self.assertEqual(sorted(gold + [plain]), sorted(result.audited))
+        self.assertEqual((1, 0), (real.count_node_lists(self.server) - before[0],
+                                  real.count_node_gets(self.server) - before[1]))
+        recorded = self.recorded_traits()
+        for name in gold:
+            self.assertEqual(frozenset(self.GOLD) | self.CAPABILITY_TRAITS, recorded[name])
+        self.assertEqual(self.CAPABILITY_TRAITS, recorded[plain])
+
+        # Changed in Ironic, changed in the record at the next audit.
+        self.fleet.set_traits(gold[0], ["CUSTOM_SILVER"])
+        self.fleet.set_traits(gold[1], [])
+        self.fleet.set_traits(plain, ["CUSTOM_GOLD"])
+        svc.run_once()
+        recorded = self.recorded_traits()
+        self.assertEqual({"CUSTOM_SILVER"} | self.CAPABILITY_TRAITS, recorded[gold[0]])
+        self.assertEqual(self.CAPABILITY_TRAITS, recorded[gold[1]])
+        self.assertEqual({"CUSTOM_GOLD"} | self.CAPABILITY_TRAITS, recorded[plain])
+
+    def test_ironic_refuses_a_name_that_is_not_a_trait(self):
+        from openstack import exceptions as sdk_exc
+        (node,) = self.fleet.enroll(1, provide=False, traits=["CUSTOM_GOLD"])
+        for name in ("gold", "CUSTOM_go-ld", "HW_CPU_X86_NOT_A_TRAIT"):
+            self.assertRaises(sdk_exc.BadRequestException, self.fleet.set_traits, node, [name])
+        self.assertEqual(["CUSTOM_GOLD"], self.fleet.get(node).traits)
+
+    def test_a_trait_our_os_traits_lacks_is_left_out_and_the_node_recorded(self):
+        # Ironic with a newer os-traits knows a standard name nova-lite's does
+        # not: played by taking a name out of nova-lite's table.
+        from nova_lite import traits as core_traits
+        (node,) = self.fleet.enroll(1, traits=self.GOLD)
+        svc = self.service()
+        svc.run_once()
+        self.assertEqual(frozenset(self.GOLD) | self.CAPABILITY_TRAITS,
+                         self.recorded_traits()[node])
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite.traits.STANDARD_TRAITS",
+            core_traits.STANDARD_TRAITS - {"HW_CPU_X86_AVX2"}))
+        self.fleet.maintenance(node)
+        result = svc.run_once()
+        self.assertIn(node, result.audited)
+        record = {n.nodename: n for n in self.store.get_compute_nodes("h1")}[node]
+        self.assertEqual({"CUSTOM_GOLD"} | self.CAPABILITY_TRAITS, record.traits)
+        self.assertEqual({"CUSTOM_BAREMETAL": 1}, dict(record.resources.reserved))
+        self.assertIn(f"Leaving trait 'HW_CPU_X86_AVX2' of bare-metal node {node} out of its "
+                      "report: unknown trait", self.log.output)
+
+    def test_below_microversion_1_37_no_traits_are_asked(self):
+        import openstack.connection
+        from openstack import exceptions as sdk_exc
+        self.fleet.enroll(1, provide=False, traits=["CUSTOM_GOLD"])
+        old = openstack.connection.Connection(
+            auth_type="none", baremetal_endpoint_override=self.server.endpoint,
+            baremetal_api_version="1.36")
+        self.addCleanup(old.close)
+        # Ironic refuses the field below 1.37 ...
+        self.assertRaises(sdk_exc.HttpException, lambda: list(
+            old.baremetal.nodes(fields=["uuid", "traits"], limit=1)))
+        # ... so the driver does not ask for it, and its nodes have none.
+        from nova_lite_ironic.config import IronicConfig
+        from nova_lite_ironic.sources.api import ApiSource
+        source = ApiSource.from_config(IronicConfig.from_options(
+            {"endpoint_override": self.server.endpoint, "api_version": "1.36"}))
+        self.addCleanup(source.close)
+        listed = source.list_nodes()
+        self.assertTrue(listed)
+        self.assertEqual({()}, {n.traits for n in listed})
+        self.assertIn("microversion 1.36 is below 1.37", self.log.output)

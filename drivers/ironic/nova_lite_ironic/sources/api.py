@@ -2,7 +2,8 @@
 
 Every request carries the configured microversion
 (``X-OpenStack-Ironic-API-Version``), asks only for the fields the driver
-uses, and lists the fleet in pages of at most 1,000 nodes.
+uses (the nodes' ``traits`` among them from microversion 1.37), and lists
+the fleet in pages of at most 1,000 nodes.
 
 Auth, from ``[ironic]``:
 
@@ -19,6 +20,7 @@ import threading
 import openstack.config
 import openstack.connection
 
+from nova_lite_ironic.config import TRAITS_API_VERSION
 from nova_lite_ironic.exception import SourceError
 from nova_lite_ironic.sources.proxy import BACKEND_ERRORS, ProxySource
 
@@ -66,12 +68,12 @@ class ApiSource(ProxySource):
     name = "api"
 
     def __init__(self, connection, page_size=1000, filters=None, provision_timeout=600.0,
-                 where=None):
+                 where=None, traits=True):
         self.connection = connection
         self._proxy_lock = threading.Lock()
         super().__init__(None, page_size=page_size, filters=filters,
                          provision_timeout=provision_timeout,
-                         where=where or "Ironic API")
+                         where=where or "Ironic API", traits=traits)
 
     def _get_proxy(self):
         # openstacksdk discovers the endpoint's versions when the proxy is
@@ -91,8 +93,13 @@ class ApiSource(ProxySource):
         where = f"Ironic API {config.endpoint_override or 'of cloud ' + str(config.cloud)}"
         source = cls(connect(config), page_size=config.api_page_size,
                      filters=config.filters, provision_timeout=config.provision_timeout,
-                     where=f"{where} (microversion {config.effective_api_version})")
+                     where=f"{where} (microversion {config.effective_api_version})",
+                     traits=config.reads_traits)
         LOG.info("Reading bare-metal nodes from %s", source.describe())
+        if not config.reads_traits:
+            LOG.warning("Ironic API microversion %s is below %s, which carries the nodes' "
+                        "traits: bare-metal nodes report none", config.effective_api_version,
+                        TRAITS_API_VERSION)
         return source
 
     def close(self):

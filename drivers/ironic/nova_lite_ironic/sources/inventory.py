@@ -19,6 +19,10 @@ Format (YAML shown; JSON with the same keys works)::
         power_state: power off                      # default "power off"
         provision_state: available                  # default "available"
         instance_uuid: null                         # default none
+        traits: [CUSTOM_GOLD, HW_CPU_X86_AVX2]       # default none
+
+``traits`` are checked as Ironic checks them: each a standard trait of
+os-traits or ``CUSTOM_[A-Z0-9_]+``; a bad name is an error naming it.
 """
 
 import json
@@ -30,6 +34,8 @@ import uuid as uuidlib
 import attrs
 import yaml
 
+from nova_lite.traits import trait_problem
+
 from nova_lite_ironic import node as nodes
 from nova_lite_ironic.exception import InventoryError, SourceError
 from nova_lite_ironic.sources.fake import FakeBaremetal
@@ -39,7 +45,7 @@ LOG = logging.getLogger(__name__)
 
 _KEYS = {"uuid", "name", "resource_class", "cpu_arch", "capabilities", "properties",
          "maintenance", "power_state", "provision_state", "instance_uuid",
-         "conductor_group", "shard"}
+         "conductor_group", "shard", "traits"}
 _POWER_STATES = {nodes.POWER_ON, nodes.POWER_OFF, nodes.POWER_ERROR, None}
 
 
@@ -138,12 +144,21 @@ def _entry(path, index, entry):
         properties["capabilities"] = capabilities
     if entry.get("cpu_arch") is not None:
         properties["cpu_arch"] = entry["cpu_arch"]
+    traits = entry.get("traits")
+    if traits is None:
+        traits = []
+    if not isinstance(traits, list):
+        raise bad("traits", "must be a list of trait names")
+    for name in traits:
+        problem = trait_problem(name)
+        if problem is not None:
+            raise InventoryError(f"{label}: 'traits': {problem}")
     return nodes.BareMetalNode(
         uuid=node_uuid, name=entry.get("name"), resource_class=entry.get("resource_class"),
         power_state=power, provision_state=entry.get("provision_state", nodes.AVAILABLE),
         maintenance=maintenance, instance_uuid=entry.get("instance_uuid"),
         properties=properties, conductor_group=entry.get("conductor_group"),
-        shard=entry.get("shard"))
+        shard=entry.get("shard"), traits=traits)
 
 
 class InventorySource(ProxySource):
@@ -235,5 +250,9 @@ def dump_inventory(fleet):
     for node in fleet:
         entry = {k: v for k, v in attrs.asdict(node).items() if v is not None}
         entry["properties"] = dict(node.properties)
+        if node.traits:
+            entry["traits"] = list(node.traits)
+        else:
+            entry.pop("traits", None)
         entries.append(entry)
     return yaml.safe_dump({"nodes": entries}, sort_keys=False)

@@ -39,13 +39,16 @@ class ProxySource(NodeSource):
     ``page_size``: nodes per list request (1..1000).  ``filters``: query
     filters applied to the fleet (``conductor_group``, ``shard``); a node
     outside them is treated as not part of this fleet.  ``provision_timeout``:
-    seconds allowed for a deploy or undeploy.
+    seconds allowed for a deploy or undeploy.  ``traits``: ask for the
+    nodes' ``traits`` field (False for an Ironic API microversion below
+    1.37, which refuses the field: nodes then have none).
     """
 
     name = "proxy"
 
     def __init__(self, proxy, page_size=MAX_PAGE_SIZE, filters=None,
-                 provision_timeout=DEFAULT_PROVISION_TIMEOUT, where="baremetal proxy"):
+                 provision_timeout=DEFAULT_PROVISION_TIMEOUT, where="baremetal proxy",
+                 traits=True):
         if not 1 <= int(page_size) <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be between 1 and {MAX_PAGE_SIZE}, got "
                              f"{page_size}")
@@ -54,7 +57,7 @@ class ProxySource(NodeSource):
         self.filters = {k: v for k, v in (filters or {}).items() if v is not None}
         self.provision_timeout = provision_timeout
         self.where = where
-        self.fields = list(nodes.NODE_FIELDS) + [
+        self.fields = [f for f in nodes.NODE_FIELDS if traits or f != nodes.TRAITS_FIELD] + [
             f for f in nodes.PARTITION_FIELDS if f in self.filters]
 
     @property
@@ -90,12 +93,11 @@ class ProxySource(NodeSource):
                     try:
                         found.append(nodes.BareMetalNode.from_api(raw))
                     except (ValueError, TypeError) as exc:
-                        LOG.warning("Skipping a malformed node from %s: %s",
-                                    self.describe(), exc)
+                        LOG.warning("Skipping malformed node %s from %s: %s",
+                                    _raw_uuid(raw), self.describe(), exc)
                 if len(raw_page) < self.page_size:
                     return found
-                last = raw_page[-1]
-                marker = last.get("uuid") if type(last) is dict else last.id  # noqa: E721
+                marker = _raw_uuid(raw_page[-1])
         except BACKEND_ERRORS as exc:
             raise SourceError(f"listing nodes from {self.describe()} failed: {exc}") from exc
 
@@ -165,3 +167,8 @@ class ProxySource(NodeSource):
                 self.proxy.update_node(node_uuid, instance_id=None)
         except (SourceError,) + BACKEND_ERRORS as exc:
             LOG.warning("Could not clear the instance of node %s: %s", node_uuid, exc)
+
+
+def _raw_uuid(raw):
+    """The uuid of a node as the proxy gave it (a dict or an openstacksdk Node)."""
+    return raw.get("uuid") if type(raw) is dict else raw.id  # noqa: E721

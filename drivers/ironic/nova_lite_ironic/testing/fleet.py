@@ -42,9 +42,10 @@ class Fleet:
         self.conn.close()
 
     def enroll(self, count, resource_class="baremetal", cpu_arch="x86_64",
-               capabilities=None, provide=True, properties=None):
+               capabilities=None, provide=True, properties=None, traits=None):
         """Enroll ``count`` nodes; with ``provide`` bring them to ``available``.
 
+        ``traits``: trait names set on every node (one request a node).
         Power is set off first (the fake power interface starts with no
         state).  Returns the node uuids.
         """
@@ -60,6 +61,8 @@ class Fleet:
             attrs["shard"] = self.shard
         uuids = [str(uuidlib.uuid4()) for _ in range(count)]
         self._each(lambda u: self.bm.create_node(uuid=u, **attrs), uuids)
+        if traits:
+            self._each(lambda u: self.set_traits(u, traits), uuids)
         self._each(lambda u: self.bm.set_node_power_state(u, "power off"), uuids)
         self.wait(uuids, power_state="power off")
         if provide:
@@ -95,6 +98,10 @@ class Fleet:
             self.bm.set_node_maintenance(node_uuid, reason=reason)
         else:
             self.bm.unset_node_maintenance(node_uuid)
+
+    def set_traits(self, node_uuid, traits):
+        """Replace the node's traits (``PUT /v1/nodes/<uuid>/traits``)."""
+        self.bm.set_node_traits(node_uuid, list(traits))
 
     def delete(self, node_uuid):
         """Delete a node from Ironic."""
