@@ -70,8 +70,9 @@ class NodeResources:
     ``reserved`` holds amounts the driver itself holds back per resource
     class (added to the configured reserved host amounts).  ``traits``
     names the node's qualitative features (:mod:`nova_lite.traits`:
-    standard ``os-traits`` names and ``CUSTOM_*``); the audit adds the
-    traits of the driver's capabilities before recording them.
+    standard ``os-traits`` names and ``CUSTOM_*``); the audit records them
+    as :func:`nova_lite.traits.node_traits` makes them (with the traits of
+    the driver's capabilities, and ``COMPUTE_NODE``).
     """
 
     vcpus: int = attrs.field(validator=v.non_negative_int)

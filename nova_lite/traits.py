@@ -9,9 +9,10 @@ characters.  Any other name is refused with
 :class:`~nova_lite.exception.InvalidInput` naming it.
 
 A node's traits are what its driver reports (``NodeResources.traits``)
-plus the trait of each capability the driver declares
-(:data:`CAPABILITY_TRAITS`, the one table of them): the audit records the
-union with the node's report.
+with the trait of each capability the driver declares
+(:data:`CAPABILITY_TRAITS`, the one table of them), without those of the
+capabilities it does not declare, and with ``COMPUTE_NODE``: the audit
+records them with the node's report (:func:`node_traits`).
 
 A flavor asks with Nova's extra specs ``trait:<NAME>=required`` (only
 nodes with the trait) and ``trait:<NAME>=forbidden`` (only nodes without
@@ -126,6 +127,20 @@ def capability_traits(capabilities: object) -> frozenset[str]:
                      if getattr(capabilities, capability, False) is True)
 
 
+#: Every trait of :data:`CAPABILITY_TRAITS`.
+CAPABILITY_TRAIT_NAMES = frozenset(CAPABILITY_TRAITS.values())
+
+
+def node_traits(reported: frozenset[str], capabilities: object) -> frozenset[str]:
+    """The traits recorded for a node whose driver reported ``reported`` and
+    declares ``capabilities``, as Nova's resource tracker makes them: the
+    trait of each declared capability added, that of each undeclared one
+    taken away (a driver may not claim what it does not declare), and
+    ``COMPUTE_NODE`` (every compute node has it)."""
+    declared = capability_traits(capabilities)
+    return (reported - CAPABILITY_TRAIT_NAMES) | declared | {os_traits.COMPUTE_NODE}
+
+
 @attrs.frozen
 class TraitRequest:
     """The traits a request requires and forbids (disjoint sets of names)."""
@@ -185,4 +200,5 @@ def flavor_traits(extra_specs: Mapping[str, str], where: str = "flavor") -> Trai
 
 __all__ = ["STANDARD_TRAITS", "OS_TRAITS_VERSION", "CAPABILITY_TRAITS", "EXTRA_SPEC_PREFIX",
            "REQUIRED", "FORBIDDEN", "TraitRequest", "NO_TRAITS", "trait_problem",
-           "validate_trait", "trait_set", "capability_traits", "flavor_traits"]
+           "validate_trait", "trait_set", "capability_traits", "CAPABILITY_TRAIT_NAMES",
+           "node_traits", "flavor_traits"]

@@ -136,9 +136,11 @@ class StoreTests:
         driver, rt = self.tracker(nodes=["a"], numa_topology=topo, pci_devices=[gpu],
                                   pcpus=4, traits=["HW_CPU_X86_AVX2", "CUSTOM_GOLD"])
         stored = self.store.get_compute_node("host1", "a")
-        # Recorded with the trait of the fake driver's same-host resize.
+        # Recorded with the trait of the fake driver's same-host resize, and
+        # COMPUTE_NODE.
         self.assertEqual(attrs.evolve(driver.get_available_resource("a"), traits={
-            "HW_CPU_X86_AVX2", "CUSTOM_GOLD", "COMPUTE_SAME_HOST_COLD_MIGRATE"}),
+            "HW_CPU_X86_AVX2", "CUSTOM_GOLD", "COMPUTE_SAME_HOST_COLD_MIGRATE",
+            "COMPUTE_NODE"}),
             stored.resources)
         inst = instance(flavor(vcpus=2), pci_requests=[
             PciRequest(count=1, vendor_id="10de", product_id="1db4")],

@@ -67,6 +67,13 @@ class TestCapabilityTable(testtools.TestCase):
         fields = {f.name for f in attrs.fields(driver.Capabilities)}
         self.assertEqual(own, fields - set(traits.CAPABILITY_TRAITS))
 
+    def test_a_node_records_declared_capability_traits_only_and_compute_node(self):
+        caps = driver.Capabilities(supports_multiattach=True)
+        self.assertEqual({"CUSTOM_A", os_traits.COMPUTE_VOLUME_MULTI_ATTACH,
+                          os_traits.COMPUTE_NODE},
+                         traits.node_traits(frozenset({"CUSTOM_A",
+                                                       os_traits.COMPUTE_VOLUME_EXTEND}), caps))
+
     def test_the_declared_capabilities_give_their_traits(self):
         caps = driver.Capabilities(supports_multiattach=True, supports_same_host_resize=True,
                                    supports_numa=True, supports_image_type_qcow2=False)
@@ -195,8 +202,15 @@ class TraitScheduling(SchedulerScenario):
 
     def test_the_node_records_its_traits_with_its_capabilities(self):
         node = self.store.get_compute_node("host2", "host2")
-        self.assertEqual({"HW_CPU_X86_AVX2", "CUSTOM_SLOW", "COMPUTE_SAME_HOST_COLD_MIGRATE"},
-                         node.traits)
+        self.assertEqual({"HW_CPU_X86_AVX2", "CUSTOM_SLOW", "COMPUTE_SAME_HOST_COLD_MIGRATE",
+                          "COMPUTE_NODE"}, node.traits)
+
+    def test_a_capability_trait_the_driver_does_not_declare_is_not_recorded(self):
+        rt = self.trackers["host3"]
+        rt.driver.set_node_traits("host3", ["COMPUTE_VOLUME_MULTI_ATTACH", "CUSTOM_OK"])
+        rt.update_available_resource()
+        self.assertEqual({"CUSTOM_OK", "COMPUTE_SAME_HOST_COLD_MIGRATE", "COMPUTE_NODE"},
+                         self.store.get_compute_node("host3", "host3").traits)
 
     def test_required_and_forbidden_traits_steer_the_choice(self):
         self.assertEqual({"host1", "host2"},

@@ -27,7 +27,7 @@ from nova_lite.model.usage import synced
 from nova_lite.objects import (
     Allocation, ComputeNode, Flavor, Instance, Migration, NodeResources)
 from nova_lite.virt.driver import ComputeDriver
-from nova_lite.traits import capability_traits
+from nova_lite.traits import node_traits
 
 LOG = logging.getLogger(__name__)
 
@@ -231,9 +231,9 @@ class ResourceTracker:
                 f"driver returned {type(report).__name__}, not NodeResources, for "
                 f"node {nodename!r}")
         node_checks.check_report(nodename, report)
-        declared = capability_traits(self.driver.capabilities)
-        if not declared <= report.traits:
-            report = attrs.evolve(report, traits=report.traits | declared)
+        recorded = node_traits(report.traits, self.driver.capabilities)
+        if recorded != report.traits:
+            report = attrs.evolve(report, traits=recorded)
         inventories = accounting.build_inventories(report, self.settings)
         LOG.info("Node %s/%s hypervisor view: vcpus=%d used=%d memory=%dMB used=%dMB "
                  "disk=%dGB used=%dGB disk_available_least=%s", self.host, nodename,

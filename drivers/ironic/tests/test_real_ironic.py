@@ -390,6 +390,8 @@ class TestTraitsFromIronic(RealIronicTestCase):
     CAPABILITY_TRAITS = frozenset({
         "COMPUTE_NET_ATTACH_INTERFACE", "COMPUTE_IMAGE_TYPE_AMI", "COMPUTE_IMAGE_TYPE_QCOW2",
         "COMPUTE_IMAGE_TYPE_RAW"})
+    #: What the core records on every node: those, and COMPUTE_NODE.
+    ALWAYS = CAPABILITY_TRAITS | {"COMPUTE_NODE"}
 
     def setUp(self):
         super().setUp()
@@ -419,8 +421,8 @@ class TestTraitsFromIronic(RealIronicTestCase):
                                   real.count_node_gets(self.server) - before[1]))
         recorded = self.recorded_traits()
         for name in gold:
-            self.assertEqual(frozenset(self.GOLD) | self.CAPABILITY_TRAITS, recorded[name])
-        self.assertEqual(self.CAPABILITY_TRAITS, recorded[plain])
+            self.assertEqual(frozenset(self.GOLD) | self.ALWAYS, recorded[name])
+        self.assertEqual(self.ALWAYS, recorded[plain])
 
         # Changed in Ironic, changed in the record at the next audit.
         self.fleet.set_traits(gold[0], ["CUSTOM_SILVER"])
@@ -428,9 +430,9 @@ class TestTraitsFromIronic(RealIronicTestCase):
         self.fleet.set_traits(plain, ["CUSTOM_GOLD"])
         svc.run_once()
         recorded = self.recorded_traits()
-        self.assertEqual({"CUSTOM_SILVER"} | self.CAPABILITY_TRAITS, recorded[gold[0]])
-        self.assertEqual(self.CAPABILITY_TRAITS, recorded[gold[1]])
-        self.assertEqual({"CUSTOM_GOLD"} | self.CAPABILITY_TRAITS, recorded[plain])
+        self.assertEqual({"CUSTOM_SILVER"} | self.ALWAYS, recorded[gold[0]])
+        self.assertEqual(self.ALWAYS, recorded[gold[1]])
+        self.assertEqual({"CUSTOM_GOLD"} | self.ALWAYS, recorded[plain])
 
     def test_ironic_refuses_a_name_that_is_not_a_trait(self):
         from openstack import exceptions as sdk_exc
@@ -446,7 +448,7 @@ class TestTraitsFromIronic(RealIronicTestCase):
         (node,) = self.fleet.enroll(1, traits=self.GOLD)
         svc = self.service()
         svc.run_once()
-        self.assertEqual(frozenset(self.GOLD) | self.CAPABILITY_TRAITS,
+        self.assertEqual(frozenset(self.GOLD) | self.ALWAYS,
                          self.recorded_traits()[node])
         self.useFixture(fixtures.MonkeyPatch(
             "nova_lite.traits.STANDARD_TRAITS",
@@ -455,7 +457,7 @@ class TestTraitsFromIronic(RealIronicTestCase):
         result = svc.run_once()
         self.assertIn(node, result.audited)
         record = {n.nodename: n for n in self.store.get_compute_nodes("h1")}[node]
-        self.assertEqual({"CUSTOM_GOLD"} | self.CAPABILITY_TRAITS, record.traits)
+        self.assertEqual({"CUSTOM_GOLD"} | self.ALWAYS, record.traits)
         self.assertEqual({"CUSTOM_BAREMETAL": 1}, dict(record.resources.reserved))
         self.assertIn(f"Leaving trait 'HW_CPU_X86_AVX2' of bare-metal node {node} out of its "
                       "report: unknown trait", self.log.output)

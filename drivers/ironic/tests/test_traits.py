@@ -35,6 +35,8 @@ from tests.test_api_source import StubIronic, source_for
 IRONIC_CAPABILITY_TRAITS = frozenset({
     "COMPUTE_NET_ATTACH_INTERFACE", "COMPUTE_IMAGE_TYPE_AMI", "COMPUTE_IMAGE_TYPE_QCOW2",
     "COMPUTE_IMAGE_TYPE_RAW"})
+#: What the core records on every node of the driver: those, and COMPUTE_NODE.
+RECORDED_ALWAYS = IRONIC_CAPABILITY_TRAITS | {"COMPUTE_NODE"}
 GOLD = ("CUSTOM_GOLD", "HW_CPU_X86_AVX2")
 
 
@@ -255,12 +257,12 @@ class TestRecordedTraits(base.TestCase):
         svc = self.service(fake)
         svc.run_once()
         records = self.records()
-        self.assertEqual(frozenset(GOLD) | IRONIC_CAPABILITY_TRAITS, records[gold.uuid].traits)
-        self.assertEqual(IRONIC_CAPABILITY_TRAITS, records[plain.uuid].traits)
+        self.assertEqual(frozenset(GOLD) | RECORDED_ALWAYS, records[gold.uuid].traits)
+        self.assertEqual(RECORDED_ALWAYS, records[plain.uuid].traits)
 
         fake.set(gold.uuid, traits=["CUSTOM_SILVER"])
         svc.run_once()
-        self.assertEqual({"CUSTOM_SILVER"} | IRONIC_CAPABILITY_TRAITS,
+        self.assertEqual({"CUSTOM_SILVER"} | RECORDED_ALWAYS,
                          self.records()[gold.uuid].traits)
 
     def test_a_bad_trait_leaves_the_rest_of_the_node_recorded(self):
@@ -277,7 +279,7 @@ class TestRecordedTraits(base.TestCase):
         self.assertIn(node.uuid, result.audited)
         record = self.records()[node.uuid]
         self.assertEqual({"CUSTOM_BAREMETAL": 1}, dict(record.resources.reserved))
-        self.assertEqual({"CUSTOM_GOLD"} | IRONIC_CAPABILITY_TRAITS, record.traits)
+        self.assertEqual({"CUSTOM_GOLD"} | RECORDED_ALWAYS, record.traits)
         self.assertIn("Leaving trait 'HW_CPU_X86_FROM_THE_FUTURE'", self.log.output)
 
     def test_a_flavor_requiring_a_trait_gets_the_node_with_it(self):
