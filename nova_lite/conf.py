@@ -43,8 +43,11 @@ from typing import Any, TypeVar
 import attrs
 
 from nova_lite import validators as v
-from nova_lite.exception import InvalidConfig, InvalidCPUSpec
+from nova_lite.exception import InvalidConfig, InvalidCPUSpec, InvalidInput
 from nova_lite.resources import to_ratio
+
+if typing.TYPE_CHECKING:
+    from nova_lite.pci_alias import PciAlias
 
 _T = TypeVar("_T")
 
@@ -193,6 +196,18 @@ def _name_option(instance: object, attribute: _Attribute, value: Any) -> None:
     if reason is not None:
         shown = value if not isinstance(value, str) or len(value) <= 80 else value[:40] + "..."
         raise InvalidConfig(attribute.name, shown, f"the value {reason}")
+
+
+def _pci_alias_option(instance: object, attribute: _Attribute, value: Any) -> None:
+    if not isinstance(value, str):
+        raise InvalidConfig(attribute.name, value, "must be a string")
+    from nova_lite.pci_alias import parse_aliases   # it imports the records
+    where = "[pci] alias"
+    try:
+        parse_aliases(value, where)
+    except InvalidInput as exc:
+        raise InvalidConfig(attribute.name, value,
+                            str(exc).removeprefix(where).lstrip(": ")) from None
 
 
 def _default_database_url(settings: "Settings") -> str:
@@ -553,6 +568,17 @@ class Settings:
             used when [metrics] port is set); the default keeps it on the
             loopback interface.""",
             nova="nova-lite only"))
+    pci_alias: str = attrs.field(
+        default="", validator=_pci_alias_option,
+        metadata=option("pci", "alias", """
+            Names of kinds of PCI device that flavors ask for with
+            pci_passthrough:alias=<name>:<count>: one JSON object, or a JSON
+            list of them, each with name, vendor_id and product_id (4 hex
+            digits), and optionally device_type (type-PCI, type-PF or
+            type-VF) and numa_policy (legacy, required or preferred).  A
+            value may continue on indented lines.""",
+            default_text="none", nova="same name and keys; one option holding a list "
+                                      "where Nova repeats it; one device kind per name"))
     #: Raw options of every section, for plugins (not an option itself).
     sections: Mapping[str, Mapping[str, str]] = attrs.field(
         factory=dict, converter=_sections, repr=False, eq=False)
@@ -585,6 +611,12 @@ class Settings:
         value = explicit if explicit is not None else getattr(
             self, f"initial_{kind}_allocation_ratio")
         return to_ratio(value, f"{kind}_allocation_ratio")
+
+    @property
+    def pci_aliases(self) -> "Mapping[str, PciAlias]":
+        """``{name: PciAlias}`` of ``[pci] alias`` (checked when the settings were made)."""
+        from nova_lite.pci_alias import parse_aliases
+        return parse_aliases(self.pci_alias)
 
     def section(self, name: str) -> Mapping[str, str]:
         """Raw options of an INI section a plugin owns, as a read-only mapping."""

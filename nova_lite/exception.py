@@ -206,6 +206,8 @@ class PciClaimError(NovaLiteError):
         self.available = available
         self.numa_cells = numa_cells
         where = [f'alias "{request.alias_name}"'] if request.alias_name else []
+        if request.dev_type is not None:
+            where.append(f"device type {request.dev_type}")
         where.append(f'numa_policy "{request.numa_policy}"')
         where.append(f"NUMA cells {'any' if numa_cells is None else sorted(numa_cells)}")
         super().__init__(

@@ -81,13 +81,17 @@ class InstanceNUMATopology:
 
 @attrs.frozen
 class PciRequest:
-    """A request for ``count`` devices of one vendor/product."""
+    """A request for ``count`` devices of one vendor/product (and, with
+    ``dev_type``, of that device type only: ``type-PCI``, ``type-PF`` or
+    ``type-VF``); ``alias_name`` names the ``[pci] alias`` it came from."""
 
     count: int = attrs.field(validator=v.positive_int)
     vendor_id: str = attrs.field(validator=v.non_empty_str)
     product_id: str = attrs.field(validator=v.non_empty_str)
     alias_name: str | None = attrs.field(default=None, validator=v.optional(v.string))
     numa_policy: str = attrs.field(default="legacy", validator=v.one_of(PCI_NUMA_POLICIES))
+    dev_type: str | None = attrs.field(default=None, validator=v.optional(v.one_of(
+        PCI_DEV_TYPES)))
 
 
 def _pci_requests(value: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:

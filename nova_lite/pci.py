@@ -127,6 +127,7 @@ class PciStats:
         candidates = sorted(
             (d for d in self.devices
              if d.vendor_id == request.vendor_id and d.product_id == request.product_id
+             and (request.dev_type is None or d.dev_type == request.dev_type)
              # As Nova: a VF backing a vDPA device serves vDPA ports only, never
              # a flavor's PCI alias.
              and d.dev_type != "vdpa"

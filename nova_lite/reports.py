@@ -95,6 +95,47 @@ def hypervisor_rows(nodes: Iterable["ComputeNode"], services: Iterable["ServiceR
 
 
 @attrs.frozen
+class PciDeviceLine:
+    """One PCI device of one node for passthrough: its address, ids (4 hex
+    digits), type (``type-PCI``, ``type-PF``, ``type-VF``, ``vdpa``), NUMA
+    node, the PF of a VF (``parent_addr``), whether a claim holds it
+    (``in_use``) and whether a claim could take it now (``free``: false
+    also for a PF with a VF in use, or a VF of a PF in use)."""
+
+    address: str
+    vendor_id: str
+    product_id: str
+    dev_type: str
+    numa_node: int | None
+    parent_addr: str | None
+    in_use: bool
+    free: bool
+
+    def text(self) -> str:
+        """One line for a table: ``0000:81:00.0 10de:1db4 type-PCI numa 0 free``."""
+        state = "in use" if self.in_use else "free" if self.free else "unavailable"
+        numa = "" if self.numa_node is None else f" numa {self.numa_node}"
+        parent = f" of {self.parent_addr}" if self.parent_addr else ""
+        return (f"{self.address} {self.vendor_id}:{self.product_id} {self.dev_type}"
+                f"{parent}{numa} {state}")
+
+
+def pci_device_lines(node: "ComputeNode") -> list[PciDeviceLine]:
+    """The node's passthrough devices as last reported, lowest address first."""
+    from nova_lite.pci import PciStats
+    report = node.resources
+    if report is None or not report.pci_devices:
+        return []
+    stats = PciStats(report.pci_devices, node.pci_in_use)
+    free = {d.address for d in stats.free_devices()}
+    return [PciDeviceLine(address=d.address, vendor_id=d.vendor_id, product_id=d.product_id,
+                          dev_type=d.dev_type, numa_node=d.numa_node,
+                          parent_addr=d.parent_addr, in_use=d.address in stats.in_use,
+                          free=d.address in free)
+            for d in stats.devices]
+
+
+@attrs.frozen
 class ResourceLine:
     """One resource class of one node.
 

@@ -118,7 +118,7 @@ class TestSample(testtools.TestCase):
         self.assertEqual(conf.Settings(host="h"), loaded)
         self.assertGreater(len(literal), 20)
 
-    def test_the_sample_holds_the_core_options_only(self):
+    def test_the_sample_holds_the_core_and_fake_options_only(self):
         before = conf_reference.sample_config()
         dists = self.useFixture(ThrowawayDistributions())
         dists.add("nltest-acme", entry_points={"nova_lite.virt.drivers": {
@@ -126,7 +126,8 @@ class TestSample(testtools.TestCase):
             modules={"nltest_acme_driver": ACME_DRIVER})
         self.assertEqual(before, conf_reference.sample_config())
         sections = set(re.findall(r"(?m)^\[(\w+)\]$", before))
-        self.assertEqual(set(conf.CORE_SECTIONS), sections)
+        self.assertEqual(set(conf.CORE_SECTIONS) | {"fake"}, sections)
+        self.assertIn("#traits = <none>", before)
         self.assertNotIn("connection_uri", before)
 
     def test_a_changed_help_makes_the_sample_differ(self):

@@ -218,6 +218,7 @@ class ApiApp:
             "uuid": found.uuid, "host": found.host, "nodename": found.nodename,
             "generation": found.generation, "state": state, "status": status,
             "last_error": found.last_error, "traits": sorted(found.traits),
+            "pci_devices": [attrs.asdict(d) for d in reports.pci_device_lines(found)],
             "resources": [attrs.asdict(line) for line in lines]}})
 
     def get_hosts(self, params: dict[str, Any]) -> Response:

@@ -145,7 +145,8 @@ def document() -> dict[str, Any]:
                                               "items": _ref(cluster.ClassTotals)}}},
         "Hypervisor": {"type": "object",
                        "required": ["uuid", "host", "nodename", "generation", "state",
-                                    "status", "last_error", "traits", "resources"],
+                                    "status", "last_error", "traits", "pci_devices",
+                                    "resources"],
                        "properties": {"uuid": {"type": "string"},
                                       "host": {"type": "string"},
                                       "nodename": {"type": "string"},
@@ -155,6 +156,8 @@ def document() -> dict[str, Any]:
                                       "last_error": {"type": ["string", "null"]},
                                       "traits": {"type": "array",
                                                  "items": {"type": "string"}},
+                                      "pci_devices": {"type": "array", "items": _ref(
+                                          reports.PciDeviceLine)},
                                       "resources": {"type": "array",
                                                     "items": _ref(reports.ResourceLine)}}},
         "NodeExplanation": {"type": "object",

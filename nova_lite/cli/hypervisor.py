@@ -13,7 +13,7 @@ import attrs
 
 from nova_lite import reports
 from nova_lite.cli.lookup import find_node, node_arguments
-from nova_lite.cli.output import ListColumn, OptionalColumn, TextColumn
+from nova_lite.cli.output import ListColumn, OptionalColumn, PciDevicesColumn, TextColumn
 from nova_lite.cli.typed import Lister, ShowOne
 
 #: Every column of ``hypervisor list`` (-f json/yaml/csv/value, or --long).
@@ -61,7 +61,8 @@ class ShowHypervisor(ShowOne):
     Per resource class: detected (the driver's total), configured reserved
     and ratio (settings), and the effective total, reserved, ratio,
     capacity, used, free (never negative) and over; then its running
-    guests and its traits (the driver's and those of its capabilities).
+    guests, its traits (the driver's and those of its capabilities) and
+    its PCI devices for passthrough (each in use, free or unavailable).
     """
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
@@ -91,6 +92,7 @@ class ShowHypervisor(ShowOne):
         fields["running_guests"] = ListColumn([i.uuid for i in guests])
         fields["last_error"] = OptionalColumn(node.last_error)
         fields["traits"] = ListColumn(sorted(node.traits))
+        fields["pci_devices"] = PciDevicesColumn(reports.pci_device_lines(node))
         return tuple(fields), tuple(fields.values())
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+import attrs
 from cliff import columns
 
 LOG = logging.getLogger(__name__)
@@ -128,6 +129,17 @@ class CapabilitiesColumn(ListColumn):
 
     def human_readable(self) -> str:
         return ", ".join(v.removeprefix("supports_") for v in self._value) or "-"
+
+
+class PciDevicesColumn(columns.FormattableColumn):
+    """PCI devices (:class:`nova_lite.reports.PciDeviceLine`): a line each for
+    people, a list of objects for machines."""
+
+    def human_readable(self) -> str:
+        return "\n".join(safe_text(line.text()) for line in self._value) or "-"
+
+    def machine_readable(self) -> Any:
+        return [attrs.asdict(line) for line in self._value]
 
 
 class OptionalColumn(columns.FormattableColumn):

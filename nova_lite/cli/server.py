@@ -28,7 +28,7 @@ from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.compute import api
 from nova_lite.db import Store
-from nova_lite.exception import BuildFailed, InstanceStateConflict
+from nova_lite.exception import BuildFailed, InstanceStateConflict, InvalidInput
 from nova_lite.scheduler import NoValidHost, RequestSpec
 from nova_lite.work import Task
 
@@ -129,6 +129,10 @@ class CreateServer(Lister):
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
         spec = RequestSpec(flavor, project_id=parsed_args.project)
+        try:
+            spec = api.with_alias_requests(spec, ctx.settings)
+        except InvalidInput as exc:
+            raise BadArguments(f"{exc}; nothing was changed") from None
         try:
             result = api.build(store, spec, parsed_args.count, settings=ctx.settings)
         except (NoValidHost, BuildFailed) as exc:

@@ -11,6 +11,9 @@
 import math
 from typing import Any
 
+import attrs
+
+from nova_lite import reports
 from nova_lite.cli.output import ratio_number
 from nova_lite.conf import Settings
 from nova_lite.hardware import parse_cpu_spec
@@ -125,6 +128,7 @@ def node_dict(node: ComputeNode, settings: Settings | None = None) -> dict[str, 
         "hypervisor_hostname": report.hypervisor_hostname if report is not None else None,
         "inventory": inventory_rows(node),
         "traits": sorted(node.traits),
+        "pci_devices": [attrs.asdict(line) for line in reports.pci_device_lines(node)],
     }
     if settings is not None:
         data["sources"] = source_rows(node, settings)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
-from nova_lite import objects, work
+from nova_lite import objects, pci_alias, work
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable
 from nova_lite.exception import (
     BuildFailed, InstanceStateConflict, InvalidInput, NovaLiteError)
@@ -118,6 +118,19 @@ def _claim_group(tracker: "ResourceTracker", instances: Sequence[objects.Instanc
     return list(tracker.instance_claims(instances, nodename, limits=limits))
 
 
+def with_alias_requests(spec: RequestSpec, settings: "Settings") -> RequestSpec:
+    """``spec`` with the PCI requests of its flavor's ``pci_passthrough:alias``
+    extra spec (``[pci] alias`` of ``settings`` names the devices) when it
+    has none of its own.
+
+    :raises InvalidInput: the extra spec is malformed or names no alias.
+    """
+    if spec.pci_requests or pci_alias.EXTRA_SPEC not in spec.flavor.extra_specs:
+        return spec
+    return attrs.evolve(spec, pci_requests=pci_alias.flavor_pci_requests(
+        spec.flavor.extra_specs, settings.pci_aliases, f"flavor {spec.flavor.name}"))
+
+
 def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: int = 1, *,
           trackers: "_Trackers | None" = None, host_manager: HostManager | None = None,
           settings: "Settings | None" = None, display_name: str = "") -> BuildResult:
@@ -143,6 +156,7 @@ def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: 
         raise InvalidInput(f"num_instances must be an integer >= 1, got {num_instances!r}")
     spec = as_request_spec(request)
     manager = host_manager or HostManager(store, settings)
+    spec = with_alias_requests(spec, settings or manager.settings)
     claimers = trackers if trackers is not None else RecordsTrackers(store, settings)
     selections = manager.select_destinations(spec, num_instances)
     instances = [objects.Instance(
