@@ -74,6 +74,32 @@ class TestNoopExample(CliTestCase):
         self.assertEqual(32, inv["VCPU"]["capacity"])   # 8 x initial ratio 4.0
 
 
+    def test_its_device_and_trait_show_and_can_be_asked_for(self):
+        # A third party's driver reports a PCI device and a trait: both show
+        # in the node's views, and a flavor that asks for both lands there.
+        config = os.path.join(self.state, "n.conf")
+        os.makedirs(self.state, exist_ok=True)
+        with open(config, "w") as handle:
+            handle.write('[pci]\nalias = {"name": "gpu", "vendor_id": "10de", '
+                         '"product_id": "1db4"}\n')
+        self.json("--config-file", config, "compute", "--once", "--driver", "noop",
+                  "--host", "noop-host")
+        shown = self.json("hypervisor", "show", "noop-host")
+        self.assertEqual({"CUSTOM_NOOP", "COMPUTE_NODE"}, set(shown["traits"]))
+        self.assertEqual([("0000:81:00.0", "10de", "1db4", True)],
+                         [(d["address"], d["vendor_id"], d["product_id"], d["free"])
+                          for d in shown["pci_devices"]])
+        flavors = os.path.join(self.state, "flavors.ini")
+        with open(flavors, "w") as handle:
+            handle.write("[noop.gpu]\nvcpus = 1\nmemory_mb = 256\n"
+                         "trait:CUSTOM_NOOP = required\npci_passthrough:alias = gpu:1\n")
+        (server,) = self.json("--config-file", config, "server", "create", "--flavors-file",
+                              flavors, "--flavor", "noop.gpu")
+        self.assertEqual("noop-host", server["Host"])
+        node = self.json("node", "show", "noop-host")
+        self.assertEqual([True], [d["in_use"] for d in node["pci_devices"]])
+
+
 class TestOperatorGuide(testtools.TestCase):
 
     def test_every_option_is_documented(self):

@@ -14,7 +14,7 @@ class NoopDriver(driver.ComputeDriver):
     """One node named after the host; guests are remembered, never run."""
 
     api_versions = ("1.0",)                       # contract versions spoken
-    capabilities = driver.Capabilities(supports_lifecycle=True)
+    capabilities = driver.Capabilities(supports_lifecycle=True, supports_pci=True)
 
     def __init__(self, settings=None, vcpus=8, memory_mb=16384, local_gb=100):
         super().__init__(settings=settings)       # keeps settings, sets host
@@ -38,7 +38,10 @@ class NoopDriver(driver.ComputeDriver):
             memory_mb_used=sum(f.memory_mb for f in flavors),
             local_gb_used=sum(f.root_gb + f.ephemeral_gb for f in flavors),
             hypervisor_type="noop", hypervisor_version=1,
-            hypervisor_hostname=nodename)
+            hypervisor_hostname=nodename,
+            pci_devices=[driver.PciDevice(address="0000:81:00.0", vendor_id="10de",
+                                          product_id="1db4")],   # for passthrough
+            traits={"CUSTOM_NOOP"})   # os-traits names or CUSTOM_*
 
     def estimate_instance_overhead(self, instance_or_flavor):
         return driver.Overhead(memory_mb=0)       # a real hypervisor: its footprint
