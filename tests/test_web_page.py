@@ -24,6 +24,7 @@ from nova_lite import cluster
 from nova_lite.api import make_app, query
 from nova_lite.db import Store
 from nova_lite.db.store import COMPUTE_BINARY
+from nova_lite.objects import PciDevice, PciRequest
 from nova_lite.testing import browser
 from nova_lite.web_server import BackgroundServer
 from tests import base
@@ -58,6 +59,7 @@ class PageReader:
       rows[row.dataset.rc] = cells;
     }
     const hosts = {};
+    const devices = {};
     for (const card of document.querySelectorAll("#hosts .host")) {
       const bars = {};
       for (const bar of card.querySelectorAll(".bar-row")) {
@@ -66,11 +68,14 @@ class PageReader:
                                 width: bar.querySelector(".used").style.width};
       }
       hosts[card.dataset.host] = bars;
+      const pci = card.querySelector(".pci");
+      if (pci) devices[card.dataset.host] = {total: pci.dataset.total, free: pci.dataset.free,
+                                             in_use: pci.dataset.inUse, text: pci.textContent};
     }
     const findings = [...document.querySelectorAll("#findings tr.finding")].map(
       r => [r.dataset.kind, r.dataset.subject]);
     return {polls: document.getElementById("status").dataset.polls, cluster: rows,
-            hosts: hosts, findings: findings};
+            hosts: hosts, devices: devices, findings: findings};
     """
 
     def read(self):
@@ -90,6 +95,12 @@ class PageReader:
 
     def findings(self):
         return [tuple(f) for f in self.read()["findings"]]
+
+    def devices(self):
+        """``{host: {"total", "free", "in_use": int, "text": str}}`` of the hosts
+        whose card shows PCI devices."""
+        return {host: {k: v if k == "text" else int(v) for k, v in shown.items()}
+                for host, shown in self.read()["devices"].items()}
 
     def interval(self):
         """The poll period (s) the page uses, as it shows it."""
@@ -243,6 +254,22 @@ class TestOverviewPage(CliTestCase, base.TestCase):
         with open(path, "rb") as handle:
             self.assertEqual(b"\x89PNG", handle.read(4))
         self.assertEqual(POLL_S, page.interval())
+        page.assert_clean_console()
+
+    def test_a_hosts_pci_devices_show_and_follow_its_claims(self):
+        gpus = [PciDevice(address=f"0000:81:00.{i}", vendor_id="10de", product_id="1db4")
+                for i in range(2)]
+        _, rt3 = self.make_tracker(settings=self.settings_, store=self.writer, host="h3",
+                                   vcpus=8, memory_mb=8192, local_gb=100, pci_devices=gpus)
+        self.writer.heartbeat("h3", COMPUTE_BINARY)
+        page, _ = open_page(self, self.reader, self.settings_)
+        page.wait_for(lambda p: "h3" in p.devices(), "h3's devices")
+        self.assertEqual({"h3": {"total": 2, "free": 2, "in_use": 0,
+                                 "text": "PCI devices: 2 free of 2 (0 in use)"}}, page.devices())
+        rt3.instance_claim(base.instance(base.flavor(), pci_requests=[
+            PciRequest(count=1, vendor_id="10de", product_id="1db4")]), "h3")
+        page.wait_for(lambda p: p.devices()["h3"]["free"] == 1, "the claimed device")
+        self.assertEqual((2, 1), (page.devices()["h3"]["total"], page.devices()["h3"]["in_use"]))
         page.assert_clean_console()
 
     def test_the_console_check_sees_a_violation(self):

@@ -231,10 +231,15 @@ class ApiApp:
         for host in sorted(set(by_host) | set(services)):
             state, status = reports.service_state(services.get(host),
                                                   self.settings.service_down_time)
+            own = by_host.get(host, ())
+            devices = [d for node in own for d in reports.pci_device_lines(node)]
             hosts.append({"host": host, "state": state, "status": status,
-                          "nodes": len(by_host.get(host, ())),
-                          "resources": [attrs.asdict(t) for t in
-                                        cluster.class_totals(by_host.get(host, ()))]})
+                          "nodes": len(own),
+                          "resources": [attrs.asdict(t) for t in cluster.class_totals(own)],
+                          "traits": sorted(set().union(*(n.traits for n in own))),
+                          "pci_devices": {"total": len(devices),
+                                          "in_use": sum(d.in_use for d in devices),
+                                          "free": sum(d.free for d in devices)}})
         return json_response({"hosts": hosts})
 
     def get_host(self, params: dict[str, Any], host: str) -> Response:

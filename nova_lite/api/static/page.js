@@ -73,6 +73,14 @@ function drawHosts(data) {
                     `${r.used} / ${r.capacity} used, ${r.free} free` + (r.over ? `, ${r.over} over` : "")));
       card.append(row);
     }
+    const pci = h.pci_devices;
+    if (pci.total > 0) {
+      card.append(el("div", {class: "pci", "data-total": pci.total, "data-free": pci.free,
+                             "data-in-use": pci.in_use},
+                     `PCI devices: ${pci.free} free of ${pci.total} (${pci.in_use} in use)`));
+    }
+    const own = h.traits.filter(t => t !== "COMPUTE_NODE");
+    if (own.length) card.append(el("div", {class: "traits"}, "traits: " + own.join(", ")));
     box.append(card);
   }
 }
