@@ -12,6 +12,13 @@ there are N hosts, each with a live heartbeat.  Timed:
 
 The default filters run (ComputeFilter, RamFilter, CoreFilter, DiskFilter,
 ResourceClassFilter, NUMATopologyFilter, PciPassthroughFilter) and the RAM, CPU and disk weighers.
+
+With ``"traits"``, every node reports 20 traits (two standard CPU traits
+and 18 custom ones) and the steady requests are also timed for a flavor
+that requires two of them (``traits_steady``, and ``traits_ratio``: its
+median over the plain flavor's): ``"every"`` node has both,
+``"one_in_ten"`` only every tenth node (the others lack them, so the
+scheduler reads further down its orders).
 """
 
 import sys
@@ -24,12 +31,20 @@ NAME = "scheduler"
 DEFAULT_SIZES = [1000, 10000]
 TINY_SIZES = [4]
 STORES = ("sqlite-file",)
-TARGETS = {"10000 hosts": {"steady_median_ms": "<= 20"}}
+TARGETS = {"10000 hosts": {"steady_median_ms": "<= 20",
+                           "traits_ratio (2 required traits)": "<= 2"}}
+#: The traits every node reports with "traits" (20), the first two required.
+TRAITS = ("HW_CPU_X86_AVX2", "CUSTOM_RACK_A", "HW_CPU_X86_SSE42",
+          *(f"CUSTOM_T{i:02d}" for i in range(17)))
 
 
 def cases(sizes):
-    return [{"store": store, "nodes": n, "repeat": 50 if n <= 10000 else 10}
-            for n in sizes for store in STORES]
+    found = []
+    for n in sizes:
+        for store in STORES:
+            base = {"store": store, "nodes": n, "repeat": 50 if n <= 10000 else 10}
+            found += [base, dict(base, traits="every"), dict(base, traits="one_in_ten")]
+    return found
 
 
 def _spread_hosts(store, count):
@@ -65,6 +80,12 @@ def run_case(case):
     driver = loader.load_driver("fake.multinode", settings=settings, nodes=names)
     driver.init_host(common.HOST)
     flavor = objects.Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=20)
+    traited = objects.Flavor(name="m1.small.rack-a", vcpus=1, memory_mb=2048, root_gb=20,
+                             extra_specs={f"trait:{t}": "required" for t in TRAITS[:2]})
+    if case.get("traits"):
+        for i, name in enumerate(names):
+            has = case["traits"] == "every" or i % 10 == 0
+            driver.set_node_traits(name, TRAITS if has else TRAITS[2:])
     with common.store_url(case["store"]) as url:
         store = Store(url)
         try:
@@ -77,6 +98,15 @@ def run_case(case):
             for _ in range(case["repeat"]):
                 sample, _ = common.measure(manager.select_destinations, flavor)
                 steady.append(sample)
+            with_traits = []
+            if case.get("traits"):
+                for _ in range(case["repeat"]):
+                    sample, picked = common.measure(manager.select_destinations, traited)
+                    with_traits.append(sample)
+                chosen = store.get_compute_node(picked[0].host, picked[0].nodename)
+                if not set(TRAITS[:2]) <= chosen.traits:
+                    raise RuntimeError(f"node {chosen.nodename} was chosen without the "
+                                       f"required traits {TRAITS[:2]}")
             rt = ResourceTracker(f"h-{names[0]}", driver, store=store, settings=settings)
             after = []
             for _ in range(min(10, case["repeat"])):
@@ -87,9 +117,14 @@ def run_case(case):
         finally:
             store.close()
     steady_t = common.timings(steady)
-    return {"hosts": hosts, "cold": common.timings([cold]), "steady": steady_t,
-            "steady_median_ms": steady_t["median_ms"],
-            "after_claim": common.timings(after), "alternates": len(first[0].alternates)}
+    out = {"hosts": hosts, "cold": common.timings([cold]), "steady": steady_t,
+           "steady_median_ms": steady_t["median_ms"],
+           "after_claim": common.timings(after), "alternates": len(first[0].alternates)}
+    if with_traits:
+        traits_t = common.timings(with_traits)
+        out.update(traits_steady=traits_t, traits_ratio=round(
+            traits_t["median_ms"] / steady_t["median_ms"], 2) if steady_t["median_ms"] else None)
+    return out
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import fixtures
 import testtools
 
 from bench import api, audit, builds, claims, cluster_work, common, concurrency, fleet, \
-    nova_compare, references, run_all, summary
+    nova_compare, references, run_all, scheduler, summary
 from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
@@ -247,6 +247,14 @@ class TestScenarios(testtools.TestCase):
             work = figures[phase]["work"]
             self.assertEqual(0, work["wakes"], phase)   # never woken: it polled
             self.assertGreater(work["steps"]["poll"]["calls_per_task"], 0, phase)
+
+    def test_scheduler_with_required_traits(self):
+        # Ten nodes, only the first with the two traits: every pick is it,
+        # or the case fails (it checks the node it was given).
+        figures = self.run_case(scheduler, store="sqlite-file", nodes=10, repeat=3,
+                                traits="one_in_ten")
+        self.assertEqual(3, figures["traits_steady"]["runs"])
+        self.assertGreater(figures["traits_ratio"], 0)
 
     def test_summary_rows_of_cluster_work(self):
         report = {"scenarios": {"cluster_work": {"results": [

@@ -26,8 +26,8 @@ from nova_lite.model.plans import ClaimAsk, ClaimPlan
 from nova_lite.model.usage import synced
 from nova_lite.objects import (
     Allocation, ComputeNode, Flavor, Instance, Migration, NodeResources)
-from nova_lite.virt.driver import ComputeDriver
 from nova_lite.traits import node_traits
+from nova_lite.virt.driver import ComputeDriver
 
 LOG = logging.getLogger(__name__)
 
