@@ -259,8 +259,14 @@ class AuditRecordsTests:
         self.addCleanup(server.stop)
         status, _, body = request(server.url + "/v1/findings?host=h2")
         self.assertEqual(200, status)
-        (recorded,) = json.loads(body)["recorded"]
+        answer = json.loads(body)
+        (recorded,) = answer["recorded"]
         self.assertEqual(1, recorded["counts"]["tasks_waiting"])
+        # ... and lists it with the findings the page shows.
+        self.assertFalse(answer["clean"])
+        self.assertEqual([("tasks_waiting", "h2")], [
+            (f["kind"], f["subject"]) for f in answer["findings"]
+            if f["kind"] == findings.TASKS_WAITING])
 
         # Asking h2 itself: answered at once with what was recorded for it,
         # nothing recorded for it to do.

@@ -47,6 +47,7 @@ from nova_lite.api import openapi, query
 from nova_lite.api.errors import UnknownName, database_failure, echo, error_response
 from nova_lite.api.errors import json_response
 from nova_lite.exception import InvalidInput, NodeNotFound, StoreError
+from nova_lite.findings import TASKS_WAITING
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -273,9 +274,15 @@ class ApiApp:
         host = params.get("host")
         node = params.get("node")
         report = leaks.find_leaks(self.store, self.settings, host=host, nodename=node)
+        stored = self.store.recorded_findings(host)
         recorded = [{"host": r.host, "recorded_at": r.recorded_at, "counts": r.counts()}
-                    for r in self.store.recorded_findings(host)]
-        return json_response({"findings": report.to_dicts(), "clean": report.clean,
+                    for r in stored]
+        # Work waiting for a host whose service is down: only a live peer's
+        # search finds it, so it comes from the recorded findings.
+        waiting = [f.to_dict() for r in stored for f in r.findings
+                   if f.kind == TASKS_WAITING and node is None]
+        return json_response({"findings": report.to_dicts() + waiting,
+                              "clean": report.clean and not waiting,
                               "guests_compared": report.guests_compared,
                               "migration_stuck_age": report.migration_stuck_age,
                               "recorded": recorded})
