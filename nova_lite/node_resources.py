@@ -16,7 +16,7 @@ import attrs
 
 from nova_lite import validators as v
 from nova_lite.exception import InvalidInput, InvalidNodeResources
-from nova_lite.traits import trait_problem, trait_set
+from nova_lite.traits import all_known, trait_problem, trait_set
 from nova_lite.host_topology import (
     CpuInfo, CpuTopology, MaxPhysAddr, MemPage, NUMACell, NUMATopology, PciDevice,
     SupportedInstance)
@@ -315,6 +315,12 @@ class _LegacyParser:
         if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
             self.problem(f"'traits' must be a list of trait names, got {value!r:.80}")
             return frozenset()
+        try:
+            names = frozenset(value)
+        except TypeError:   # an unhashable item: named below
+            names = None
+        if names is not None and all_known(names):
+            return names   # every name known to be a trait (a record read back)
         good = set()
         for name in value:
             problem = trait_problem(name)
