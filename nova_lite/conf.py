@@ -53,6 +53,8 @@ _T = TypeVar("_T")
 
 DEFAULT_STATE_PATH = "/var/lib/nova-lite"
 DEFAULT_DRIVER_TIMEOUT = 60.0
+#: Default ``[compute] provider_config_location``: the provider.yaml files.
+DEFAULT_PROVIDER_CONFIG_LOCATION = "/etc/nova-lite/provider_config/"
 
 # An attrs field validator: (instance, attribute, value) -> None, raises on a bad value.
 _Attribute = attrs.Attribute
@@ -410,6 +412,16 @@ class Settings:
             Host CPUs for pinned guests, reported as the PCPU inventory by
             drivers that map host CPUs.  Must not overlap cpu_shared_set.""",
             kind="CPU set", default_text="unset"))
+    provider_config_location: str = attrs.field(
+        default=DEFAULT_PROVIDER_CONFIG_LOCATION, validator=_str_option,
+        metadata=option("compute", "provider_config_location", """
+            Directory of provider.yaml files (every *.yaml file in it) that
+            add custom resource classes and CUSTOM_* traits to this
+            service's compute nodes.  Read once when the compute service
+            starts; a bad file stops it, naming the file and the place in
+            it.  A directory that does not exist is logged and
+            ignored.""",
+            nova="same name; Nova's default is /etc/nova/provider_config/"))
     update_resources_interval: float = attrs.field(
         default=60, validator=_seconds_option(),
         metadata=option("DEFAULT", "update_resources_interval", """

@@ -57,6 +57,26 @@ class InvalidConfig(InvalidInput):
             f"Invalid value {value!r} for option {option!r}: {reason}")
 
 
+class ProviderConfigError(InvalidConfig):
+    """A provider.yaml file cannot be used; the compute service does not start.
+
+    Also raised at an audit for a node the file gives what its driver
+    already reports (the node is then skipped with this reason).
+    ``path`` is the file; ``problems`` lists what is wrong, one message
+    each, every one naming its place in the document (such as
+    ``providers[1].inventories.additional[0].CUSTOM_FOO.total``) and, when
+    known, its line.
+    """
+
+    def __init__(self, path: str, problems: Iterable[str]) -> None:
+        self.path = path
+        self.problems = list(problems)
+        self.option = "[compute] provider_config_location"
+        self.value = path
+        self.reason = "; ".join(self.problems)
+        InvalidInput.__init__(self, f"Invalid provider config file {path}: {self.reason}")
+
+
 class CapacityExceeded(NovaLiteError, ValueError):
     """An amount does not fit an inventory (capacity or unit rules)."""
 

@@ -1,5 +1,6 @@
 """Shared helpers of the core tests: records, trackers on real stores."""
 
+import os
 import time
 import uuid
 
@@ -52,6 +53,10 @@ class TestCase(testtools.TestCase):
     def settings(self, **kw):
         kw.setdefault("host", self.host)
         kw.setdefault("state_path", self.state_path)
+        # Not the machine's /etc/nova-lite/provider_config: a directory no
+        # test wrote, which does not exist.
+        kw.setdefault("provider_config_location",
+                      os.path.join(self.state_path, "provider_config"))
         return conf.Settings(**kw)
 
     def sqlite_store(self, **kw):

@@ -145,6 +145,11 @@ MUTANTS = {
         "nova_lite/scheduler/filters.py",
         "        return spec.traits.reason(state.node.traits)\n",
         "        return None\n"),
+    "compute-node-entry-wins": (
+        "a provider.yaml $COMPUTE_NODE entry applies even to a node another entry names",
+        "nova_lite/provider_config.py",
+        "        return by_name or by_uuid or self.every_node\n",
+        "        return self.every_node or by_name or by_uuid\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -174,6 +179,8 @@ GUARDS = {
     "outcome-by-any-worker": (_WORK,),
     "retaken-build-spawns-again": (_WORK,),
     "traits-ignored": ("tests.test_traits.TraitScheduling",),
+    "compute-node-entry-wins": ("tests.test_provider_config.ApplyTests",
+                                "tests.test_provider_config.TrackerTests"),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

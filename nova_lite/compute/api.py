@@ -96,12 +96,16 @@ class RecordsTrackers:
 
     def __call__(self, host: str) -> "ResourceTracker":
         from nova_lite.compute.resource_tracker import ResourceTracker
+        from nova_lite.provider_config import NO_PROVIDER_CONFIGS
         tracker = self.made.get(host)
         if tracker is None:
             driver = _ClaimOnlyDriver(settings=self.settings)
             driver.init_host(host)
-            tracker = self.made[host] = ResourceTracker(host, driver, store=self.store,
-                                                        settings=self.settings)
+            # It never audits: the host's own provider.yaml files are the
+            # host's business, not read here.
+            tracker = self.made[host] = ResourceTracker(
+                host, driver, store=self.store, settings=self.settings,
+                provider_configs=NO_PROVIDER_CONFIGS)
         return tracker
 
 

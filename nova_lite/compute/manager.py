@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from nova_lite import audit as audit_views
-from nova_lite import conf, leaks, metrics
+from nova_lite import conf, leaks, metrics, provider_config
 from nova_lite.compute.resource_tracker import ResourceTracker, check_service_arguments
 from nova_lite.compute.worker import Worker
 from nova_lite.db.store import COMPUTE_BINARY, Store
@@ -57,7 +57,10 @@ class ComputeService:
     ``store`` defaults to ``Store(settings.database_url)``.  A wrong
     argument (``host`` not a recordable name, ``driver`` not a
     ComputeDriver, ...) raises :class:`~nova_lite.exception.InvalidInput`
-    naming it before anything is opened or written.
+    naming it before anything is opened or written; so does a bad
+    provider.yaml file of ``[compute] provider_config_location``
+    (:class:`~nova_lite.exception.ProviderConfigError`, naming the file, the
+    place in it and the problem), read once here.
     """
 
     def __init__(self, host: str, driver: ComputeDriver, store: Store | None = None,
@@ -66,6 +69,8 @@ class ComputeService:
         self.host = host
         self.driver = driver
         self.settings = settings or getattr(driver, "settings", None) or conf.Settings()
+        # Read before anything is opened: a bad file stops the service here.
+        configs = provider_config.load_provider_configs(self.settings.provider_config_location)
         self.store = store if store is not None else Store(
             self.settings.database_url, claim_retries=self.settings.claim_retries,
             busy_timeout=self.settings.database_busy_timeout)
@@ -73,7 +78,8 @@ class ComputeService:
             driver.init_host(host)
         # The tracker hands its store to the driver (``attach_store``): a
         # driver sharing a fleet with other services reads them from it.
-        self.tracker = ResourceTracker(host, driver, store=self.store, settings=self.settings)
+        self.tracker = ResourceTracker(host, driver, store=self.store, settings=self.settings,
+                                       provider_configs=configs)
         #: Takes the work recorded for this host and does it on ``driver``.
         self.worker = Worker(self.tracker)
         self._recovered = False

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from nova_lite import conf, metrics
+from nova_lite import conf, metrics, provider_config
 from nova_lite import validators as v
 from nova_lite.compute import accounting, node_checks, placement
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveClaim, NopClaim
@@ -70,7 +70,11 @@ class ResourceTracker:
     :class:`~nova_lite.virt.driver.ComputeDriver`, ``init_host``-ed;
     ``store``: a :class:`~nova_lite.db.Store` (default: an in-memory one);
     ``settings``: :class:`~nova_lite.conf.Settings` (default: the
-    driver's).  A wrong argument raises
+    driver's).  The provider.yaml files of the settings'
+    ``provider_config_location`` are read here, once
+    (:mod:`nova_lite.provider_config`), unless ``provider_configs`` gives
+    them already read; every audit adds their inventories and traits to
+    the nodes they name.  A wrong argument raises
     :class:`~nova_lite.exception.InvalidInput` naming it (an
     :class:`~nova_lite.exception.InvalidType` for a wrong type).
 
@@ -79,15 +83,30 @@ class ResourceTracker:
     :param store: the records; None: a new in-memory store.
     :param settings: the service's settings; None: the driver's, else the
         defaults.
+    :param provider_configs: the provider.yaml entries, already read
+        (:data:`~nova_lite.provider_config.NO_PROVIDER_CONFIGS` for none);
+        None: read them from ``settings``.
+    :raises nova_lite.exception.ProviderConfigError: for a bad provider.yaml
+        file, naming it, the place in it and the problem.
     :raises nova_lite.exception.InvalidInput: for a wrong argument, named.
     """
 
     def __init__(self, host: str, driver: ComputeDriver, store: Store | None = None,
-                 settings: conf.Settings | None = None) -> None:
+                 settings: conf.Settings | None = None,
+                 provider_configs: provider_config.ProviderConfigs | None = None) -> None:
         check_service_arguments("ResourceTracker", host, driver, store, settings)
+        v.check_type(provider_configs, provider_config.ProviderConfigs,
+                     "ResourceTracker provider_configs", optional=True)
         self.host = host
         self.driver = driver
         self.settings = settings or getattr(driver, "settings", None) or conf.Settings()
+        #: The provider.yaml entries applied at each audit (read once).
+        self.provider_configs = provider_configs if provider_configs is not None else \
+            provider_config.load_provider_configs(self.settings.provider_config_location)
+        # {nodename: uuid} of this host's records, read once at the first audit
+        # when an entry names nodes by uuid; entries naming no node, warned of.
+        self._recorded_uuids: dict[str, str] | None = None
+        self._unmatched_warned: set[str] = set()
         self.store = store if store is not None else Store(
             "sqlite://", claim_retries=self.settings.claim_retries,
             busy_timeout=self.settings.database_busy_timeout)
@@ -191,6 +210,10 @@ class ResourceTracker:
             listed = frozenset(names)
         outcomes = self._calls.map(self.driver.get_available_resource, names,
                                    what="get_available_resource")
+        if self.provider_configs.uuids and self._recorded_uuids is None:
+            # Once: a node reported without a uuid is matched by its record's.
+            self._recorded_uuids = {n.nodename: n.uuid
+                                    for n in self.store.get_compute_nodes(self.host)}
         audits: list[AuditedNode] = []
         for outcome in outcomes:
             name = outcome.item
@@ -203,6 +226,11 @@ class ResourceTracker:
                 LOG.error("Skipping node %s of host %s in this audit: %s",
                           v.printable(name), self.host, v.printable(failed[name]))
         audits = _refuse_shared_uuids(audits, failed, self.host)
+        if listed is not None and self.provider_configs:
+            nodes = {name: self._node_uuid(name, None) for name in listed}
+            nodes.update((a.nodename, self._node_uuid(a.nodename, a.node_uuid))
+                         for a in audits)
+            self._warn_unmatched(nodes)
         only = None if nodename is None else [nodename]
         rebuilt = self._rebuild_missing(only)
         with self._locks.holding(a.nodename for a in audits):
@@ -234,13 +262,36 @@ class ResourceTracker:
         recorded = node_traits(report.traits, self.driver.capabilities)
         if recorded != report.traits:
             report = attrs.evolve(report, traits=recorded)
-        inventories = accounting.build_inventories(report, self.settings)
+        inventories: Mapping[str, accounting.Inventory] = accounting.build_inventories(
+            report, self.settings)
+        if self.provider_configs:
+            report, inventories = self.provider_configs.apply(
+                nodename, self._node_uuid(nodename, report.uuid), report, inventories)
         LOG.info("Node %s/%s hypervisor view: vcpus=%d used=%d memory=%dMB used=%dMB "
                  "disk=%dGB used=%dGB disk_available_least=%s", self.host, nodename,
                  report.vcpus, report.vcpus_used, report.memory_mb, report.memory_mb_used,
                  report.local_gb, report.local_gb_used, report.disk_available_least)
         return AuditedNode(nodename=nodename, resources=report, inventories=inventories,
                          node_uuid=report.uuid)
+
+    def _node_uuid(self, nodename: str, reported: str | None) -> str | None:
+        """The node's uuid as its driver reports it, or as recorded; None for a
+        node not recorded yet (no I/O: the records were read at most once)."""
+        if reported:
+            return reported
+        node = self._nodes.get(nodename)
+        if node is not None:
+            return node.uuid
+        return (self._recorded_uuids or {}).get(nodename)
+
+    def _warn_unmatched(self, nodes: Mapping[str, str | None]) -> None:
+        """One WARNING per provider.yaml entry that names none of ``nodes`` (as
+        Nova warns of each absent provider); again if it matched meanwhile."""
+        unmatched = {e.where: e for e in self.provider_configs.unmatched(nodes)}
+        for where in unmatched.keys() - self._unmatched_warned:
+            LOG.warning("Provider config %s names no node of host %s; it is ignored",
+                        where, self.host)
+        self._unmatched_warned = set(unmatched)
 
     def _mark_failed(self, nodename: str, reason: str) -> None:
         # Mark the record even when this tracker has not loaded it yet
