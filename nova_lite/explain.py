@@ -212,9 +212,14 @@ def _ratio_source(rc: str, inv: Inventory | None,
                   settings: "Settings | None") -> tuple[str, tuple[str, ...]]:
     """Where the ratio comes from, and a note if the settings now give another."""
     kind = reports._OPTIONS.get(rc, (None, None))[1]   # noqa: SLF001 - one shared table
-    if kind is None or settings is None:
-        return ("fixed at 1.0: this class is never over-committed" if kind is None
-                else "recorded inventory (no settings given)"), ()
+    if kind is None:
+        if inv is not None and inv.allocation_ratio != 1:
+            # A custom class with a ratio of its own: a provider.yaml file's.
+            return (f"{float(inv.allocation_ratio)} as recorded: this class's own "
+                    "inventory (provider.yaml) sets it"), ()
+        return "fixed at 1.0: this class is never over-committed", ()
+    if settings is None:
+        return "recorded inventory (no settings given)", ()
     explicit = getattr(settings, f"{kind}_allocation_ratio")
     if explicit is not None:
         source = f"{kind}_allocation_ratio = {explicit} from configuration"

@@ -17,7 +17,7 @@ import jsonschema
 import testtools
 import yaml
 
-from nova_lite import objects
+from nova_lite import explain, objects
 from nova_lite import provider_config as pc
 from nova_lite.compute.manager import ComputeService
 from nova_lite.compute.resource_tracker import ResourceTracker
@@ -517,6 +517,16 @@ class TrackerTests(base.TestCase):
         rack = base.flavor(name="rack", extra_specs={"trait:CUSTOM_RACK_A": "required"})
         self.assertEqual({"n1", "n3"}, {s.nodename for s in
                                         manager.select_destinations(rack, 6)})
+
+    def test_explain_names_the_files_ratio_of_a_custom_class(self):
+        self.dir.write("nodes.yaml", document(
+            provider("name: n1", {"CUSTOM_VF": {"total": 4, "allocation_ratio": 2.0}})))
+        _, rt = self.tracker()
+        lines = {line.resource_class: line
+                 for line in explain.explain_node(self.store, "n1", self.conf).resources}
+        self.assertEqual("2.0 as recorded: this class's own inventory (provider.yaml) sets it",
+                         lines["CUSTOM_VF"].ratio_source)
+        self.assertEqual(8, self.store.get_compute_node(self.host, "n1").capacity("CUSTOM_VF"))
 
     def test_the_files_are_read_once_not_at_each_audit(self):
         _, rt = self.tracker()
