@@ -7,6 +7,7 @@ from nova_lite.cli import aggregate
 from nova_lite.db import Store
 from tests.entry_points import ThrowawayDistributions
 from tests.test_cli import CliTestCase
+from tests.test_cli_operator import OperatorCase
 
 
 def install_missing_commands(test, commands):
@@ -74,3 +75,29 @@ class AggregateCommandTests(CliTestCase):
         self.assertIn("--zone", self.fails(2, "aggregate", "create", "a3", "--zone", " "))
         self.assertEqual(["host1"], self.json("aggregate", "show", "a1")["hosts"])
         self.assertEqual([], self.json("aggregate", "show", "a2")["hosts"])
+
+
+class ServerZoneTests(OperatorCase):
+    """server create --availability-zone, with compute services as processes."""
+
+    def setUp(self):
+        super().setUp()
+        install_missing_commands(self, aggregate.ENTRY_POINTS)
+        self.start_computes()
+        self.json("aggregate", "create", "rack", "--zone", "az1")
+        self.json("aggregate", "add", "host", "rack", "hostb")
+
+    def test_builds_stay_in_the_zone(self):
+        built = self.create("--flavor", "m1.tiny", "--count", "2",
+                            "--availability-zone", "az1")
+        self.assertEqual(["hostb", "hostb"], [s["Host"] for s in built])
+        elsewhere = self.create("--flavor", "m1.tiny", "--count", "2",
+                                "--availability-zone", "nova")
+        self.assertEqual(["hosta", "hostc"], sorted(s["Host"] for s in elsewhere))
+
+    def test_an_unknown_zone_is_refused(self):
+        before = self.snapshot()
+        err = self.fail(2, "server", "create", "--flavor", "m1.tiny",
+                        "--availability-zone", "az9")
+        self.assertIn("'az9' is not an availability zone (known: az1, nova)", err)
+        self.assertEqual(before, self.snapshot())
