@@ -101,3 +101,15 @@ class ServerZoneTests(OperatorCase):
                         "--availability-zone", "az9")
         self.assertIn("'az9' is not an availability zone (known: az1, nova)", err)
         self.assertEqual(before, self.snapshot())
+
+    def test_views_show_each_hosts_zone(self):
+        zones = {s["Host"]: s["Zone"] for s in self.json("service", "list")}
+        self.assertEqual({"hosta": "nova", "hostb": "az1", "hostc": "nova"}, zones)
+        self.assertEqual("az1", self.json("hypervisor", "show", "--host", "hostb",
+                                          "hostb")["availability_zone"])
+        self.assertEqual("nova", self.json("hypervisor", "show", "--host", "hosta",
+                                           "hosta")["availability_zone"])
+        disabled = self.json("service", "disable", "hostb")
+        self.assertEqual("az1", disabled["Zone"])
+        self.json("aggregate", "remove", "host", "rack", "hostb")
+        self.assertEqual("nova", self.json("service", "list", "--host", "hostb")[0]["Zone"])
