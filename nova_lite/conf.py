@@ -307,6 +307,12 @@ class Settings:
             libvirt drivers is named after it.  At most 255 characters, none
             of them a control character.""",
             default_text="the machine's host name", nova="same name and default"))
+    default_availability_zone: str = attrs.field(
+        default="nova", validator=_name_option,
+        metadata=option("DEFAULT", "default_availability_zone", """
+            Availability zone of the compute hosts in no aggregate that has
+            an availability_zone (nova-lite aggregate create --zone).""",
+            nova="same name and default"))
     compute_driver: str = attrs.field(
         default="fake", validator=_str_option,
         metadata=option("DEFAULT", "compute_driver", """

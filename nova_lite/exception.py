@@ -119,6 +119,35 @@ class HostNotFound(NovaLiteError, LookupError):
                          f"compute node record (known hosts: {listed})")
 
 
+class AggregateNotFound(NovaLiteError, LookupError):
+    """A host aggregate has no record of that name (Nova's AggregateNotFound)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"Aggregate {name!r} could not be found")
+
+
+class AggregateNameExists(InvalidInput):
+    """An aggregate of that name is already recorded (Nova's AggregateNameExists)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"Aggregate {name!r} already exists")
+
+
+class InvalidAggregateAction(InvalidInput):
+    """A change to an aggregate that Nova refuses (a host in two zones, deleting
+    an aggregate that still has hosts, an empty zone name...); nothing is
+    written.  ``action`` says what was asked: ``add host``, ``remove host``,
+    ``update``, ``update metadata`` or ``delete``."""
+
+    def __init__(self, name: str, action: str, reason: str) -> None:
+        self.name = name
+        self.action = action
+        self.reason = reason
+        super().__init__(f"Cannot {action} aggregate {name!r}: {reason}")
+
+
 class DriverNotReady(NovaLiteError):
     """The virt driver cannot report its nodes right now (its back end is down).
 

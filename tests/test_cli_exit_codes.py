@@ -21,6 +21,8 @@ from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
 from nova_lite.virt import loader
 from tests.test_cli import CliTestCase
+from nova_lite.cli import aggregate
+from tests.test_cli_aggregates import install_missing_commands
 from tests.test_moves import MOVE_COMMANDS, use_move_commands
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,7 +36,8 @@ CONFIRM = "--yes-i-really-mean-it"
 COMMANDS = sorted({ep.name.replace("_", " ")
                    for ep in importlib.metadata.entry_points(group="nova_lite.cli")
                    if ep.value.startswith("nova_lite.cli.")}
-                  | {name.replace("_", " ") for name in MOVE_COMMANDS})
+                  | {name.replace("_", " ") for name in MOVE_COMMANDS}
+                  | {name.replace("_", " ") for name in aggregate.ENTRY_POINTS})
 _NAME = re.compile(r"`+([a-z]+(?: [a-z]+)*)`+")
 
 
@@ -119,6 +122,7 @@ class TestErrorCases(CliTestCase):
     def setUp(self):
         super().setUp()
         use_move_commands(self)
+        install_missing_commands(self, aggregate.ENTRY_POINTS)
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.compute_once()
         self.live = self.json("server", "create", "--flavor", "m1.tiny")[0]["ID"]
@@ -292,6 +296,16 @@ class TestErrorCases(CliTestCase):
             ("service list", ["service", "enable", "ghost"], 1, ["'ghost'", h]),
             ("service list", ["service", "disable", "ghost"], 1, ["'ghost'", h]),
             ("service list", ["service", "disable", h, "--reason", " "], 2, ["--reason"]),
+            ("aggregate create", ["aggregate", "show", "ghost"], 1, ["'ghost'"]),
+            ("aggregate create", ["aggregate", "delete", "ghost"], 1, ["'ghost'"]),
+            ("aggregate create", ["aggregate", "unset", "ghost", "--property", "k"], 1,
+             ["'ghost'"]),
+            ("aggregate create", ["aggregate", "remove", "host", "ghost", h], 1, ["'ghost'"]),
+            ("aggregate create", ["aggregate", "list", "-c", "nope"], 2, ["'nope'"]),
+            ("aggregate create", ["aggregate", "add", "host", "ghost", h], 1, ["'ghost'"]),
+            ("aggregate create", ["aggregate", "create", "a", "--zone", " "], 2, ["--zone"]),
+            ("aggregate create", ["aggregate", "set", "ghost", "--property", "x"], 2,
+             ["KEY=VALUE"]),
             ("db sync", ["--database-url", f"sqlite:///{self.newer}", "db", "sync"], 1,
              ["9999", "newer"]),
             ("db archive", ["db", "archive", "--before", "last week"], 2,

@@ -199,8 +199,10 @@ class SchedulerTests(SchedulerScenario):
 
     def test_filters_and_weighers_come_from_settings(self):
         manager = self.manager(enabled_filters="RamFilter", weight_classes=["DiskWeigher"])
-        # The traits check runs first whatever is enabled, as Placement's does.
-        self.assertEqual(["Traits", "RamFilter"], [f.name for f in manager.filters])
+        # The traits and zone checks run first whatever is enabled, as Placement's
+        # and Nova's request filter do.
+        self.assertEqual(["Traits", "AvailabilityZone", "RamFilter"],
+                         [f.name for f in manager.filters])
         self.assertEqual(["DiskWeigher"], [w.name for w in manager.weighers])
         everything = self.manager(weight_classes="nova.scheduler.weights.all_weighers")
         self.assertEqual(["CPUWeigher", "DiskWeigher", "RAMWeigher"],

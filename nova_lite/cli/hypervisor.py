@@ -58,6 +58,9 @@ class ListHypervisors(Lister):
 class ShowHypervisor(ShowOne):
     """Show one compute node: per resource class detected, configured and effective values.
 
+    Also its host's availability zone (that of its aggregates, else
+    default_availability_zone).
+
     Per resource class: detected (the driver's total), configured reserved
     and ratio (settings), and the effective total, reserved, ratio,
     capacity, used, free (never negative) and over; then its running
@@ -82,6 +85,9 @@ class ShowHypervisor(ShowOne):
         fields: dict[str, Any] = {"id": node.uuid, "hypervisor_hostname": TextColumn(node.nodename),
                   "host": TextColumn(node.host),
                   "hypervisor_type": OptionalColumn(report.hypervisor_type if report else None),
+                  "availability_zone": TextColumn(store.aggregates.host_zones(
+                      ctx.settings.default_availability_zone).get(
+                      node.host, ctx.settings.default_availability_zone)),
                   "state": state, "status": status, "generation": node.generation}
         for line in reports.resource_lines(node, ctx.settings):
             data = attrs.asdict(line)

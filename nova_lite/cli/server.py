@@ -109,6 +109,9 @@ class CreateServer(Lister):
                             help="Number of servers (default 1).")
         parser.add_argument("--project", default=DEFAULT_PROJECT, metavar="ID",
                             help=f"Owner project id (default: {DEFAULT_PROJECT!r}).")
+        parser.add_argument("--availability-zone", metavar="ZONE",
+                            help="Build only on hosts of this availability zone "
+                                 "(nova-lite aggregate list shows them).")
         add_wait_arguments(parser, "spawned each server")
         return parser
 
@@ -128,7 +131,10 @@ class CreateServer(Lister):
         flavor = flavors.flavor_from_args(parsed_args)
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True)
-        spec = RequestSpec(flavor, project_id=parsed_args.project)
+        zone = parsed_args.availability_zone
+        if zone is not None:
+            _check_zone(store, zone, ctx.settings.default_availability_zone)
+        spec = RequestSpec(flavor, project_id=parsed_args.project, availability_zone=zone)
         try:
             spec = api.with_alias_requests(spec, ctx.settings)
         except InvalidInput as exc:
@@ -150,6 +156,15 @@ class CreateServer(Lister):
                                         self.app.stderr)
         done = [store.get_instance(i.uuid) for i in result.instances]
         return LIST_HEADERS, _rows(store, done)
+
+
+def _check_zone(store: Store, zone: str, default_zone: str) -> None:
+    """Refuse a zone no host can be in, as Nova's API refuses an unknown zone."""
+    known = {default_zone} | {a.availability_zone for a in store.aggregates.list()
+                              if a.availability_zone}
+    if zone not in known:
+        raise BadArguments(f"--availability-zone {zone!r} is not an availability zone "
+                           f"(known: {', '.join(sorted(known))}); nothing was changed")
 
 
 def _warn_down_hosts(store: Store, ctx: CliContext, hosts: set[str], what: str) -> None:

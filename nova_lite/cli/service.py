@@ -19,26 +19,29 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 #: Every column (-f json/yaml/csv/value, or --long).
-HEADERS = ("Binary", "Host", "Status", "State", "Updated At", "Disabled Reason")
+HEADERS = ("Binary", "Host", "Zone", "Status", "State", "Updated At", "Disabled Reason")
 #: The columns of ``service list``'s table without --long.
 DEFAULT_HEADERS = HEADERS[1:]
 
 
 #: One service as the commands show it, in HEADERS' order.
-Row = tuple[str, TextColumn, str, str, str, OptionalColumn]
+Row = tuple[str, TextColumn, TextColumn, str, str, str, OptionalColumn]
 
 
-def _row(service: ServiceRecord, settings: Settings, now: float) -> Row:
+def _row(service: ServiceRecord, settings: Settings, now: float,
+         zones: dict[str, str]) -> Row:
     state, status = reports.service_state(service, settings.service_down_time, now)
     updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(service.updated_at))
-    return (service.binary, TextColumn(service.host), status, state, updated,
-            OptionalColumn(service.disabled_reason))
+    zone = zones.get(service.host, settings.default_availability_zone)
+    return (service.binary, TextColumn(service.host), TextColumn(zone), status, state,
+            updated, OptionalColumn(service.disabled_reason))
 
 
 class ListServices(Lister):
     """List the compute services: enabled or disabled, up or down, last heartbeat, why disabled.
 
-    A service is up when its last heartbeat (Updated At, UTC) is within
+    Zone is the host's availability zone (that of its aggregates, else
+    default_availability_zone).  A service is up when its last heartbeat (Updated At, UTC) is within
     service_down_time seconds.  --long (or -c) adds the binary.
     """
 
@@ -56,7 +59,8 @@ class ListServices(Lister):
         ctx = self.app.context()
         store = ctx.open_store(must_exist=True, readonly=True)
         now = time.time()
-        return HEADERS, [_row(s, ctx.settings, now)
+        zones = store.aggregates.host_zones(ctx.settings.default_availability_zone)
+        return HEADERS, [_row(s, ctx.settings, now, zones)
                          for s in store.list_services(parsed_args.host)]
 
 
@@ -87,7 +91,8 @@ class _SetService(ShowOne):
                                f"known hosts: {known}. Nothing was changed")
         LOG.info("Compute service on %s %s", parsed_args.host,
                  "disabled" if self.disabled else "enabled")
-        return HEADERS, _row(service, ctx.settings, time.time())
+        zones = store.aggregates.host_zones(ctx.settings.default_availability_zone)
+        return HEADERS, _row(service, ctx.settings, time.time(), zones)
 
 
 class EnableService(_SetService):

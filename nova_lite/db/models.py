@@ -10,6 +10,9 @@
 - ``node_usage``: that sum as a claim last recorded it, for one generation.
 - ``tasks``: work addressed to a host, taken by its compute service
   (:mod:`nova_lite.work`).
+- ``aggregates``, ``aggregate_hosts``, ``aggregate_metadata``: Nova's host
+  aggregates, their member hosts and their metadata (the key
+  ``availability_zone`` makes an aggregate an availability zone).
 - ``shadow_instances``, ``shadow_migrations``: history archived out of
   ``instances`` and ``migrations`` (the same columns, plus ``archived_at``).
 """
@@ -186,6 +189,37 @@ tasks = sa.Table(
     sa.Column("finished_at", sa.Float),
     sa.Index("tasks_host_state_idx", "host", "state", "id"),
     sa.Index("tasks_instance_state_idx", "instance_uuid", "state"),
+)
+
+
+# Nova's host aggregates (nova_lite.db.aggregates): a named group of hosts
+# with metadata; the key "availability_zone" names the hosts' zone.
+aggregates = sa.Table(
+    "aggregates", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("name", name="uniq_aggregate0name"),
+)
+
+aggregate_hosts = sa.Table(
+    "aggregate_hosts", metadata,
+    sa.Column("aggregate_id", sa.Integer, sa.ForeignKey("aggregates.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("host", sa.String(255), primary_key=True),
+    # A host's aggregates, for the scheduler and the zone of a host.
+    sa.Index("aggregate_hosts_host_idx", "host"),
+)
+
+aggregate_metadata = sa.Table(
+    "aggregate_metadata", metadata,
+    sa.Column("aggregate_id", sa.Integer, sa.ForeignKey("aggregates.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("value", sa.String(255), nullable=False),
+    sa.Index("aggregate_metadata_key_idx", "key"),
 )
 
 

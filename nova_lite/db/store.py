@@ -36,6 +36,7 @@ from nova_lite.db.engine import (
 from nova_lite.exception import ComputeResourcesUnavailable
 from nova_lite.db.services import COMPUTE_BINARY, ServiceRecord
 from nova_lite.db.snapshot import RecordsSnapshot
+from nova_lite.db.aggregates import Aggregates
 from nova_lite.db.tasks import TaskQueue
 from nova_lite.db.audit_writes import MissingAllocation
 from nova_lite.exception import (
@@ -170,6 +171,9 @@ class Store:
                 "'nova-lite db sync'")
         #: The work addressed to each host (:class:`~nova_lite.db.tasks.TaskQueue`).
         self.tasks = TaskQueue(self._write, self._read)
+        #: The host aggregates and availability zones
+        #: (:class:`~nova_lite.db.aggregates.Aggregates`).
+        self.aggregates = Aggregates(self._write, self._read)
         # report_text(): {host: {node uuid: (report, its text)}}
         self._report_texts: dict[str, dict[str, tuple[NodeResources, str]]] = \
             collections.defaultdict(dict)

