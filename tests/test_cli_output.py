@@ -91,7 +91,29 @@ def command_argv(name, host, server, tmp, run=0):
         "db version": ["db", "version"],
         "db archive": ["db", "archive", "--max-rows", "10"],
         "db purge": ["db", "purge", "--all", "--yes-i-really-mean-it"],
+        "aggregate list": ["aggregate", "list"],
+        "aggregate show": ["aggregate", "show", "agg1"],
+        # The writing ones, each on what prepare() made for this run.
+        "aggregate create": ["aggregate", "create", f"new{run}", "--zone", "az1",
+                             "--property", "ssd=true"],
+        "aggregate set": ["aggregate", "set", "agg1", "--property", f"k{run}=v"],
+        "aggregate unset": ["aggregate", "unset", "agg1", "--property", f"u{run}"],
+        "aggregate add host": ["aggregate", "add", "host", f"add{run}", host],
+        "aggregate remove host": ["aggregate", "remove", "host", f"rm{run}", host],
+        "aggregate delete": ["aggregate", "delete", f"del{run}"],
     }[name]
+
+
+def prepare(test, name, run):
+    """Make what run ``run`` of writing command ``name`` changes (see command_argv)."""
+    if name == "aggregate unset":
+        test.ok("aggregate", "set", "agg1", "--property", f"u{run}=v")
+    elif name in ("aggregate add host", "aggregate remove host", "aggregate delete"):
+        aggregate = {"aggregate add host": "add", "aggregate remove host": "rm",
+                     "aggregate delete": "del"}[name] + str(run)
+        test.ok("aggregate", "create", aggregate)
+        if name == "aggregate remove host":
+            test.ok("aggregate", "add", "host", aggregate, test.host)
 
 
 class TestEveryCommandIsCovered(testtools.TestCase):
@@ -120,10 +142,13 @@ class TypedOutputCase(CliTestCase):
         self.compute_once("--driver", "fake")
         self.ok("service", "disable", self.host, "--reason", "kernel upgrade")
         self.ok("compute", "--once", "--host", "otherhost")   # enabled: reason null
+        self.ok("aggregate", "create", "agg1", "--zone", "az1", "--property", "ssd=true")
+        self.ok("aggregate", "add", "host", "agg1", "otherhost")
         self.runs = 0
 
     def run_format(self, name, formatter):
         self.runs += 1
+        prepare(self, name, self.runs)
         return self.ok(*command_argv(name, self.host, self.server, self.tmp, self.runs),
                        "-f", formatter)
 
@@ -149,7 +174,8 @@ class TestEveryFormatter(TypedOutputCase):
     READ_ONLY = ("driver list", "driver show", "node list", "node show", "node explain",
                  "audit", "service list", "hypervisor list", "hypervisor show",
                  "hypervisor stats", "host describe", "inventory list", "claim test",
-                 "server list", "server show", "db version")
+                 "server list", "server show", "db version", "aggregate list",
+                 "aggregate show")
 
     def check_command(self, name):
         cls = command_class(name)
@@ -229,7 +255,9 @@ class TestWritingCommands(TypedOutputCase):
     """Commands that change something each run: typed in every formatter."""
 
     WRITING = ("driver scaffold", "compute", "service enable", "service disable",
-               "server create", "db sync", "db archive", "db purge")
+               "server create", "db sync", "db archive", "db purge", "aggregate create",
+               "aggregate set", "aggregate unset", "aggregate add host",
+               "aggregate remove host", "aggregate delete")
 
     def test_writing_commands(self):
         for name in self.WRITING:

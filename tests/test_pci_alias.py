@@ -16,7 +16,8 @@ from nova_lite.scheduler import NoValidHost
 from nova_lite.virt.fake import FakeDriver
 from tests import base
 from tests.test_cli import CliTestCase
-from tests.test_scheduler import PostgreSQLSchedulerTests, SchedulerScenario
+from tests import test_scheduler
+from tests.test_scheduler import SchedulerScenario
 
 GPU = '{"name": "gpu", "vendor_id": "10DE", "product_id": "1db4"}'
 VF = '{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}'
@@ -149,7 +150,7 @@ class AliasBuilds(SchedulerScenario):
 
 
 class AliasBuildsPostgreSQL(AliasBuilds):
-    make_store = PostgreSQLSchedulerTests.make_store
+    make_store = test_scheduler.PostgreSQLSchedulerTests.make_store
 
 
 class TestViews(CliTestCase):

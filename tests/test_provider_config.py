@@ -30,7 +30,7 @@ from nova_lite.virt import loader
 from nova_lite.virt.fake import FakeDriver
 from tests import base
 from tests.test_cli import CliTestCase
-from tests.test_scheduler import PostgreSQLSchedulerTests
+from tests import test_scheduler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GUIDE_PAGE = os.path.join(ROOT, "doc", "source", "operator", "provider-config.rst")
@@ -599,7 +599,7 @@ class TrackerTests(base.TestCase):
 
 
 class PostgreSQLTrackerTests(TrackerTests):
-    make_store = PostgreSQLSchedulerTests.make_store
+    make_store = test_scheduler.PostgreSQLSchedulerTests.make_store
 
 
 class ServiceTests(base.TestCase):

@@ -13,7 +13,8 @@ from nova_lite.scheduler.report import MAX_REASONS, summarise
 from nova_lite.virt import driver
 from nova_lite.virt.fake import FakeDriver
 from tests import base
-from tests.test_scheduler import PostgreSQLSchedulerTests, SchedulerScenario
+from tests import test_scheduler
+from tests.test_scheduler import SchedulerScenario
 
 
 def trait_flavor(name="gold", **specs):
@@ -270,4 +271,4 @@ class TraitScheduling(SchedulerScenario):
 
 
 class TraitSchedulingPostgreSQL(TraitScheduling):
-    make_store = PostgreSQLSchedulerTests.make_store
+    make_store = test_scheduler.PostgreSQLSchedulerTests.make_store
