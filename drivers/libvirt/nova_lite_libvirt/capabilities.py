@@ -96,17 +96,27 @@ class HostCapabilities:
     guests: tuple = ()
 
 
+def xml_root(xml_text, tag, what):
+    """The root element of ``xml_text``, which must be ``<tag>``.
+
+    :raises ValueError: naming ``what`` if the text is not XML, or its root
+        is another element.
+    """
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError as exc:
+        raise ValueError(f"{what} does not parse: {exc}") from None
+    if root.tag != tag:
+        raise ValueError(f"expected <{tag}>, got <{root.tag}>")
+    return root
+
+
 def parse_capabilities(xml_text):
     """Parse capabilities XML text into :class:`HostCapabilities`.
 
     :raises ValueError: if the text is not XML or not ``<capabilities>``.
     """
-    try:
-        root = ET.fromstring(xml_text)
-    except ET.ParseError as exc:
-        raise ValueError(f"capabilities XML does not parse: {exc}") from None
-    if root.tag != "capabilities":
-        raise ValueError(f"expected <capabilities>, got <{root.tag}>")
+    root = xml_root(xml_text, "capabilities", "capabilities XML")
     cpu = root.find("./host/cpu")
     fields = {}
     if cpu is not None:
@@ -209,11 +219,6 @@ def parse_cpu_features(xml_text):
 
     :raises ValueError: if the text is not XML or not ``<cpu>``.
     """
-    try:
-        root = ET.fromstring(xml_text)
-    except ET.ParseError as exc:
-        raise ValueError(f"CPU definition does not parse: {exc}") from None
-    if root.tag != "cpu":
-        raise ValueError(f"expected <cpu>, got <{root.tag}>")
+    root = xml_root(xml_text, "cpu", "CPU definition")
     return frozenset(f.get("name") for f in root.findall("feature")
                      if f.get("name") and f.get("policy") not in ("disable", "forbid"))

@@ -6,11 +6,10 @@ buses and the video models offered, with the arch and machine type they
 are for.
 """
 
-import xml.etree.ElementTree as ET
 
 import attrs
 
-from nova_lite_libvirt.capabilities import canonical_arch
+from nova_lite_libvirt.capabilities import canonical_arch, xml_root
 
 
 @attrs.frozen
@@ -43,12 +42,7 @@ def parse_domain_capabilities(xml_text):
 
     :raises ValueError: if the text is not XML or not ``<domainCapabilities>``.
     """
-    try:
-        root = ET.fromstring(xml_text)
-    except ET.ParseError as exc:
-        raise ValueError(f"domain capabilities XML does not parse: {exc}") from None
-    if root.tag != "domainCapabilities":
-        raise ValueError(f"expected <domainCapabilities>, got <{root.tag}>")
+    root = xml_root(xml_text, "domainCapabilities", "domain capabilities XML")
     return DomainCapabilities(
         arch=canonical_arch(root.findtext("arch")),
         machine=(root.findtext("machine") or "").strip(),
