@@ -81,24 +81,23 @@ CAPABILITY_TRAITS: Mapping[str, str] = {
 }
 
 
-#: Names known to be traits: the standard ones and every custom name seen
-#: valid so far (up to _MAX_REMEMBERED), so that reading thousands of node
-#: records checks each distinct name once.
-_VALID: set[str] = set(STANDARD_TRAITS)
-_MAX_REMEMBERED = len(STANDARD_TRAITS) + 100_000
+#: Custom names seen valid so far (up to _MAX_REMEMBERED), so that reading
+#: thousands of node records checks each distinct name once.
+_REMEMBERED: set[str] = set()
+_MAX_REMEMBERED = 100_000
 
 
 def trait_problem(name: object) -> str | None:
     """Why ``name`` is not a trait name, or None if it is one."""
-    if name.__class__ is str and name in _VALID:
+    if name.__class__ is str and (name in STANDARD_TRAITS or name in _REMEMBERED):
         return None
     if not isinstance(name, str):
         return f"a trait name must be a string, got {type(name).__name__} {name!r:.60}"
     if len(name) > MAX_LENGTH:
         return f"trait name {name[:60]!r}... is longer than {MAX_LENGTH} characters"
     if _CUSTOM_RE.match(name):
-        if len(_VALID) < _MAX_REMEMBERED:
-            _VALID.add(name)
+        if len(_REMEMBERED) < _MAX_REMEMBERED:
+            _REMEMBERED.add(name)
         return None
     if name.startswith("CUSTOM_"):
         return (f"custom trait {name!r} may hold only upper-case letters, digits and "
@@ -110,7 +109,7 @@ def trait_problem(name: object) -> str | None:
 def all_known(names: frozenset[str]) -> bool:
     """True if every name of ``names`` is known to be a trait (a cheap set
     test; False only means some name has not been checked yet)."""
-    return names <= _VALID
+    return not names.difference(STANDARD_TRAITS, _REMEMBERED)
 
 
 def validate_trait(name: object, where: str = "trait") -> str:
@@ -130,7 +129,7 @@ def trait_set(value: Iterable[str] | None, where: str = "traits") -> frozenset[s
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise InvalidInput(f"{where} must be a collection of trait names, got "
                            f"{type(value).__name__} {value!r:.60}")
-    if isinstance(value, frozenset) and value <= _VALID:
+    if isinstance(value, frozenset) and all_known(value):
         return value   # the common case: a record read back, every name known
     return frozenset(validate_trait(name, where) for name in value)
 
