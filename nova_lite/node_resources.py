@@ -16,6 +16,7 @@ import attrs
 
 from nova_lite import validators as v
 from nova_lite.exception import InvalidInput, InvalidNodeResources
+from nova_lite.providers import ChildProvider, check_tree, child_from_dict
 from nova_lite.traits import all_known, trait_problem, trait_set
 from nova_lite.host_topology import (
     CpuInfo, CpuTopology, MaxPhysAddr, MemPage, NUMACell, NUMATopology, PciDevice,
@@ -53,6 +54,12 @@ def _pci_devices(value: Iterable[PciDevice] | None) -> tuple[PciDevice, ...]:
     return v.records(PciDevice, value, "NodeResources.pci_devices")
 
 
+def _providers(value: Iterable[ChildProvider] | None) -> tuple[ChildProvider, ...]:
+    children = v.records(ChildProvider, value, "NodeResources.providers")
+    check_tree(children, "NodeResources.providers")
+    return children
+
+
 def _supported_instances(
         value: Iterable[SupportedInstance] | None) -> tuple[SupportedInstance, ...]:
     return v.records(SupportedInstance, value, "NodeResources.supported_instances")
@@ -72,7 +79,10 @@ class NodeResources:
     names the node's qualitative features (:mod:`nova_lite.traits`:
     standard ``os-traits`` names and ``CUSTOM_*``); the audit records them
     as :func:`nova_lite.traits.node_traits` makes them (with the traits of
-    the driver's capabilities, and ``COMPUTE_NODE``).
+    the driver's capabilities, and ``COMPUTE_NODE``).  ``providers`` are the
+    devices the node accounts for apart, nested under it
+    (:class:`nova_lite.providers.ChildProvider`: a physical GPU with its
+    ``VGPU`` inventory, say).
     """
 
     vcpus: int = attrs.field(validator=v.non_negative_int)
@@ -101,6 +111,7 @@ class NodeResources:
     reserved: Mapping[str, int] = attrs.field(
         factory=dict, converter=_reserved_mapping, hash=False)
     traits: frozenset[str] = attrs.field(factory=frozenset, converter=_traits)
+    providers: tuple[ChildProvider, ...] = attrs.field(factory=tuple, converter=_providers)
 
     def __attrs_post_init__(self) -> None:
         if not self.reserved:
@@ -141,8 +152,9 @@ class NodeResources:
         return _LegacyParser(data, nodename).parse()
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict that :meth:`from_dict` reads back."""
-        return {
+        """A JSON-serialisable dict that :meth:`from_dict` reads back
+        (``providers`` only when there are any)."""
+        out: dict[str, Any] = {
             "vcpus": self.vcpus, "memory_mb": self.memory_mb, "local_gb": self.local_gb,
             "vcpus_used": self.vcpus_used, "memory_mb_used": self.memory_mb_used,
             "local_gb_used": self.local_gb_used,
@@ -167,6 +179,9 @@ class NodeResources:
             "pcpus": self.pcpus, "reserved": dict(self.reserved),
             "traits": sorted(self.traits),
         }
+        if self.providers:
+            out["providers"] = [child.to_dict() for child in self.providers]
+        return out
 
 
 def _cell_to_dict(cell: NUMACell) -> dict[str, Any]:
@@ -240,6 +255,7 @@ class _LegacyParser:
         fields["uuid"] = self.string("uuid")
         fields["reserved"] = self.reserved(fields)
         fields["traits"] = self.traits()
+        fields["providers"] = self.guarded("providers", self.providers) or ()
         if self.problems:
             raise InvalidNodeResources(self.problems, self.nodename)
         try:
@@ -408,6 +424,15 @@ class _LegacyParser:
     def pci_devices(value: Iterable[Any]) -> tuple[PciDevice, ...]:
         return tuple(d if isinstance(d, PciDevice) else PciDevice(**_known(_unwrap(d), _PCI_KEYS))
                      for d in value)
+
+    @staticmethod
+    def providers(value: Any) -> tuple[ChildProvider, ...]:
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+            raise InvalidInput(f"expected a list of child providers, got {value!r:.80}")
+        children = tuple(c if isinstance(c, ChildProvider) else child_from_dict(c)
+                         for c in value)
+        check_tree(children, "'providers'")
+        return children
 
     @staticmethod
     def supported_instances(value: Iterable[Any]) -> tuple[SupportedInstance, ...]:

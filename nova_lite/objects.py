@@ -207,13 +207,25 @@ class Migration:
         return (self.source_compute, self.source_node) == (self.dest_compute, self.dest_node)
 
 
+def _nested_amounts(value: Mapping[str, Mapping[str, int]] | None
+                    ) -> Mapping[str, Mapping[str, int]]:
+    """``{provider name: {rc: amount}}`` as read-only mappings."""
+    if not value:
+        return v.frozen_mapping(None)
+    return v.frozen_mapping({name: v.frozen_mapping(per, f"amounts of provider {name}")
+                             for name, per in v.frozen_mapping(value, "providers").items()})
+
+
 @attrs.frozen
 class Allocation:
     """What one consumer (an instance, or a migration) holds on one node.
 
     ``resources`` maps resource class -> amount (flavor plus overhead);
     ``numa_topology`` and ``pci_devices`` (PCI addresses) are what the claim
-    placed on the node.
+    placed on the node; ``providers`` (``{child name: {rc: amount}}``) says
+    which of the node's child providers hold the amounts of classes only
+    children offer (:mod:`nova_lite.providers`): those amounts are in
+    ``resources`` too.
     """
 
     consumer_uuid: str
@@ -224,6 +236,8 @@ class Allocation:
     flavor: Flavor
     numa_topology: InstanceNUMATopology | None = None
     pci_devices: tuple[str, ...] = attrs.field(factory=tuple, converter=_addresses)
+    providers: Mapping[str, Mapping[str, int]] = attrs.field(
+        factory=dict, converter=_nested_amounts, hash=False)
 
 
 @attrs.frozen
@@ -305,6 +319,11 @@ class ComputeNode:
     numa_placements: tuple[InstanceNUMATopology, ...] = attrs.field(factory=tuple, hash=False)
     pci_in_use: frozenset[str] = attrs.field(
         factory=frozenset, converter=_address_set, hash=False)
+    #: Each child provider's usage, ``{child name: {rc: amount}}`` (the
+    #: sums of the allocations' ``providers``); its amounts are in
+    #: ``usage`` too.
+    provider_usage: Mapping[str, Mapping[str, int]] = attrs.field(
+        factory=dict, converter=_nested_amounts, hash=False)
     last_error: str | None = attrs.field(default=None, hash=False)
     #: False once the driver stops listing the node: its record is kept, but
     #: it admits no claim and the scheduler does not offer it.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import holds_sql, models, rows, serialize as ser
+from nova_lite.db import holds_sql, models, providers as provider_rows, rows, serialize as ser
 from nova_lite.objects import (
     Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, NodeResources)
 from nova_lite.resources import Inventory
@@ -71,13 +71,14 @@ def audited_nodes(conn: sa.Connection, host: str,
     nodes: dict[str, ComputeNode] = {}
     for audit in sorted(audits, key=lambda a: a.nodename):
         row = node_rows[audit.nodename]
-        used, numa, pci = usage.get(row.uuid, rows.NO_USAGE)
+        used, numa, pci, nested = usage.get(row.uuid, rows.NO_USAGE)
         inventories = {rc: attrs.evolve(inv, used=used[rc]) if used.get(rc) else inv
                        for rc, inv in audit.inventories.items()}
         nodes[audit.nodename] = ComputeNode(
             uuid=row.uuid, host=host, nodename=audit.nodename, generation=row.generation,
             inventories=inventories, usage=used, resources=audit.resources,
-            numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error,
+            numa_placements=tuple(numa), pci_in_use=pci, provider_usage=nested,
+            last_error=row.last_error,
             reported=bool(row.reported))
     return nodes
 
@@ -179,6 +180,9 @@ def write_nodes(conn: sa.Connection, host: str, audits: Sequence["AuditedNode"],
     changed: set[str] = set()
     new_nodes: list[dict[str, Any]] = []
     new_inventories: list[dict[str, Any]] = []
+    # (node uuid, audit, whether its last report may have had children) of the
+    # reports that changed: their child providers are recorded again.
+    new_reports: list[tuple[str, "AuditedNode", bool]] = []
     for audit in audits:
         resources_json = report_text(audit, known_texts)
         row = existing.get(audit.nodename)
@@ -186,6 +190,7 @@ def write_nodes(conn: sa.Connection, host: str, audits: Sequence["AuditedNode"],
         if row is None:
             node_uuid, created = create_or_adopt(conn, host, audit, resources_json, now,
                                                  new_nodes, elsewhere)
+            new_reports.append((node_uuid, audit, not created))
             if not created:
                 changed.add(node_uuid)
         else:
@@ -196,6 +201,9 @@ def write_nodes(conn: sa.Connection, host: str, audits: Sequence["AuditedNode"],
                     resources=resources_json, last_error=None, reported=True, updated_at=now))
                 if row.resources != resources_json or not row.reported:
                     changed.add(node_uuid)
+                if row.resources != resources_json:
+                    new_reports.append((node_uuid, audit, row.resources is None
+                                        or '"providers":' in row.resources))
         have = stored_inv.get(node_uuid, {})
         if {rc: inventory_fields(inv) for rc, inv in audit.inventories.items()} != have:
             if not created:   # a new record has no inventory rows yet
@@ -209,6 +217,9 @@ def write_nodes(conn: sa.Connection, host: str, audits: Sequence["AuditedNode"],
         conn.execute(T_NODES.insert(), new_nodes)
     if new_inventories:
         conn.execute(T_INV.insert(), new_inventories)
+    for node_uuid, audit, had_children in new_reports:
+        if audit.resources.providers or had_children:
+            provider_rows.sync_children(conn, node_uuid, audit.resources.providers, now)
     return changed
 
 

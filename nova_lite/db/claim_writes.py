@@ -42,7 +42,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite import holds
-from nova_lite.db import models, rows, serialize as ser
+from nova_lite.db import models, providers as provider_rows, rows, serialize as ser
 from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
@@ -183,7 +183,13 @@ def write_plans(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float,
     row's lock (:func:`_guard_instance_claim`: not deleted, no other claim)
     and updated.  ``usage``: ``(node_uuid, generation, usage)`` of a claim
     that re-read the node under its lock (see :func:`record_usage`).
+    Each child provider an allocation lands on moves to its next
+    generation (:func:`nova_lite.db.providers.bump_children`).
     """
+    for plan in plans:
+        if plan.allocation.providers:
+            provider_rows.bump_children(conn, plan.allocation.node_uuid,
+                                        plan.allocation.providers, now)
     if usage is not None and conn.dialect.name == "postgresql" and len(plans) == 1 \
             and plans[0].instance is not None and plans[0].migration is None \
             and _pg_new_instance_with_usage(conn, plans[0], now, usage):

@@ -119,6 +119,10 @@ allocations = sa.Table(
     sa.Column("numa_topology", sa.Text),
     sa.Column("pci_devices", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
+    # JSON {child provider name: {class: amount}}: which of the node's child
+    # providers hold the amounts of classes only children offer (also in
+    # ``other``, so the extras index finds the row).
+    sa.Column("providers", sa.Text),
     sa.Index("allocations_node_idx", "node_uuid"),
     # The few allocations a node's usage cannot be summed from in SQL alone.
     sa.Index("allocations_node_extras_idx", "node_uuid",
@@ -149,6 +153,26 @@ node_usage = sa.Table(
     # this row current: what a claim decides on besides usage (inventories,
     # owner, reported flag) is as it was then (None: unknown).
     sa.Column("since", sa.Integer),
+)
+
+#: The child providers of each node (:mod:`nova_lite.providers`), as its
+#: audit last recorded them: a tree under the compute node, each with its
+#: own generation, moved by every change of its inventories, traits or
+#: allocations.  ``parent_uuid`` is the node's uuid for a direct child.
+resource_providers = sa.Table(
+    "resource_providers", metadata,
+    sa.Column("uuid", sa.String(36), primary_key=True),
+    sa.Column("root_uuid", sa.String(36), sa.ForeignKey("compute_nodes.uuid",
+                                                        ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("parent_uuid", sa.String(36), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False, default=0),
+    sa.Column("inventories", sa.Text, nullable=False),   # JSON {class: inventory}
+    sa.Column("traits", sa.Text, nullable=False),        # JSON list of names
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("root_uuid", "name", name="uniq_resource_providers0root_uuid0name"),
 )
 
 #: Resource classes stored in their own allocation columns.

@@ -103,7 +103,7 @@ def load_nodes_by_uuid(conn: sa.Connection, uuids: Sequence[str]) -> list[Comput
             inventories[r.node_uuid].append(r)
         usage = rows.usage_by_node(conn, models.allocations.c.node_uuid.in_(chunk))
         found.extend(rows._node(row, inventories.get(row.uuid, ()),
-                                usage.get(row.uuid, ({}, (), ()))) for row in node_rows)
+                                usage.get(row.uuid, rows.NO_USAGE)) for row in node_rows)
     return found
 
 

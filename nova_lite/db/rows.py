@@ -32,7 +32,10 @@ STD_COLUMNS = tuple(models.ALLOCATION_COLUMNS.items())
 
 # Rows are SQLAlchemy rows read by column name (``row.uuid``): typed Any here.
 # A node's usage: (amounts by class, NUMA placements, PCI addresses in use).
-_Usage = tuple[dict[str, int], Sequence[InstanceNUMATopology], Iterable[str]]
+_Usage = tuple[Mapping[str, int], Sequence[InstanceNUMATopology], Iterable[str],
+               Mapping[str, Mapping[str, int]]]
+_Summed = tuple[dict[str, int], list[InstanceNUMATopology], set[str],
+                dict[str, dict[str, int]]]
 
 
 def instance_from_row(row: Any) -> Instance:
@@ -66,7 +69,8 @@ def allocation_from_row(row: Any) -> Allocation:
         instance_uuid=row.instance_uuid, node_uuid=row.node_uuid,
         resources=allocation_resources(row), flavor=ser.flavor_from_json(row.flavor),
         numa_topology=ser.numa_from_json(row.numa_topology),
-        pci_devices=ser.strings_from_json(row.pci_devices))
+        pci_devices=ser.strings_from_json(row.pci_devices),
+        providers=json.loads(row.providers) if row.providers else None)
 
 
 def allocation_values(alloc: Allocation, now: float) -> dict[str, Any]:
@@ -78,7 +82,10 @@ def allocation_values(alloc: Allocation, now: float) -> dict[str, Any]:
                   other=ser.dumps(other) if other else None,
                   flavor=ser.flavor_to_json(alloc.flavor),
                   numa_topology=ser.numa_to_json(alloc.numa_topology),
-                  pci_devices=ser.strings_to_json(alloc.pci_devices), created_at=now)
+                  pci_devices=ser.strings_to_json(alloc.pci_devices),
+                  providers=ser.dumps({name: dict(per) for name, per in
+                                       alloc.providers.items()}) if alloc.providers else None,
+                  created_at=now)
     for rc, column in STD_COLUMNS:
         values[column] = resources.get(rc, 0)
     return values
@@ -136,7 +143,8 @@ _NODE = T_NODES.select().where(T_NODES.c.uuid == sa.bindparam("node"))
 _NODE_INVENTORIES = T_INV.select().where(T_INV.c.node_uuid == sa.bindparam("node"))
 _NODE_SUMS = sa.select(*[sa.func.sum(T_ALLOC.c[col]) for _, col in STD_COLUMNS]).where(
     T_ALLOC.c.node_uuid == sa.bindparam("node"))
-_NODE_EXTRAS = sa.select(T_ALLOC.c.other, T_ALLOC.c.numa_topology, T_ALLOC.c.pci_devices).where(
+_NODE_EXTRAS = sa.select(T_ALLOC.c.other, T_ALLOC.c.numa_topology, T_ALLOC.c.pci_devices,
+                         T_ALLOC.c.providers).where(
     T_ALLOC.c.node_uuid == sa.bindparam("node"),
     sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
            T_ALLOC.c.pci_devices.is_not(None)))
@@ -230,9 +238,10 @@ def load_node_locked(conn: sa.Connection | DirectConnection, node_uuid: str,
     amounts = {rc: usage[col] for rc, col in STD_COLUMNS if usage[col]}
     numa: list[InstanceNUMATopology] = []
     pci: set[str] = set()
-    for other, numa_json, pci_json in extras:
-        _add_extras(amounts, numa, pci, other, numa_json, pci_json)
-    return _node(row, inventories, (amounts, numa, pci)), usage
+    nested: dict[str, dict[str, int]] = {}
+    for other, numa_json, pci_json, providers_json in extras:
+        _add_extras(amounts, numa, pci, nested, other, numa_json, pci_json, providers_json)
+    return _node(row, inventories, (amounts, numa, pci, nested)), usage
 
 
 def _column_sums(conn: sa.Connection | DirectConnection,
@@ -246,9 +255,11 @@ def _node_with_extras(conn: sa.Connection, row: Any, sums: Mapping[str, int],
     amounts = {rc: sums[col] for rc, col in STD_COLUMNS if sums[col]}
     numa: list[InstanceNUMATopology] = []
     pci: set[str] = set()
-    for other, numa_json, pci_json in conn.execute(_NODE_EXTRAS, params):
-        _add_extras(amounts, numa, pci, other, numa_json, pci_json)
-    return _node(row, conn.execute(_NODE_INVENTORIES, params).all(), (amounts, numa, pci))
+    nested: dict[str, dict[str, int]] = {}
+    for other, numa_json, pci_json, providers_json in conn.execute(_NODE_EXTRAS, params):
+        _add_extras(amounts, numa, pci, nested, other, numa_json, pci_json, providers_json)
+    return _node(row, conn.execute(_NODE_INVENTORIES, params).all(),
+                 (amounts, numa, pci, nested))
 
 
 _UPSERT_USAGE: dict[str, sa.Insert] = {}
@@ -273,13 +284,19 @@ def record_usage(conn: sa.Connection | DirectConnection, node_uuid: str, generat
 
 
 def _add_extras(amounts: dict[str, int], numa: list[InstanceNUMATopology], pci: set[str],
-                other: str | None, numa_json: str | None, pci_json: str | None) -> None:
+                nested: dict[str, dict[str, int]], other: str | None, numa_json: str | None,
+                pci_json: str | None, providers_json: str | None) -> None:
     for rc, n in (json.loads(other) if other else {}).items():
         amounts[rc] = amounts.get(rc, 0) + n
     topology = ser.numa_from_json(numa_json) if numa_json else None
     if topology is not None:
         numa.append(topology)
     pci.update(ser.strings_from_json(pci_json))
+    if providers_json:
+        for name, per in json.loads(providers_json).items():
+            into = nested.setdefault(name, {})
+            for rc, n in per.items():
+                into[rc] = into.get(rc, 0) + n
 
 
 # Sized for a view of every node of a large fleet (the scheduler's, the
@@ -299,7 +316,7 @@ def _inventory(total: int, reserved: int, min_unit: int, max_unit: int, step_siz
 
 def _node(row: Any, inventory_rows: Iterable[Any], usage: _Usage) -> ComputeNode:
     """A ComputeNode from its row, its inventory rows and its usage triple."""
-    used, numa, pci = usage
+    used, numa, pci, nested = usage
     inventories: dict[str, Inventory] = {}
     for i in inventory_rows:
         inv = _inventory(i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
@@ -310,36 +327,36 @@ def _node(row: Any, inventory_rows: Iterable[Any], usage: _Usage) -> ComputeNode
         uuid=row.uuid, host=row.host, nodename=row.nodename, generation=row.generation,
         inventories=inventories, usage=used,
         resources=report_from_text(row.resources) if row.resources else None,
-        numa_placements=tuple(numa), pci_in_use=pci, last_error=row.last_error,
+        numa_placements=tuple(numa), pci_in_use=pci, provider_usage=nested,
+        last_error=row.last_error,
         reported=bool(row.reported))
 
 
-#: The (amounts, numa_placements, pci_in_use) of a node without allocations.
-NO_USAGE: tuple[dict[str, int], tuple[InstanceNUMATopology, ...], tuple[str, ...]] = (
-    {}, (), ())
+#: The (amounts, numa_placements, pci_in_use, provider_usage) of a node
+#: without allocations.
+NO_USAGE: _Usage = ({}, (), (), {})
 
 
-def usage_by_node(
-        conn: sa.Connection, where: sa.ColumnElement[bool],
-) -> dict[str, tuple[dict[str, int], list[InstanceNUMATopology], set[str]]]:
-    """``{node_uuid: (amounts, numa_placements, pci_in_use)}`` of the allocations ``where``.
+def usage_by_node(conn: sa.Connection, where: sa.ColumnElement[bool]) -> dict[str, _Summed]:
+    """``{node_uuid: (amounts, numa_placements, pci_in_use, provider_usage)}`` of
+    the allocations ``where``.
 
     The standard classes are summed by the database; only the rows with
     other classes, NUMA cells or PCI devices are read one by one.
     """
-    usage: dict[str, tuple[dict[str, int], list[InstanceNUMATopology], set[str]]] = {}
+    usage: dict[str, _Summed] = {}
     totals = [sa.func.sum(T_ALLOC.c[col]) for _, col in STD_COLUMNS]
     sums = sa.select(T_ALLOC.c.node_uuid, *totals).where(where).group_by(T_ALLOC.c.node_uuid)
     for node_uuid, *totals in conn.execute(sums):
         amounts = {rc: int(total) for (rc, _), total in zip(STD_COLUMNS, totals) if total}
-        usage[node_uuid] = (amounts, [], set())
+        usage[node_uuid] = (amounts, [], set(), {})
     extras = sa.select(T_ALLOC.c.node_uuid, T_ALLOC.c.other, T_ALLOC.c.numa_topology,
-                       T_ALLOC.c.pci_devices).where(
+                       T_ALLOC.c.pci_devices, T_ALLOC.c.providers).where(
         where, sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
                       T_ALLOC.c.pci_devices.is_not(None)))
-    for node_uuid, other, numa_json, pci_json in conn.execute(extras):
-        amounts, numa, pci = usage[node_uuid]
-        _add_extras(amounts, numa, pci, other, numa_json, pci_json)
+    for node_uuid, other, numa_json, pci_json, providers_json in conn.execute(extras):
+        amounts, numa, pci, nested = usage[node_uuid]
+        _add_extras(amounts, numa, pci, nested, other, numa_json, pci_json, providers_json)
     return usage
 
 
@@ -360,7 +377,7 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
     for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
         invs[r.node_uuid].append(r)
     usage = usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
-    return [_node(row, invs.get(row.uuid, ()), usage.get(row.uuid, ({}, (), ())))
+    return [_node(row, invs.get(row.uuid, ()), usage.get(row.uuid, NO_USAGE))
             for row in rows]
 
 

@@ -508,7 +508,7 @@ class Store:
                 plans = None
         single = None
         if plans is not None and len(plans) == 1 and self.db.dialect == "postgresql" \
-                and self.schema.current:
+                and self.schema.current and not plans[0].allocation.providers:
             single = claim_writes.single_claim_values(node, plans[0], time.time())
         op = f"claim on node {node.host}/{node.nodename}"
         transaction = functools.partial(_claim_transaction, node=node, requests=requests,

@@ -15,12 +15,15 @@ import attrs
 
 from nova_lite.exception import ComputeResourcesUnavailable, PciClaimError
 from nova_lite.model.fit import amount_problems, usage_bounds
+from nova_lite.model.nested import place
 from nova_lite.model.plans import MAX_AMOUNT, ClaimAsk, ClaimPlan, ClaimRequest
 from nova_lite.model.usage import with_allocation
 from nova_lite.numa import (
     NUMA_FIT_FAILED, fit_instance_to_host, numa_fit_problem, numa_usage_for)
 from nova_lite.objects import Allocation, ComputeNode, InstanceNUMATopology, PciRequest
 from nova_lite.pci import PciStats
+from nova_lite.providers import split_request
+from nova_lite.traits import TraitRequest, flavor_traits
 
 
 @attrs.frozen
@@ -30,6 +33,8 @@ class Decision:
     reasons: tuple[str, ...] = ()
     numa_topology: InstanceNUMATopology | None = None     # as placed
     pci_devices: tuple[str, ...] = ()
+    #: ``{child provider name: {rc: amount}}`` of the classes only children offer.
+    providers: Mapping[str, Mapping[str, int]] = attrs.field(factory=dict)
 
 
 def owner_problems(node: ComputeNode, host: str) -> list[str]:
@@ -45,14 +50,31 @@ def owner_problems(node: ComputeNode, host: str) -> list[str]:
 
 def decide(node: ComputeNode, requested: Mapping[str, int], limits: Any,
            numa_request: InstanceNUMATopology | None = None,
-           pci_requests: Sequence[PciRequest] = ()) -> Decision:
+           pci_requests: Sequence[PciRequest] = (),
+           extra_specs: Mapping[str, str] | None = None) -> Decision:
     """Check ``requested`` amounts plus NUMA and PCI against ``node``'s usage.
 
     ``node`` is the ComputeNode (inventories, usage and the driver's
     report); returns a :class:`Decision` with every failing reason.
+    Classes only the node's child providers offer land on one child each
+    (:func:`nova_lite.model.nested.place`); the traits the flavor's
+    ``extra_specs`` require and the node itself lacks must be on that
+    child, and those they forbid not.
     """
-    reasons = amount_problems(node.inventories, node.usage, requested, limits)
     resources = node.resources
+    children = resources.providers if resources is not None else ()
+    nested: Mapping[str, Mapping[str, int]] = {}
+    nested_reasons: tuple[str, ...] = ()
+    if children:
+        requested, on_children = split_request(node.inventories, children, requested)
+        if on_children:
+            wanted = flavor_traits(extra_specs) if extra_specs else TraitRequest()
+            landed = place(children, node.provider_usage, on_children,
+                           required_traits=wanted.required - node.traits,
+                           forbidden_traits=wanted.forbidden)
+            nested, nested_reasons = landed.amounts, landed.reasons
+    reasons = amount_problems(node.inventories, node.usage, requested, limits)
+    reasons.extend(nested_reasons)
     placed: InstanceNUMATopology | None = None
     numa_cells: set[int] | None = None
     pci = None
@@ -81,7 +103,8 @@ def decide(node: ComputeNode, requested: Mapping[str, int], limits: Any,
             addresses = pci.claim(tuple(pci_requests), numa_cells=numa_cells)
         except PciClaimError as exc:
             reasons.append(str(exc))
-    return Decision(reasons=tuple(reasons), numa_topology=placed, pci_devices=addresses)
+    return Decision(reasons=tuple(reasons), numa_topology=placed, pci_devices=addresses,
+                    providers=nested)
 
 
 def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[ClaimAsk],
@@ -104,7 +127,7 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
         if oversized:
             raise ComputeResourcesUnavailable(oversized)
         decision = decide(node, ask.requested, limits, ask.numa_request,
-                          ask.instance.pci_requests)
+                          ask.instance.pci_requests, ask.flavor.extra_specs)
         if decision.reasons:
             raise ComputeResourcesUnavailable(decision.reasons)
         migration, instance = ask.migration, ask.instance
@@ -113,7 +136,7 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
             consumer_type="instance" if migration is None else "migration",
             instance_uuid=instance.uuid, node_uuid=node.uuid, resources=ask.requested,
             flavor=ask.flavor, numa_topology=decision.numa_topology,
-            pci_devices=decision.pci_devices)
+            pci_devices=decision.pci_devices, providers=decision.providers)
         placed = None
         if migration is None:
             placed = attrs.evolve(
@@ -133,6 +156,10 @@ def plan_bounds(node: ComputeNode, ask: ClaimAsk, limits: Any) -> dict[str, int]
     cell, no PCI device to place), the most each class may hold with it."""
     if ask.numa_request is not None or ask.instance.pci_requests:
         return None
+    resources = node.resources
+    if resources is not None and resources.providers \
+            and any(rc not in node.inventories for rc in ask.requested):
+        return None   # a child provider's room is not a bound on the node's usage
     bounds = usage_bounds(node.inventories, ask.requested, limits)
     return {rc: min(most, MAX_AMOUNT) for rc, most in bounds.items()}
 

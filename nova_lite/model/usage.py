@@ -10,12 +10,14 @@ from collections.abc import Iterable
 import attrs
 
 from nova_lite.objects import Allocation, ComputeNode
+from nova_lite.providers import add_usage
 
 
 def with_allocation(node: ComputeNode, allocation: Allocation, sign: int = 1) -> ComputeNode:
     """``node`` with ``allocation`` added (``sign=-1``: removed).
 
-    Usage amounts, NUMA placements and PCI devices in use change together;
+    Usage amounts, NUMA placements, PCI devices in use and the child
+    providers' usage change together;
     the generation does not (the caller sets the one the change committed
     at).  The inventories' own ``used`` figures are left as they were: see
     :func:`synced`.
@@ -36,7 +38,11 @@ def with_allocation(node: ComputeNode, allocation: Allocation, sign: int = 1) ->
     if allocation.pci_devices:
         devices = frozenset(allocation.pci_devices)
         pci = pci | devices if sign > 0 else pci - devices
-    return attrs.evolve(node, usage=amounts, numa_placements=numa, pci_in_use=pci)
+    nested = node.provider_usage
+    if allocation.providers:
+        nested = add_usage(nested, allocation.providers, sign)
+    return attrs.evolve(node, usage=amounts, numa_placements=numa, pci_in_use=pci,
+                        provider_usage=nested)
 
 
 def with_allocations(node: ComputeNode, allocations: Iterable[Allocation],
