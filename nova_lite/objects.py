@@ -302,7 +302,8 @@ def _address_set(value: Iterable[str]) -> frozenset[str]:
 class ComputeNode:
     """A compute node record as tracked: inventories, usage and views.
 
-    ``usage`` counts instances and in-progress migrations only; reserved
+    ``usage`` counts instances and in-progress migrations only (on the node
+    itself: what they hold on its child providers is ``provider_usage``); reserved
     host amounts live in ``inventories`` (so free = max(0, capacity - used),
     and over is the excess).
     ``resources`` is the last report the driver gave (the hypervisor view).
@@ -320,8 +321,7 @@ class ComputeNode:
     pci_in_use: frozenset[str] = attrs.field(
         factory=frozenset, converter=_address_set, hash=False)
     #: Each child provider's usage, ``{child name: {rc: amount}}`` (the
-    #: sums of the allocations' ``providers``); its amounts are in
-    #: ``usage`` too.
+    #: sums of the allocations' ``providers``); ``usage`` is the node's own.
     provider_usage: Mapping[str, Mapping[str, int]] = attrs.field(
         factory=dict, converter=_nested_amounts, hash=False)
     last_error: str | None = attrs.field(default=None, hash=False)

@@ -31,6 +31,9 @@ from nova_lite.traits import trait_set
 
 #: Namespace of child provider uuids: ``uuid5(NAMESPACE, "<node uuid>/<name>")``.
 NAMESPACE = uuid_mod.UUID("6f0c7d5e-64a4-4d0b-9a8e-3c2f1b7d9e11")
+#: The classes a node offers itself, never a child (they have their own
+#: allocation columns).
+NODE_CLASSES = frozenset({"VCPU", "PCPU", "MEMORY_MB", "DISK_GB"})
 #: The longest child provider name (Placement's limit on provider names).
 MAX_NAME = 200
 
@@ -46,6 +49,9 @@ def _inventories(value: Mapping[str, Inventory] | None) -> Mapping[str, Inventor
     out = {}
     for rc, inv in proxy.items():
         rc = validate_resource_class(str(rc))
+        if rc in NODE_CLASSES:
+            raise InvalidInput(f"ChildProvider.inventories: {rc} is the node's own class; a "
+                               "child provider offers other classes (VGPU, CUSTOM_*)")
         if not isinstance(inv, Inventory):
             raise InvalidInput(f"ChildProvider.inventories[{rc}] must be an Inventory, "
                                f"got {type(inv).__name__}")

@@ -258,7 +258,7 @@ def usage_after(usage: Mapping[str, int], allocations: Iterable[Mapping[str, Any
         for _, col in rows.STD_COLUMNS:
             totals[col] += values[col]
         if values["other"] is not None or values["numa_topology"] is not None or \
-                values["pci_devices"] is not None:
+                values["pci_devices"] is not None or values["providers"] is not None:
             totals["extras"] += 1
             totals["since"] = generation
     return totals
@@ -402,6 +402,7 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
     bounds = plan.bounds
     plain = bounds is not None and allocation["other"] is None \
         and allocation["numa_topology"] is None and allocation["pci_devices"] is None \
+        and allocation["providers"] is None \
         and all(rc in models.ALLOCATION_COLUMNS for rc in bounds) \
         and all(allocation[col] == 0 or rc in bounds for rc, col in rows.STD_COLUMNS)
     # A class the plan does not ask for is not checked (a node over capacity

@@ -102,6 +102,10 @@ migrations = sa.Table(
     sa.Index("migrations_source_status_idx", "source_compute", "source_node", "status"),
 )
 
+#: The allocations a node's usage cannot be summed from in SQL alone.
+EXTRAS_PREDICATE = ("other IS NOT NULL OR numa_topology IS NOT NULL OR pci_devices IS NOT NULL"
+                    " OR providers IS NOT NULL")
+
 allocations = sa.Table(
     "allocations", metadata,
     sa.Column("consumer_uuid", sa.String(36), primary_key=True),
@@ -119,17 +123,14 @@ allocations = sa.Table(
     sa.Column("numa_topology", sa.Text),
     sa.Column("pci_devices", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
-    # JSON {child provider name: {class: amount}}: which of the node's child
-    # providers hold the amounts of classes only children offer (also in
-    # ``other``, so the extras index finds the row).
+    # JSON {child provider name: {class: amount}}: the amounts of classes
+    # only the node's children offer, by the child that holds them (not in
+    # ``other``, which holds the node's own).
     sa.Column("providers", sa.Text),
     sa.Index("allocations_node_idx", "node_uuid"),
     # The few allocations a node's usage cannot be summed from in SQL alone.
     sa.Index("allocations_node_extras_idx", "node_uuid",
-             postgresql_where=sa.text(
-                 "other IS NOT NULL OR numa_topology IS NOT NULL OR pci_devices IS NOT NULL"),
-             sqlite_where=sa.text(
-                 "other IS NOT NULL OR numa_topology IS NOT NULL OR pci_devices IS NOT NULL")),
+             postgresql_where=sa.text(EXTRAS_PREDICATE), sqlite_where=sa.text(EXTRAS_PREDICATE)),
 )
 
 #: A node's usage of the standard classes as of ``generation``, written by

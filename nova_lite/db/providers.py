@@ -56,8 +56,8 @@ def sync_children(conn: sa.Connection, node_uuid: str, children: Sequence[ChildP
     for name, values in wanted.items():
         row = stored.get(name)
         if row is None:
-            conn.execute(T_RP.insert().values(values, generation=0, created_at=now,
-                                              updated_at=now))
+            conn.execute(T_RP.insert().values(dict(values, generation=0, created_at=now,
+                                                   updated_at=now)))
             changed = True
         elif (row.inventories, row.traits, row.parent_uuid) != (
                 values["inventories"], values["traits"], values["parent_uuid"]):

@@ -57,9 +57,14 @@ def migration_from_row(row: Any) -> Migration:
 
 
 def allocation_resources(row: Any) -> dict[str, int]:
+    """Everything the allocation holds: the node's own classes and its children's."""
     amounts = {rc: getattr(row, col) for rc, col in STD_COLUMNS if getattr(row, col)}
     if row.other:
         amounts.update(json.loads(row.other))
+    if row.providers:
+        for per in json.loads(row.providers).values():
+            for rc, n in per.items():
+                amounts[rc] = amounts.get(rc, 0) + n
     return amounts
 
 
@@ -76,7 +81,9 @@ def allocation_from_row(row: Any) -> Allocation:
 def allocation_values(alloc: Allocation, now: float) -> dict[str, Any]:
     """An allocation's row, recorded at ``now``, as a dict by column name."""
     resources = alloc.resources
-    other = {rc: n for rc, n in resources.items() if rc not in models.ALLOCATION_COLUMNS}
+    nested = {rc for per in alloc.providers.values() for rc in per}
+    other = {rc: n for rc, n in resources.items()
+             if rc not in models.ALLOCATION_COLUMNS and rc not in nested}
     values = dict(consumer_uuid=alloc.consumer_uuid, node_uuid=alloc.node_uuid,
                   consumer_type=alloc.consumer_type, instance_uuid=alloc.instance_uuid,
                   other=ser.dumps(other) if other else None,
@@ -145,9 +152,7 @@ _NODE_SUMS = sa.select(*[sa.func.sum(T_ALLOC.c[col]) for _, col in STD_COLUMNS])
     T_ALLOC.c.node_uuid == sa.bindparam("node"))
 _NODE_EXTRAS = sa.select(T_ALLOC.c.other, T_ALLOC.c.numa_topology, T_ALLOC.c.pci_devices,
                          T_ALLOC.c.providers).where(
-    T_ALLOC.c.node_uuid == sa.bindparam("node"),
-    sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
-           T_ALLOC.c.pci_devices.is_not(None)))
+    T_ALLOC.c.node_uuid == sa.bindparam("node"), sa.text(f"({models.EXTRAS_PREDICATE})"))
 
 
 def load_node(conn: sa.Connection, node_uuid: str) -> ComputeNode:
@@ -352,8 +357,7 @@ def usage_by_node(conn: sa.Connection, where: sa.ColumnElement[bool]) -> dict[st
         usage[node_uuid] = (amounts, [], set(), {})
     extras = sa.select(T_ALLOC.c.node_uuid, T_ALLOC.c.other, T_ALLOC.c.numa_topology,
                        T_ALLOC.c.pci_devices, T_ALLOC.c.providers).where(
-        where, sa.or_(T_ALLOC.c.other.is_not(None), T_ALLOC.c.numa_topology.is_not(None),
-                      T_ALLOC.c.pci_devices.is_not(None)))
+        where, sa.text(f"({models.EXTRAS_PREDICATE})"))
     for node_uuid, other, numa_json, pci_json, providers_json in conn.execute(extras):
         amounts, numa, pci, nested = usage[node_uuid]
         _add_extras(amounts, numa, pci, nested, other, numa_json, pci_json, providers_json)

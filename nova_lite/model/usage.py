@@ -16,14 +16,23 @@ from nova_lite.providers import add_usage
 def with_allocation(node: ComputeNode, allocation: Allocation, sign: int = 1) -> ComputeNode:
     """``node`` with ``allocation`` added (``sign=-1``: removed).
 
-    Usage amounts, NUMA placements, PCI devices in use and the child
-    providers' usage change together;
-    the generation does not (the caller sets the one the change committed
+    Usage amounts (the node's own; amounts on child providers count in
+    their ``provider_usage``), NUMA placements and PCI devices in use
+    change together; the generation does not (the caller sets the one the change committed
     at).  The inventories' own ``used`` figures are left as they were: see
     :func:`synced`.
     """
     amounts = dict(node.usage)
-    for rc, n in allocation.resources.items():
+    nested = node.provider_usage
+    own = allocation.resources
+    if allocation.providers:   # amounts on children count there, not on the node
+        nested = add_usage(nested, allocation.providers, sign)
+        held: dict[str, int] = {}
+        for per in allocation.providers.values():
+            for rc, n in per.items():
+                held[rc] = held.get(rc, 0) + n
+        own = {rc: n - held.get(rc, 0) for rc, n in own.items() if n - held.get(rc, 0)}
+    for rc, n in own.items():
         amounts[rc] = amounts.get(rc, 0) + sign * n
         if not amounts[rc]:
             del amounts[rc]
@@ -38,9 +47,6 @@ def with_allocation(node: ComputeNode, allocation: Allocation, sign: int = 1) ->
     if allocation.pci_devices:
         devices = frozenset(allocation.pci_devices)
         pci = pci | devices if sign > 0 else pci - devices
-    nested = node.provider_usage
-    if allocation.providers:
-        nested = add_usage(nested, allocation.providers, sign)
     return attrs.evolve(node, usage=amounts, numa_placements=numa, pci_in_use=pci,
                         provider_usage=nested)
 

@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, ClassVar, cast
 
 from nova_lite.compute import accounting
 from nova_lite.db.services import heartbeat_deadline
+from nova_lite.model.nested import place
+from nova_lite.providers import split_request
+from nova_lite.traits import TraitRequest
 
 if TYPE_CHECKING:
     from nova_lite.conf import Settings
@@ -169,8 +172,10 @@ class CoreFilter(_AmountFilter):
 
 class ResourceClassFilter(BaseHostFilter):
     """Free amounts of every other class the flavor asks for (``resources:CUSTOM_*``
-    extra specs, as bare-metal flavors do) cover it.  Nova leaves this to
-    Placement; nova-lite has no Placement, so it is a filter."""
+    extra specs, as bare-metal flavors do; ``resources:VGPU``) cover it.
+    Nova leaves this to Placement; nova-lite has no Placement, so it is a
+    filter.  A class only the node's child providers offer must fit on one
+    child, as the claim will place it (:func:`nova_lite.model.nested.place`)."""
 
     _OWN = frozenset({accounting.VCPU, accounting.PCPU, accounting.MEMORY_MB,
                       accounting.DISK_GB})
@@ -182,8 +187,15 @@ class ResourceClassFilter(BaseHostFilter):
         return bool(self._others(spec))
 
     def host_reason(self, state: "HostState", spec: "RequestSpec", now: float) -> str | None:
-        short = [f"free {rc} {state.free(rc)} < {n}" for rc, n in sorted(
-            self._others(spec).items()) if state.free(rc) < n]
+        node = state.node
+        children = node.resources.providers if node.resources is not None else ()
+        own, nested = split_request(node.inventories, children, self._others(spec))
+        short = [f"free {rc} {state.free(rc)} < {n}" for rc, n in sorted(own.items())
+                 if state.free(rc) < n]
+        if nested:
+            short.extend(place(children, node.provider_usage, nested,
+                               required_traits=spec.traits.required - node.traits,
+                               forbidden_traits=spec.traits.forbidden).reasons)
         return "; ".join(short) or None
 
 
@@ -213,7 +225,16 @@ class TraitsFilter(BaseHostFilter):
         return bool(spec.traits)
 
     def host_reason(self, state: "HostState", spec: "RequestSpec", now: float) -> str | None:
-        return spec.traits.reason(state.node.traits)
+        node = state.node
+        reason = spec.traits.reason(node.traits)
+        if reason is None or node.resources is None or not node.resources.providers:
+            return reason
+        # A required trait may be on a child provider the request lands on
+        # (the claim checks which); a forbidden one counts on the node itself.
+        tree = node.traits.union(*(c.traits for c in node.resources.providers))
+        missing = spec.traits.required - tree
+        present = spec.traits.forbidden & node.traits
+        return TraitRequest(required=missing, forbidden=present).reason(frozenset(present))
 
 
 class PciPassthroughFilter(BaseHostFilter):

@@ -67,7 +67,7 @@ class HostState:
     def decide(self, spec: "RequestSpec") -> placement.Decision:
         """The claim's own pure decision for ``spec`` on this view (no overhead)."""
         return placement.decide(self.node, spec.requested, None, spec.numa_request,
-                                spec.pci_requests)
+                                spec.pci_requests, spec.flavor.extra_specs)
 
     def consume(self, spec: "RequestSpec") -> None:
         """Count ``spec`` as placed here (amounts, NUMA cells, PCI devices)."""
@@ -75,7 +75,8 @@ class HostState:
         alloc = Allocation(
             consumer_uuid="scheduled", consumer_type="instance", instance_uuid="scheduled",
             node_uuid=self.uuid, resources=spec.requested, flavor=spec.flavor,
-            numa_topology=decision.numa_topology, pci_devices=decision.pci_devices)
+            numa_topology=decision.numa_topology, pci_devices=decision.pci_devices,
+            providers=decision.providers)
         self.node = with_allocation(self.node, alloc)
         self.consumed += 1
         self._recompute()

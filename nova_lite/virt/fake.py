@@ -28,6 +28,7 @@ its spawns slow or failing in whichever process spawns them
 """
 
 import logging
+import re
 import threading
 import time
 import uuid as uuidlib
@@ -41,6 +42,8 @@ from nova_lite.exception import InvalidConfig
 from nova_lite.objects import (
     CpuInfo, Flavor, Instance, NodeResources, NUMATopology, Overhead, PciDevice,
     SupportedInstance, ZERO_OVERHEAD)
+from nova_lite.providers import ChildProvider, check_tree
+from nova_lite.resources import Inventory
 from nova_lite.traits import trait_problem, trait_set
 from nova_lite.virt import driver
 from nova_lite.virt.fake_guests import (
@@ -127,6 +130,36 @@ def _traits_option(instance: object, attribute: "attrs.Attribute[Any]", value: A
             raise InvalidConfig(attribute.name, ",".join(value), problem)
 
 
+#: A ``[fake] vgpus`` item: ``<mdev type>:<number of vGPUs>``.
+_VGPU_ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*):([0-9]+)$")
+
+
+def _vgpu_list(value: Any) -> tuple[tuple[str, int], ...]:
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",") if part.strip()]
+        out = []
+        for item in items:
+            match = _VGPU_ITEM.match(item)
+            if match is None or not 0 < int(match.group(2)) <= 1024:
+                raise InvalidConfig("vgpus", value, f"{item!r} is not <mdev type>:<count> "
+                                    "with a count from 1 to 1024 (nvidia-35:16)")
+            out.append((match.group(1), int(match.group(2))))
+        return tuple(out)
+    return tuple(value)
+
+
+def fake_gpus(nodename: str, vgpus: Iterable[tuple[str, int]]) -> tuple[ChildProvider, ...]:
+    """The child providers of ``[fake] vgpus`` on node ``nodename``: one
+    physical GPU per item, named as Nova names a GPU's provider
+    (``<node>_pci_0000_<bus>_00_0``, buses from 0x81), with ``VGPU``
+    inventory of its count and a ``CUSTOM_<MDEV TYPE>`` trait."""
+    return tuple(
+        ChildProvider(name=f"{nodename}_pci_0000_{0x81 + i:02x}_00_0",
+                      inventories={"VGPU": Inventory(total=count, max_unit=count)},
+                      traits={"CUSTOM_" + re.sub(r"[^A-Z0-9]+", "_", mdev_type.upper())})
+        for i, (mdev_type, count) in enumerate(vgpus))
+
+
 @attrs.frozen
 class FakeOptions:
     """The options of the ``[fake]`` section, read by every fake driver."""
@@ -139,6 +172,16 @@ class FakeOptions:
             CUSTOM_<NAME>.  The traits of the fake drivers' capabilities
             are added to them (COMPUTE_SAME_HOST_COLD_MIGRATE).""",
             default_text="none", nova="nova-lite only"))
+    vgpus: tuple[tuple[str, int], ...] = attrs.field(
+        default=(), converter=_vgpu_list,
+        metadata=conf.option("fake", "vgpus", """
+            Physical GPUs every node of a fake driver reports, each a child
+            resource provider with VGPU inventory, comma-separated
+            <mdev type>:<number of vGPUs> items: nvidia-35:16,nvidia-36:8
+            gives each node two GPUs, of 16 and 8 vGPUs.  Each GPU's
+            provider is named <node>_pci_0000_<bus>_00_0 and carries the
+            trait CUSTOM_<MDEV TYPE> (CUSTOM_NVIDIA_35).""",
+            default_text="none", nova="nova-lite only"))
 
 
 class FakeDriver(driver.ComputeDriver):
@@ -149,7 +192,10 @@ class FakeDriver(driver.ComputeDriver):
     ``numa_topology`` (a NUMATopology), ``pci_devices`` (PciDevice records),
     ``overhead`` (an Overhead added per instance), ``traits`` (trait names
     every node reports; default ``[fake] traits``; one node's own with
-    :meth:`set_node_traits`).
+    :meth:`set_node_traits`), ``providers`` (the child providers every
+    node reports, :class:`~nova_lite.providers.ChildProvider` records
+    named without the node; default the GPUs of ``[fake] vgpus``; one
+    node's own with :meth:`set_node_providers`).
 
     Guests live in this object's memory until :meth:`attach_store` gives
     it a persistent database and :meth:`init_host` its host; from then on
@@ -168,8 +214,12 @@ class FakeDriver(driver.ComputeDriver):
                  pcpus: int | None = None, nodes: Iterable[str] | None = None,
                  numa_topology: NUMATopology | None = None, pci_devices: Iterable[PciDevice] = (),
                  overhead: Overhead | None = None,
-                 traits: Iterable[str] | None = None) -> None:
+                 traits: Iterable[str] | None = None,
+                 providers: Iterable[ChildProvider] | None = None) -> None:
         super().__init__(settings=settings)
+        self._vgpus = conf.driver_options(self.settings, FakeDriver).vgpus
+        self._providers = None if providers is None else tuple(providers)
+        self._node_providers: dict[str, tuple[ChildProvider, ...]] = {}
         self._traits = trait_set(
             conf.driver_options(self.settings, FakeDriver).traits if traits is None
             else traits, f"{type(self).__name__} traits")
@@ -293,7 +343,31 @@ class FakeDriver(driver.ComputeDriver):
             numa_topology=self._numa,
             pci_devices=self._pci,
             supported_instances=_SUPPORTED_INSTANCES,
-            traits=self._node_traits.get(nodename, self._traits))
+            traits=self._node_traits.get(nodename, self._traits),
+            providers=self._children(nodename))
+
+    def _children(self, nodename: str) -> tuple[ChildProvider, ...]:
+        own = self._node_providers.get(nodename)
+        if own is not None:
+            return own
+        if self._providers is not None:
+            return self._providers
+        return fake_gpus(nodename, self._vgpus) if self._vgpus else ()
+
+    def set_node_providers(self, nodename: str,
+                           providers: Iterable[ChildProvider] | None) -> None:
+        """Give node ``nodename`` its own child providers (None: the driver's again).
+
+        :raises nova_lite.exception.InvalidInput: for two children of one
+            name or a parent that is not one of them.
+        """
+        with self._lock:
+            if providers is None:
+                self._node_providers.pop(nodename, None)
+            else:
+                children = tuple(providers)
+                check_tree(children, f"providers of {nodename!r}")
+                self._node_providers[nodename] = children
 
     def set_node_traits(self, nodename: str, traits: Iterable[str] | None) -> None:
         """Give node ``nodename`` its own traits (None: the driver's again).
