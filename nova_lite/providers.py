@@ -63,7 +63,7 @@ def _traits(value: Iterable[str] | None) -> frozenset[str]:
     return trait_set(value, "ChildProvider.traits")
 
 
-def _name(instance: Any, attribute: Any, value: object) -> None:
+def _name(instance: Any, attribute: Any, value: Any) -> None:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
         raise InvalidInput(f"ChildProvider.{attribute.name} must be a non-empty string of at "
                            f"most {MAX_NAME} characters, got {value!r:.80}")
@@ -134,7 +134,7 @@ def child_from_dict(data: Any) -> ChildProvider:
         except (TypeError, ValueError, ZeroDivisionError) as exc:
             raise InvalidInput(f"child provider {data.get('name')!r}: inventory {rc}: "
                                f"{exc}") from None
-    return ChildProvider(name=data.get("name"), parent=data.get("parent"),
+    return ChildProvider(name=data.get("name", ""), parent=data.get("parent"),
                          traits=data.get("traits") or (), inventories=inventories)
 
 

@@ -14,7 +14,7 @@ what is held beyond capacity in ``over``.
 """
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -133,6 +133,74 @@ def pci_device_lines(node: "ComputeNode") -> list[PciDeviceLine]:
                           parent_addr=d.parent_addr, in_use=d.address in stats.in_use,
                           free=d.address in free)
             for d in stats.devices]
+
+
+@attrs.frozen
+class ProviderInventoryLine:
+    """One resource class of one child provider, in the class's unit:
+    ``capacity`` is ``floor((total - reserved) x ratio)``, ``free`` never
+    negative, ``over`` what is held beyond capacity."""
+
+    resource_class: str
+    total: int
+    reserved: int
+    ratio: float
+    capacity: int
+    used: int
+    free: int
+    over: int
+
+
+@attrs.frozen
+class ProviderLine:
+    """One child provider of a node (:mod:`nova_lite.providers`): its name,
+    uuid, parent (None: the node itself), generation (None where the
+    records hold none yet), traits and inventories."""
+
+    name: str
+    uuid: str
+    parent: str | None
+    generation: int | None
+    traits: list[str]
+    inventories: list[ProviderInventoryLine]
+
+    def text(self) -> str:
+        """One line for a table: ``cmp1_pci_0000_81_00_0: VGPU 3 of 8 used, 5 free
+        [CUSTOM_NVIDIA_35]``."""
+        amounts = "; ".join(
+            f"{i.resource_class} {i.used} of {i.capacity} used, {i.free} free"
+            + (f", {i.over} over" if i.over else "") for i in self.inventories) or "no inventory"
+        under = f" (under {self.parent})" if self.parent else ""
+        traits = f" [{', '.join(self.traits)}]" if self.traits else ""
+        return f"{self.name}{under}: {amounts}{traits}"
+
+
+def provider_lines(node: "ComputeNode", generations: "Mapping[str, int] | None" = None
+                   ) -> list[ProviderLine]:
+    """The node's child providers as last reported, with their usage, by name.
+
+    ``generations``: each child's recorded generation by name (see
+    :meth:`nova_lite.db.Store.child_providers`), or None.
+    """
+    from nova_lite.providers import child_uuid
+    report = node.resources
+    if report is None or not report.providers:
+        return []
+    lines = []
+    for child in sorted(report.providers, key=lambda c: c.name):
+        used_by_class = node.provider_usage.get(child.name, {})
+        inventories = []
+        for rc, inv in sorted(child.inventories.items()):
+            used = used_by_class.get(rc, 0)
+            inventories.append(ProviderInventoryLine(
+                resource_class=rc, total=inv.total, reserved=inv.reserved,
+                ratio=float(inv.allocation_ratio), capacity=inv.capacity, used=used,
+                free=max(0, inv.capacity - used), over=max(0, used - inv.capacity)))
+        lines.append(ProviderLine(
+            name=child.name, uuid=child_uuid(node.uuid, child.name), parent=child.parent,
+            generation=None if generations is None else generations.get(child.name),
+            traits=sorted(child.traits), inventories=inventories))
+    return lines
 
 
 @attrs.frozen

@@ -27,6 +27,8 @@ from nova_lite.cli import context
 from nova_lite.cli.main import main
 from nova_lite.db import Store
 from nova_lite.db.store import COMPUTE_BINARY
+from nova_lite.providers import ChildProvider
+from nova_lite.resources import Inventory
 from nova_lite.testing import databases
 from nova_lite.web_server import BackgroundServer
 from tests import base
@@ -101,8 +103,12 @@ class ApiTests:
         super().setUp()
         self.settings_ = self.settings(reserved_host_memory_mb=0, cpu_allocation_ratio=0.7)
         self.writer = self.make_store()
+        # h1 has a GPU (a child provider), so every view of it shows one.
+        gpu = ChildProvider(name="h1_pci_0000_81_00_0", traits=["CUSTOM_NVIDIA_35"],
+                            inventories={"VGPU": Inventory(total=4, max_unit=4)})
         _, self.rt1 = self.make_tracker(settings=self.settings_, store=self.writer,
-                                        host="h1", vcpus=10, memory_mb=4096, local_gb=40)
+                                        host="h1", vcpus=10, memory_mb=4096, local_gb=40,
+                                        providers=[gpu])
         _, self.rt2 = self.make_tracker(settings=self.settings_, store=self.writer,
                                         host="h2", vcpus=3, memory_mb=2048, local_gb=20)
         self.rt1.instance_claim(base.instance(base.flavor(vcpus=2, memory_mb=1024)), "h1")
@@ -130,6 +136,23 @@ class ApiTests:
             validate(self, {"$ref": "#/components/schemas/Error"}, data, self.doc)
             self.assertEqual(status, data["error"]["code"])
         return data
+
+    def test_a_nodes_child_providers_are_shown(self):
+        flavor = base.flavor(name="vgpu", vcpus=1, memory_mb=64,
+                             extra_specs={"resources:VGPU": "1"})
+        self.rt1.instance_claim(base.instance(flavor), "h1")
+        found = self.get("/v1/hypervisors/h1")["hypervisor"]
+        validate(self, {"$ref": "#/components/schemas/Hypervisor"}, found,
+                 self.doc)
+        (gpu,) = found["providers"]
+        self.assertEqual(("h1_pci_0000_81_00_0", ["CUSTOM_NVIDIA_35"], 1),
+                         (gpu["name"], gpu["traits"], gpu["generation"]))
+        self.assertEqual({"resource_class": "VGPU", "total": 4, "reserved": 0, "ratio": 1.0,
+                          "capacity": 4, "used": 1, "free": 3, "over": 0},
+                         gpu["inventories"][0])
+        (h1,) = [h for h in self.get("/v1/hosts")["hosts"] if h["host"] == "h1"]
+        self.assertEqual({"total": 1, "resources": {"VGPU": {"capacity": 4, "used": 1,
+                                                             "free": 3}}}, h1["providers"])
 
     def test_every_route_is_documented_and_every_response_matches(self):
         routes = {re.sub(r"<(\w+)>", r"{\1}", rule.rule)

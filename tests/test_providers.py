@@ -5,15 +5,19 @@ VGPU claims spread over both and fill each exactly, never beyond, from one
 process and from several, on a SQLite file and on PostgreSQL.
 """
 
+import contextlib
+import io
 import json
 import multiprocessing
 import queue
 import uuid
 
+import attrs
 import sqlalchemy as sa
 import testtools
 
 from nova_lite import conf, objects
+from nova_lite.cli.main import main
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store, models
@@ -215,6 +219,58 @@ class ProviderClaims:
         exc = self.assertRaises(NoValidHost, manager.select_destinations,
                                 vgpu_flavor(CUSTOM_NVIDIA_99="required"))
         self.assertIn("lacks required trait(s) CUSTOM_NVIDIA_99", str(exc))
+
+    def test_a_leak_on_a_child_is_found_and_healed(self):
+        claims = [self.claim() for _ in range(3)]
+        leaked = claims[0]
+        (name,) = leaked.allocation.providers
+        before = self.children()[name].generation
+        base.write_instance_row(self.store, attrs.evolve(leaked.instance, vm_state="deleted"))
+        self.rt.update_available_resource()
+        node = self.node()
+        self.assertEqual(2, sum(per.get("VGPU", 0) for per in node.provider_usage.values()))
+        self.assertEqual(before + 1, self.children()[name].generation)
+        self.assertNotIn(leaked.instance.uuid,
+                         {a.consumer_uuid for a in self.store.list_allocations(node.uuid)})
+
+    def test_a_missing_allocation_is_rebuilt_on_a_child(self):
+        claim = self.claim(vgpu_flavor(CUSTOM_NVIDIA_36="required"))
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.allocations.delete().where(
+                models.allocations.c.consumer_uuid == claim.instance.uuid))
+        self.assertEqual({}, dict(self.node().provider_usage))
+        self.rt.update_available_resource()
+        node = self.node()
+        self.assertEqual({GPU_B: {"VGPU": 1}}, {k: dict(v) for k, v in
+                                                node.provider_usage.items()})
+        self.assertNotIn("VGPU", node.usage)
+
+    def cli(self, *argv):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["--database-url", self.store.url, *argv])
+        self.assertEqual(0, code, out.getvalue())
+        return out.getvalue()
+
+    def test_the_commands_show_the_tree(self):
+        for _ in range(6):   # five on A (most room, ties by name), then one on B
+            self.claim()
+        rows = json.loads(self.cli("inventory", "list", HOST, "--tree", "-f", "json"))
+        children = {r["Provider"]: r for r in rows if r["Resource Class"] == "VGPU"}
+        self.assertEqual({GPU_A: (8, 5, 3), GPU_B: (4, 1, 3)},
+                         {k: (r["Capacity"], r["Used"], r["Free"]) for k, r in children.items()})
+        self.assertEqual({HOST}, {r["Provider"] for r in rows if r["Resource Class"] != "VGPU"})
+        table = self.cli("inventory", "list", HOST, "--tree")
+        self.assertIn("| Provider ", table)
+        self.assertNotIn("Provider", self.cli("inventory", "list", HOST))
+        for command in ("hypervisor", "node"):
+            shown = json.loads(self.cli(command, "show", HOST, "-f", "json"))["providers"]
+            self.assertEqual([GPU_A, GPU_B], [p["name"] for p in shown])
+            self.assertEqual((5, 5, ["CUSTOM_NVIDIA_35"]),
+                             (shown[0]["inventories"][0]["used"], shown[0]["generation"],
+                              shown[0]["traits"]))
+            text = self.cli(command, "show", HOST, "-c", "providers")
+            self.assertIn(f"{GPU_B}: VGPU 1 of 4 used, 3 free [CUSTOM_NVIDIA_36]", text)
 
     def test_a_gpu_the_driver_stops_reporting_leaves_the_records(self):
         self.claim()

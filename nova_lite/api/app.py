@@ -220,7 +220,15 @@ class ApiApp:
             "generation": found.generation, "state": state, "status": status,
             "last_error": found.last_error, "traits": sorted(found.traits),
             "pci_devices": [attrs.asdict(d) for d in reports.pci_device_lines(found)],
+            "providers": [attrs.asdict(p) for p in reports.provider_lines(
+                found, self._child_generations(found))],
             "resources": [attrs.asdict(line) for line in lines]}})
+
+    def _child_generations(self, node: "ComputeNode") -> dict[str, int] | None:
+        if node.resources is None or not node.resources.providers:
+            return None
+        return {c.provider.name: c.generation
+                for c in self.store.child_providers([node.uuid]).get(node.uuid, ())}
 
     def get_hosts(self, params: dict[str, Any]) -> Response:
         nodes = self.cache.nodes()
@@ -234,13 +242,24 @@ class ApiApp:
                                                   self.settings.service_down_time)
             own = by_host.get(host, ())
             devices = [d for node in own for d in reports.pci_device_lines(node)]
+            children = [p for node in own for p in reports.provider_lines(node)]
+            child_totals: dict[str, dict[str, int]] = {}
+            for child in children:
+                for inv in child.inventories:
+                    into = child_totals.setdefault(inv.resource_class,
+                                                   {"capacity": 0, "used": 0, "free": 0})
+                    into["capacity"] += inv.capacity
+                    into["used"] += inv.used
+                    into["free"] += inv.free
             hosts.append({"host": host, "state": state, "status": status,
                           "nodes": len(own),
                           "resources": [attrs.asdict(t) for t in cluster.class_totals(own)],
                           "traits": sorted(set().union(*(n.traits for n in own))),
                           "pci_devices": {"total": len(devices),
                                           "in_use": sum(d.in_use for d in devices),
-                                          "free": sum(d.free for d in devices)}})
+                                          "free": sum(d.free for d in devices)},
+                          "providers": {"total": len(children),
+                                        "resources": dict(sorted(child_totals.items()))}})
         return json_response({"hosts": hosts})
 
     def get_host(self, params: dict[str, Any], host: str) -> Response:

@@ -21,6 +21,8 @@ VERSION = "1.0.0"
 _TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 #: Fields whose value may be null although their annotation does not say so.
 _NULLABLE = {"HypervisorRow": {"hypervisor_type"},
+             "PciDeviceLine": {"numa_node", "parent_addr"},
+             "ProviderLine": {"parent", "generation"},
              "ResourceLine": {"detected", "configured_reserved", "configured_ratio", "ratio"},
              "Finding": {"host", "nodename"}}
 
@@ -35,7 +37,7 @@ def _field_schema(tp: Any, nullable: bool = False) -> dict[str, Any]:
     if origin is dict:
         return {"type": ["object", "null"] if nullable else "object",
                 "additionalProperties": _field_schema(typing.get_args(tp)[1])}
-    if origin is tuple:
+    if origin in (tuple, list):
         item = typing.get_args(tp)[0]
         return {"type": "array", "items": _ref(item) if attrs.has(item) else
                 _field_schema(item)}
@@ -125,6 +127,9 @@ def document() -> dict[str, Any]:
         "HypervisorRow": record_schema(reports.HypervisorRow),
         "HypervisorStats": record_schema(reports.HypervisorStats),
         "ResourceLine": record_schema(reports.ResourceLine),
+        "PciDeviceLine": record_schema(reports.PciDeviceLine),
+        "ProviderInventoryLine": record_schema(reports.ProviderInventoryLine),
+        "ProviderLine": record_schema(reports.ProviderLine),
         "HostUsageRow": record_schema(reports.HostUsageRow),
         "Finding": record_schema(leaks.Finding),
         "Service": {"type": "object",
@@ -136,7 +141,8 @@ def document() -> dict[str, Any]:
                                    "updated_at": {"type": "number"},
                                    "disabled_reason": {"type": ["string", "null"]}}},
         "Host": {"type": "object", "required": ["host", "state", "status", "nodes",
-                                                "resources", "traits", "pci_devices"],
+                                                "resources", "traits", "pci_devices",
+                                                "providers"],
                  "properties": {"host": {"type": "string"},
                                 "state": {"enum": ["up", "down"]},
                                 "status": {"enum": ["enabled", "disabled"]},
@@ -148,11 +154,23 @@ def document() -> dict[str, Any]:
                                     "type": "object", "required": ["total", "in_use", "free"],
                                     "properties": {"total": {"type": "integer"},
                                                    "in_use": {"type": "integer"},
-                                                   "free": {"type": "integer"}}}}},
+                                                   "free": {"type": "integer"}}},
+                                "providers": {
+                                    "type": "object",
+                                    "description": "The hosts' child providers (devices "
+                                                   "accounted apart, such as GPUs): how many, "
+                                                   "and per class their capacity, used and "
+                                                   "free summed.",
+                                    "required": ["total", "resources"],
+                                    "properties": {"total": {"type": "integer"},
+                                                   "resources": {
+                                                       "type": "object",
+                                                       "additionalProperties": {
+                                                           "type": "object"}}}}}},
         "Hypervisor": {"type": "object",
                        "required": ["uuid", "host", "nodename", "generation", "state",
                                     "status", "last_error", "traits", "pci_devices",
-                                    "resources"],
+                                    "providers", "resources"],
                        "properties": {"uuid": {"type": "string"},
                                       "host": {"type": "string"},
                                       "nodename": {"type": "string"},
@@ -164,6 +182,8 @@ def document() -> dict[str, Any]:
                                                  "items": {"type": "string"}},
                                       "pci_devices": {"type": "array", "items": _ref(
                                           reports.PciDeviceLine)},
+                                      "providers": {"type": "array", "items": _ref(
+                                          reports.ProviderLine)},
                                       "resources": {"type": "array",
                                                     "items": _ref(reports.ResourceLine)}}},
         "NodeExplanation": {"type": "object",

@@ -12,8 +12,9 @@ from typing import Any
 import attrs
 
 from nova_lite import reports
-from nova_lite.cli.lookup import find_node, node_arguments
-from nova_lite.cli.output import ListColumn, OptionalColumn, PciDevicesColumn, TextColumn
+from nova_lite.cli.lookup import child_generations, find_node, node_arguments
+from nova_lite.cli.output import (
+    ListColumn, OptionalColumn, PciDevicesColumn, ProvidersColumn, TextColumn)
 from nova_lite.cli.typed import Lister, ShowOne
 
 #: Every column of ``hypervisor list`` (-f json/yaml/csv/value, or --long).
@@ -65,7 +66,9 @@ class ShowHypervisor(ShowOne):
     and ratio (settings), and the effective total, reserved, ratio,
     capacity, used, free (never negative) and over; then its running
     guests, its traits (the driver's and those of its capabilities) and
-    its PCI devices for passthrough (each in use, free or unavailable).
+    its PCI devices for passthrough (each in use, free or unavailable) and
+    its child providers (devices accounted apart, such as GPUs with their
+    VGPU inventory: each with its inventory, used, free and traits).
     """
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
@@ -99,6 +102,8 @@ class ShowHypervisor(ShowOne):
         fields["last_error"] = OptionalColumn(node.last_error)
         fields["traits"] = ListColumn(sorted(node.traits))
         fields["pci_devices"] = PciDevicesColumn(reports.pci_device_lines(node))
+        fields["providers"] = ProvidersColumn(reports.provider_lines(
+            node, child_generations(store, node)))
         return tuple(fields), tuple(fields.values())
 
 

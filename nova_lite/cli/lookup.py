@@ -22,6 +22,15 @@ def node_arguments(parser: argparse.ArgumentParser) -> None:
                              "hosts).")
 
 
+def child_generations(store: Store, node: ComputeNode) -> dict[str, int] | None:
+    """Each child provider's recorded generation by name (None: the node
+    reports no child, so nothing is read)."""
+    if node.resources is None or not node.resources.providers:
+        return None
+    return {c.provider.name: c.generation
+            for c in store.child_providers([node.uuid]).get(node.uuid, ())}
+
+
 def find_node(store: Store, ident: str, host: str | None = None) -> ComputeNode:
     """The compute node record named ``ident`` (node name or uuid), on ``host`` if given.
 

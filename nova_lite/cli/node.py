@@ -8,9 +8,10 @@ from typing import Any
 from nova_lite import audit, explain, reports
 from nova_lite.cli import typed, views
 from nova_lite.cli.context import BadArguments
-from nova_lite.cli.lookup import find_node, node_arguments
+from nova_lite.cli.lookup import child_generations, find_node, node_arguments
 from nova_lite.cli.output import (
-    LinesColumn, ListColumn, OptionalColumn, PciDevicesColumn, TextColumn, cell, render_table)
+    LinesColumn, ListColumn, OptionalColumn, PciDevicesColumn, ProvidersColumn, TextColumn, cell,
+    render_table)
 from nova_lite.cli.report_formats import ReportShowOne
 from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.objects import ComputeNode
@@ -26,7 +27,7 @@ DEFAULT_HEADERS = ("Host", "Node", "Usage", "Last error")
 #: The fields of ``node show``.
 SHOW_FIELDS = ("uuid", "host", "nodename", "generation", "hypervisor_type",
                "hypervisor_hostname", "inventories", "usage", "free", "over", "instances",
-               "last_error", "traits", "pci_devices")
+               "last_error", "traits", "pci_devices", "providers")
 
 #: One node of ``node list``, in LIST_HEADERS' order.
 ListRow = tuple[TextColumn, TextColumn, str, int, LinesColumn, OptionalColumn]
@@ -82,8 +83,10 @@ class ListNodes(Lister):
 class ShowNode(ShowOne):
     """Show one compute node record: inventories, usage, free, over, traits and more.
 
-    Also its generation, instances, last error and PCI devices for
-    passthrough (each in use, free or unavailable).
+    Also its generation, instances, last error, PCI devices for
+    passthrough (each in use, free or unavailable) and child providers
+    (devices accounted apart, such as GPUs with VGPU inventory: each with
+    its inventory, used, free, traits and generation).
 
     Free is never negative; over is what the node holds beyond its
     capacity.  A max_unit of null means no limit.
@@ -117,6 +120,8 @@ class ShowNode(ShowOne):
             "last_error": OptionalColumn(node.last_error),
             "traits": ListColumn(sorted(node.traits)),
             "pci_devices": PciDevicesColumn(reports.pci_device_lines(node)),
+            "providers": ProvidersColumn(reports.provider_lines(
+                node, child_generations(store, node))),
         }
         return SHOW_FIELDS, tuple(fields[name] for name in SHOW_FIELDS)
 

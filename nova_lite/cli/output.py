@@ -142,6 +142,17 @@ class PciDevicesColumn(columns.FormattableColumn):
         return [attrs.asdict(line) for line in self._value]
 
 
+class ProvidersColumn(columns.FormattableColumn):
+    """Child providers (:class:`nova_lite.reports.ProviderLine`): a line each
+    for people, a list of objects for machines."""
+
+    def human_readable(self) -> str:
+        return "\n".join(safe_text(line.text()) for line in self._value) or "-"
+
+    def machine_readable(self) -> Any:
+        return [attrs.asdict(line) for line in self._value]
+
+
 class OptionalColumn(columns.FormattableColumn):
     """Text that may be absent: ``-`` for people, null for machines."""
 

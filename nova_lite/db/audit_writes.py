@@ -392,8 +392,8 @@ def reconcile_allocations(conn: sa.Connection, host: str,
         for consumer, node_uuid, nodename in conn.execute(query).all():
             LOG.warning("Leaked allocation: %s %s holds resources on node %s but no live "
                         "record backs it; removing it", kind, consumer, nodename)
-            conn.execute(T_ALLOC.delete().where(T_ALLOC.c.consumer_uuid == consumer,
-                                                T_ALLOC.c.node_uuid == node_uuid))
+            provider_rows.delete_allocations(conn, sa.and_(
+                T_ALLOC.c.consumer_uuid == consumer, T_ALLOC.c.node_uuid == node_uuid))
             changed.add(node_uuid)
     if not rebuilt:
         return changed
@@ -412,6 +412,7 @@ def reconcile_allocations(conn: sa.Connection, host: str,
                     "rebuilding it from its flavor", type(consumer).__name__.lower(),
                     consumer.uuid, host, missing.nodename)
         alloc = attrs.evolve(alloc, node_uuid=missing.node_uuid)
+        alloc = provider_rows.land_on_children(conn, alloc, now)
         conn.execute(T_ALLOC.insert().values(**rows.allocation_values(alloc, now)))
         changed.add(missing.node_uuid)
     return changed

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 
 from nova_lite import holds
 from nova_lite.db import claim_writes, models, rows, services
+from nova_lite.db import providers as provider_rows
 from nova_lite.exception import HealSkipped
 from nova_lite.objects import Migration
 
@@ -121,9 +122,9 @@ def apply(conn: sa.Connection, change: HealChange) -> HealResult:
         _confirm(conn, change, migration, now)
     else:
         for consumer_uuid, node_uuid in change.allocations:
-            removed = conn.execute(T_ALLOC.delete().where(
-                T_ALLOC.c.consumer_uuid == consumer_uuid, T_ALLOC.c.node_uuid == node_uuid))
-            if removed.rowcount != 1:
+            removed = provider_rows.delete_allocations(conn, sa.and_(
+                T_ALLOC.c.consumer_uuid == consumer_uuid, T_ALLOC.c.node_uuid == node_uuid), now)
+            if removed != 1:
                 raise HealSkipped(f"the allocation of {consumer_uuid} on node {node_uuid} is "
                                   "gone already")
     if migration is not None:
@@ -196,8 +197,9 @@ def _confirm(conn: sa.Connection, change: HealChange, migration: Migration, now:
     if target is None:
         raise HealSkipped(f"migration {migration.uuid} holds no claim to confirm")
     if change.source_node_uuid is not None:
-        conn.execute(T_ALLOC.delete().where(T_ALLOC.c.consumer_uuid == migration.instance_uuid,
-                                            T_ALLOC.c.node_uuid == change.source_node_uuid))
+        provider_rows.delete_allocations(conn, sa.and_(
+            T_ALLOC.c.consumer_uuid == migration.instance_uuid,
+            T_ALLOC.c.node_uuid == change.source_node_uuid), now)
     conn.execute(T_ALLOC.update().where(T_ALLOC.c.consumer_uuid == migration.uuid).values(
         consumer_uuid=migration.instance_uuid, consumer_type="instance"))
     row = conn.execute(T_INST.select().where(T_INST.c.uuid == migration.instance_uuid)).first()

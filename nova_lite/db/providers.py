@@ -15,9 +15,12 @@ from typing import Any
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import models, serialize as ser
+from nova_lite.db import models, rows, serialize as ser
 from nova_lite.exception import InvalidInput
-from nova_lite.providers import ChildProvider, child_from_dict, child_uuid
+from nova_lite.model.nested import place
+from nova_lite.objects import Allocation
+from nova_lite.providers import ChildProvider, child_from_dict, child_uuid, split_request
+from nova_lite.traits import flavor_traits
 
 T_RP = models.resource_providers
 
@@ -75,25 +78,41 @@ def sync_children(conn: sa.Connection, node_uuid: str, children: Sequence[ChildP
 
 # One statement, compiled once per dialect on the claim's direct path.
 _BUMP_CHILD = T_RP.update().where(
-    T_RP.c.uuid == sa.bindparam("uuid"), T_RP.c.root_uuid == sa.bindparam("root")).values(
+    T_RP.c.uuid == sa.bindparam("child"), T_RP.c.root_uuid == sa.bindparam("root")).values(
     generation=T_RP.c.generation + sa.literal_column("1"), updated_at=sa.bindparam("now"))
 
 
-def bump_children(conn: Any, node_uuid: str, names: Iterable[str], now: float) -> None:
+def bump_children(conn: Any, node_uuid: str, names: Iterable[str], now: float,
+                  missing_ok: bool = False) -> None:
     """Move each named child of ``node_uuid`` to its next generation (a claim
     or a release changed its allocations).
 
     Runs under the node's lock, in the transaction that writes the
     allocations.  Raises :class:`~nova_lite.exception.InvalidInput` if a
     child has no record (its node's report changed since the decision:
-    the claim is refused and nothing is written).
+    the claim is refused and nothing is written), unless ``missing_ok``
+    (an allocation removed from a child that is gone).
     """
     for name in sorted(set(names)):
-        moved = conn.execute(_BUMP_CHILD, {"uuid": child_uuid(node_uuid, name),
+        moved = conn.execute(_BUMP_CHILD, {"child": child_uuid(node_uuid, name),
                                            "root": node_uuid, "now": now}).rowcount
-        if moved != 1:
+        if moved != 1 and not missing_ok:
             raise InvalidInput(f"child provider {name} of node {node_uuid}, named by this "
                                "claim, is no longer recorded; nothing was claimed: try again")
+
+
+def delete_allocations(conn: sa.Connection, where: sa.ColumnElement[bool],
+                       now: float | None = None) -> int:
+    """Delete the allocations ``where``; each child provider one of them held
+    amounts on moves to its next generation (a child no longer recorded is
+    left alone).  Returns how many allocations were deleted."""
+    found = conn.execute(models.allocations.delete().where(where).returning(
+        models.allocations.c.node_uuid, models.allocations.c.providers)).all()
+    now = time.time() if now is None else now
+    for node_uuid, on_children in found:
+        if on_children:
+            bump_children(conn, node_uuid, json.loads(on_children), now, missing_ok=True)
+    return len(found)
 
 
 def children_of(conn: sa.Connection, node_uuids: Iterable[str]
@@ -121,3 +140,37 @@ def _record(row: Any, names: Mapping[str, str]) -> ChildRecord:
                            f"malformed: {exc}") from None
     return ChildRecord(provider=provider, uuid=row.uuid, root_uuid=row.root_uuid,
                        parent_uuid=row.parent_uuid, generation=row.generation)
+
+
+def land_on_children(conn: sa.Connection, alloc: Allocation, now: float) -> Allocation:
+    """``alloc`` (rebuilt by an audit from its consumer's flavor) with the
+    amounts of classes only its node's children offer landed on them.
+
+    As a claim would place them (:func:`nova_lite.model.nested.place`, with
+    the flavor's traits) where there is room; where there is none, on the
+    child offering the class with the most room left, since the consumer
+    does hold it (the child then shows as over).  Each child it lands on
+    moves to its next generation.
+    """
+    node = rows.load_node(conn, alloc.node_uuid)
+    report = node.resources
+    if report is None or not report.providers:
+        return alloc
+    _, nested = split_request(node.inventories, report.providers, alloc.resources)
+    if not nested:
+        return alloc
+    wanted = flavor_traits(alloc.flavor.extra_specs)
+    landed = place(report.providers, node.provider_usage, nested,
+                   required_traits=wanted.required - node.traits,
+                   forbidden_traits=wanted.forbidden)
+    amounts: dict[str, dict[str, int]] = {k: dict(v) for k, v in landed.amounts.items()}
+    if landed.reasons:
+        amounts = {}
+        for rc, n in sorted(nested.items()):
+            offering = [c for c in report.providers if rc in c.inventories]
+            best = max(offering, key=lambda c: (
+                c.inventories[rc].capacity - node.provider_usage.get(c.name, {}).get(rc, 0),
+                c.name))
+            amounts.setdefault(best.name, {})[rc] = n
+    bump_children(conn, alloc.node_uuid, amounts, now)
+    return attrs.evolve(alloc, providers=amounts)

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 
 from nova_lite import holds
 from nova_lite import validators as v
+from nova_lite.db import providers as provider_rows
 from nova_lite.db import (
     archive, arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models,
     queries, rows, services, snapshot)
@@ -323,6 +324,19 @@ class Store:
                                  lambda conn: rows.load_nodes(conn, host, nodename)):
             return node
         raise NodeNotFound(nodename, host)
+
+    def child_providers(self, node_uuids: Iterable[str]
+                        ) -> dict[str, list[provider_rows.ChildRecord]]:
+        """The child providers of each node as recorded (its audit keeps them
+        as its driver reports them): ``{node uuid: [ChildRecord, ...]}``, by
+        name, with each child's uuid, parent and generation; a node without
+        children is left out.
+
+        :param node_uuids: the nodes' uuids.
+        """
+        uuids = list(node_uuids)
+        return self._read("read child providers",
+                          lambda conn: provider_rows.children_of(conn, uuids))
 
     def delete_compute_node(self, host: str, nodename: str) -> None:
         """Delete a node record with its inventories and allocations.
@@ -1058,9 +1072,9 @@ def _release(conn: sa.Connection, node_uuids: Collection[str], consumer_uuids: C
     """The statements of :meth:`Store.release`, on ``conn`` inside its transaction."""
     now = time.time()
     for node_uuid in node_uuids:
-        conn.execute(T_ALLOC.delete().where(
+        provider_rows.delete_allocations(conn, sa.and_(
             T_ALLOC.c.node_uuid == node_uuid,
-            T_ALLOC.c.consumer_uuid.in_(list(consumer_uuids))))
+            T_ALLOC.c.consumer_uuid.in_(list(consumer_uuids))), now)
     if transfer is not None:
         # The destination's row is locked while its owner is read: an audit
         # adopting that node meanwhile either waits for this transaction (and
