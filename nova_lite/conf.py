@@ -142,6 +142,12 @@ def _cpu_set_option(instance: object, attribute: _Attribute, value: Any) -> None
 
 #: The values of ``running_deleted_instance_action``.
 RUNNING_DELETED_ACTIONS = ("reap", "log", "noop")
+#: ``[database] pooler`` values: what is between nova-lite and PostgreSQL.
+#: ``none``: a direct connection; ``session``: a pooler that gives a client
+#: one server session for as long as it is connected (PgBouncer's
+#: ``pool_mode = session``); ``transaction``: a pooler that gives it one only
+#: for each transaction (``pool_mode = transaction``).
+DATABASE_POOLERS = ("none", "session", "transaction")
 
 
 def _choice_option(choices: tuple[str, ...]) -> _Validator:
@@ -510,6 +516,18 @@ class Settings:
             operation fails with "database busy" and writes nothing, so a
             claim never hangs on a locked database.""",
             minimum=MIN_DRIVER_TIMEOUT, unit="seconds", nova="nova-lite only"))
+    database_pooler: str = attrs.field(
+        default="none", validator=_choice_option(DATABASE_POOLERS),
+        metadata=option("database", "pooler", """
+            What is between nova-lite and a PostgreSQL server: none (a
+            direct connection), session or transaction (a connection pooler
+            such as PgBouncer in that pool_mode).  Behind a pooler the lock
+            wait bound (busy_timeout) is set in each transaction.  Behind one
+            in transaction mode nothing relies on a session: no statement is
+            prepared on the server and the compute service does not LISTEN
+            for work but polls every [compute] work_poll_interval.  SQLite
+            ignores it.""",
+            kind="string", nova="nova-lite only"))
     #: libvirt connection of the libvirt driver.  The libvirt plugin declares
     #: its INI option, ``[libvirt] connection_uri``; :func:`load_settings`
     #: copies it here (the option says so with ``SETTINGS_FIELD`` metadata),
