@@ -481,8 +481,9 @@ class Settings:
             Time between the compute service's looks for work recorded for
             its host (builds, deletes, moves, audits) when nothing wakes it.
             On PostgreSQL the service is woken at once by LISTEN/NOTIFY and
-            looks only every report_interval as a fallback; on SQLite, or
-            when listening fails, it looks this often.""",
+            looks only every report_interval as a fallback; on SQLite,
+            behind a connection pooler in transaction mode ([database]
+            pooler), or when listening fails, it looks this often.""",
             minimum=MIN_SECONDS, unit="seconds", nova="nova-lite only"))
     instance_build_timeout: float = attrs.field(
         default=0, validator=_non_negative_seconds,

@@ -264,7 +264,7 @@ class TestPooledDatabase(testtools.TestCase):
 
     def test_the_work_listener_polls_behind_a_transaction_pooler(self):
         store = self.open()
-        listener = WorkListener(store.url, "h1", pooler=store.db.pooler)
+        listener = WorkListener(store.url, "h1", pooler=store.pooler)
         self.addCleanup(listener.close)
         started = time.monotonic()
         self.assertFalse(listener.wait(0.2))

@@ -116,7 +116,7 @@ class Store:
         the schema in it.
     :param pooler: what is between nova-lite and a PostgreSQL server:
         ``none``, ``session`` or ``transaction`` (PgBouncer's pool modes;
-        see :data:`nova_lite.db.engine.POOLERS`).
+        as :data:`nova_lite.conf.DATABASE_POOLERS` lists them).
     :raises nova_lite.exception.InvalidInput: for a wrong argument, named.
     :raises nova_lite.exception.SchemaOutdated: for a schema newer than
         this nova-lite's, or (``readonly``) older.
@@ -140,6 +140,8 @@ class Store:
                            readonly=readonly, initialise=migrations.upgrade, pooler=pooler)
         self.url = self.db.url
         self.readonly = readonly
+        #: What is between nova-lite and the server (``[database] pooler``).
+        self.pooler = pooler
         try:
             state = self.db.read("read schema revision", migrations.schema_state)
             #: The schema as found when the store was opened (before any upgrade).
