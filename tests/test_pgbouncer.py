@@ -120,13 +120,13 @@ class PgBouncer(fixtures.Fixture):
     def _start(self):
         proc = subprocess.Popen([pgbouncer_binary(), self.config], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Its own log says when it listens: the port is then this process's.
+        listening = f"listening on 127.0.0.1:{self.port}"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 return False
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            except OSError:
+            if listening not in self.log_text():
                 time.sleep(0.05)
                 continue
             self.proc = proc
@@ -237,6 +237,14 @@ class TestPooledDatabase(testtools.TestCase):
             self.assertRaises(DatabaseBusy, store.heartbeat, "h2")
             self.assertLess(time.monotonic() - started, 10)
         self.assertEqual(["h1"], [s.host for s in store.list_services()])
+
+    def test_a_snapshot_read_sets_its_isolation_for_its_transaction_only(self):
+        store = self.open()
+        show = sa.text("SHOW transaction_isolation")
+        self.assertEqual("repeatable read", store.db.read_snapshot(
+            "show", lambda c: c.execute(show).scalar()))
+        self.assertEqual("read committed", store.db.read(
+            "show", lambda c: c.execute(show).scalar()))
 
     def test_a_read_only_store_runs_read_only_transactions(self):
         self.open().heartbeat("h1")
