@@ -142,6 +142,12 @@ def _cpu_set_option(instance: object, attribute: _Attribute, value: Any) -> None
 
 #: The values of ``running_deleted_instance_action``.
 RUNNING_DELETED_ACTIONS = ("reap", "log", "noop")
+#: ``[database] pooler`` values: what is between nova-lite and PostgreSQL.
+#: ``none``: a direct connection; ``session``: a pooler that gives a client
+#: one server session for as long as it is connected (PgBouncer's
+#: ``pool_mode = session``); ``transaction``: a pooler that gives it one only
+#: for each transaction (``pool_mode = transaction``).
+DATABASE_POOLERS = ("none", "session", "transaction")
 
 
 def _choice_option(choices: tuple[str, ...]) -> _Validator:
@@ -475,8 +481,9 @@ class Settings:
             Time between the compute service's looks for work recorded for
             its host (builds, deletes, moves, audits) when nothing wakes it.
             On PostgreSQL the service is woken at once by LISTEN/NOTIFY and
-            looks only every report_interval as a fallback; on SQLite, or
-            when listening fails, it looks this often.""",
+            looks only every report_interval as a fallback; on SQLite,
+            behind a connection pooler in transaction mode ([database]
+            pooler), or when listening fails, it looks this often.""",
             minimum=MIN_SECONDS, unit="seconds", nova="nova-lite only"))
     instance_build_timeout: float = attrs.field(
         default=0, validator=_non_negative_seconds,
@@ -510,6 +517,18 @@ class Settings:
             operation fails with "database busy" and writes nothing, so a
             claim never hangs on a locked database.""",
             minimum=MIN_DRIVER_TIMEOUT, unit="seconds", nova="nova-lite only"))
+    database_pooler: str = attrs.field(
+        default="none", validator=_choice_option(DATABASE_POOLERS),
+        metadata=option("database", "pooler", """
+            What is between nova-lite and a PostgreSQL server: none (a
+            direct connection), session or transaction (a connection pooler
+            such as PgBouncer in that pool_mode).  Behind a pooler the lock
+            wait bound (busy_timeout) is set in each transaction.  Behind one
+            in transaction mode nothing relies on a session: no statement is
+            prepared on the server and the compute service does not LISTEN
+            for work but polls every [compute] work_poll_interval.  SQLite
+            ignores it.""",
+            kind="string", nova="nova-lite only"))
     #: libvirt connection of the libvirt driver.  The libvirt plugin declares
     #: its INI option, ``[libvirt] connection_uri``; :func:`load_settings`
     #: copies it here (the option says so with ``SETTINGS_FIELD`` metadata),

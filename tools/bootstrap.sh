@@ -13,9 +13,11 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 if [ "$what" = all ]; then
     # libvirt-python builds from source against libvirt-dev; the overview
-    # page's browser test drives Debian's headless Chromium through chromedriver.
+    # page's browser test drives Debian's headless Chromium through chromedriver;
+    # tests/test_pgbouncer.py runs its own PgBouncer (the package's service
+    # itself is not needed).
     need=()
-    for pkg in libvirt-dev pkg-config gcc python3-dev chromium chromium-driver; do
+    for pkg in libvirt-dev pkg-config gcc python3-dev chromium chromium-driver pgbouncer; do
         # "install ok installed" only: a removed package keeps a dpkg entry.
         status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
         [ "$status" = "install ok installed" ] || need+=("$pkg")

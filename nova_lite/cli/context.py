@@ -154,7 +154,8 @@ class CliContext:
         try:
             store = Store(url, claim_retries=self.settings.claim_retries,
                           busy_timeout=self.settings.database_busy_timeout,
-                          readonly=readonly, initialise=initialise)
+                          readonly=readonly, initialise=initialise,
+                          pooler=self.settings.database_pooler)
         except Exception as exc:   # noqa: BLE001 - shown to the operator, redacted
             raise CommandError(self._open_error(exc)) from exc
         self._stores.append(store)

@@ -39,7 +39,7 @@ def read_schema_state(ctx: CliContext) -> migrations.SchemaState:
     database, read without taking a write lock or changing anything."""
     ctx.require_database_file()
     db = Database(ctx.settings.database_url, busy_timeout_s=ctx.settings.database_busy_timeout,
-                  readonly=True)
+                  readonly=True, pooler=ctx.settings.database_pooler)
     try:
         return db.read("read schema revision", migrations.schema_state)
     except migrations.UnknownSchema as exc:

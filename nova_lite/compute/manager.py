@@ -73,7 +73,8 @@ class ComputeService:
         configs = provider_config.load_provider_configs(self.settings.provider_config_location)
         self.store = store if store is not None else Store(
             self.settings.database_url, claim_retries=self.settings.claim_retries,
-            busy_timeout=self.settings.database_busy_timeout)
+            busy_timeout=self.settings.database_busy_timeout,
+            pooler=self.settings.database_pooler)
         if getattr(driver, "host", None) != host:
             driver.init_host(host)
         # The tracker hands its store to the driver (``attach_store``): a

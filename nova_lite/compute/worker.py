@@ -73,7 +73,7 @@ class Worker:
         self.name = str(self.identity)
         self._running: set[int] = set()
         self._running_lock = threading.Lock()
-        self.listener = WorkListener(self.store.url, self.host)
+        self.listener = WorkListener(self.store.url, self.host, pooler=self.store.pooler)
         #: The wall clock (epoch s) tasks are timed with.
         self.clock: Callable[[], float] = time.time
 

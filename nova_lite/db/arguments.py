@@ -10,10 +10,11 @@ names that are only looked up need be strings without a NUL byte.
 from typing import Any
 
 from nova_lite import validators as v
+from nova_lite.conf import DATABASE_POOLERS
 from nova_lite.exception import InvalidInput, InvalidType
 
 
-def check_store(url: Any, claim_retries: Any, busy_timeout: Any) -> None:
+def check_store(url: Any, claim_retries: Any, busy_timeout: Any, pooler: Any = "none") -> None:
     """Raise InvalidInput naming the first wrong argument of ``Store(...)``."""
     v.check_type(url, str, "Store url (a database URL: 'sqlite:///PATH', 'sqlite://' or "
                  "'postgresql://...')")
@@ -26,6 +27,10 @@ def check_store(url: Any, claim_retries: Any, busy_timeout: Any) -> None:
     if claim_retries < 0:
         raise InvalidInput(f"Store claim_retries must be >= 0, got {claim_retries}")
     v.check_seconds(busy_timeout, "Store busy_timeout")
+    v.check_type(pooler, str, "Store pooler")
+    if pooler not in DATABASE_POOLERS:
+        raise InvalidInput(f"Store pooler must be one of {', '.join(DATABASE_POOLERS)}, got "
+                           f"{pooler!r}")
 
 
 #: The bounded columns a Store method's name arguments are compared with.

@@ -9,8 +9,18 @@ Every wait for a lock is bounded by ``busy_timeout`` seconds: SQLite's busy
 handler, PostgreSQL's ``lock_timeout``.  A transaction that runs into the
 bound fails with :class:`~nova_lite.exception.DatabaseBusy` and writes
 nothing.  A read-only database opens SQLite files with ``mode=ro`` and
-PostgreSQL sessions with ``default_transaction_read_only``, so a reader
-never takes the write lock.
+starts every PostgreSQL transaction ``READ ONLY``, so a reader never takes
+the write lock.
+
+PostgreSQL may be reached through a connection pooler (``pooler``, see
+:data:`POOLERS`).  With none, ``lock_timeout`` is a setting of each session,
+given when it connects.  Behind a pooler (PgBouncer rejects the startup
+``options`` that carry it) each transaction sets it with ``SET LOCAL``
+instead.  Behind a pooler in transaction mode, where consecutive
+transactions of one client may run on different server sessions, nothing
+relies on a session: psycopg prepares no statement on the server, and the
+compute service does not ``LISTEN`` (see :mod:`nova_lite.db.listen`).
+Advisory locks are transaction-level everywhere (``pg_advisory_xact_lock``).
 """
 
 import contextlib
@@ -28,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc as sa_exc
 from sqlalchemy.pool import StaticPool
 
-from nova_lite.conf import redact_url
+from nova_lite.conf import DATABASE_POOLERS, redact_url
 from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import ClaimRaceLost, DatabaseBusy, StoreError
 
@@ -37,6 +47,9 @@ DEFAULT_BUSY_TIMEOUT_S = 10.0
 _PG_RETRY_STATES = {"40001", "40P01"}   # serialization failure, deadlock
 _PG_BUSY_STATES = {"55P03"}             # lock_not_available (lock_timeout)
 _PG_UNIQUE_VIOLATION = "23505"
+
+#: ``[database] pooler`` values (:data:`nova_lite.conf.DATABASE_POOLERS`).
+POOLERS = DATABASE_POOLERS
 
 _T = TypeVar("_T")
 
@@ -140,12 +153,14 @@ def _install_sqlite_hooks(engine: sa.Engine, wal: bool, busy_timeout_s: float,
 
 
 def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readonly: bool = False,
-                initialise: Callable[[sa.Engine], object] | None = None) -> tuple[sa.Engine, bool]:
+                initialise: Callable[[sa.Engine], object] | None = None,
+                pooler: str = "none") -> tuple[sa.Engine, bool]:
     """An SQLAlchemy engine for ``url`` with nova-lite's settings applied.
 
     Returns ``(engine, created)``: ``created`` is True when a new SQLite
     file was made for it (given its schema by ``initialise(engine)``
-    before anyone else can open it).
+    before anyone else can open it).  ``pooler`` (one of :data:`POOLERS`)
+    says what is between nova-lite and a PostgreSQL server; SQLite ignores it.
     """
     url = normalize_url(url)
     if url.startswith("sqlite"):
@@ -173,15 +188,58 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readon
         return engine, created
     # libpq's "options" of the URL (e.g. a search_path) are kept beside ours.
     parsed = sa.engine.make_url(url)
-    options = [str(parsed.query.get("options", "")).strip(),
-               f"-c lock_timeout={int(busy_timeout_s * 1000)}"]
-    if readonly:
-        options.append("-c default_transaction_read_only=on")
+    connect_args: dict[str, Any] = {}
+    options = [str(parsed.query.get("options", "")).strip()]
+    if pooler == "none":
+        options.append(f"-c lock_timeout={lock_timeout_ms(busy_timeout_s)}")
+    if any(options):
+        connect_args["options"] = " ".join(o for o in options if o)
+    if pooler == "transaction":
+        # A statement psycopg prepared on one server session would be missing
+        # on the next transaction's; PgBouncer before 1.21 cannot follow them.
+        connect_args["prepare_threshold"] = None
     engine = sa.create_engine(parsed.difference_update_query(["options"]),
-                              pool_size=4, max_overflow=8,
-                              connect_args={"options": " ".join(o for o in options if o)})
+                              pool_size=4, max_overflow=8, connect_args=connect_args)
+    _install_postgresql_hooks(engine, readonly, pooler, busy_timeout_s)
     _ping_idle_connections(engine)
     return engine, False
+
+
+def lock_timeout_ms(busy_timeout_s: float) -> int:
+    """PostgreSQL's ``lock_timeout`` (ms) for a bound of ``busy_timeout_s`` seconds."""
+    return max(1, int(busy_timeout_s * 1000))
+
+
+def transaction_setup(pooler: str, busy_timeout_s: float) -> str | None:
+    """The statement that starts each PostgreSQL transaction behind ``pooler``
+    (None: none is needed, the session has its settings).
+
+    Through a pooler the session's settings are not ours: the bound on lock
+    waits is set for the transaction alone (``SET LOCAL``), so it reaches no
+    other client of the server session and lasts exactly as long as the
+    transaction.
+    """
+    if pooler == "none":
+        return None
+    return f"SET LOCAL lock_timeout = {lock_timeout_ms(busy_timeout_s)}"
+
+
+def _install_postgresql_hooks(engine: sa.Engine, readonly: bool, pooler: str,
+                              busy_timeout_s: float) -> None:
+    if readonly:
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, record: Any) -> None:
+            # psycopg starts each transaction with BEGIN READ ONLY: a property
+            # of the transaction, kept wherever the pooler runs it.
+            dbapi_conn.read_only = True
+
+    setup = transaction_setup(pooler, busy_timeout_s)
+    if setup is not None:
+        statement = sa.text(setup)
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: sa.Connection) -> None:
+            conn.execute(statement)
 
 
 #: A pooled PostgreSQL connection idle for longer than this (s) is pinged
@@ -258,19 +316,27 @@ class Database:
     unchanged.  With ``readonly`` every transaction is read-only and
     :meth:`write` is refused.  ``initialise(engine)`` gives a SQLite file
     created here its schema before it is published (see make_engine).
+    ``pooler`` (one of :data:`POOLERS`) says what is between nova-lite and
+    a PostgreSQL server.
     """
 
     def __init__(self, url: str, retries: int = 10, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
                  readonly: bool = False,
-                 initialise: Callable[[sa.Engine], object] | None = None) -> None:
+                 initialise: Callable[[sa.Engine], object] | None = None,
+                 pooler: str = "none") -> None:
+        if pooler not in POOLERS:
+            raise StoreError(f"Unknown database pooler {pooler!r}: use one of "
+                             f"{', '.join(POOLERS)}")
         self.url = normalize_url(url)
         self.redacted_url = redact_url(self.url)
         self.retries = retries
         self.busy_timeout_s = busy_timeout_s
         self.readonly = readonly
+        #: What is between nova-lite and the server (one of :data:`POOLERS`).
+        self.pooler = pooler
         try:
             self.engine, self.created = make_engine(self.url, busy_timeout_s, readonly,
-                                                    initialise)
+                                                    initialise, pooler)
         except (OSError, sa_exc.ArgumentError) as exc:
             raise StoreError(f"Cannot open database {self.redacted_url}: {exc}") from exc
         self.dialect = self.engine.dialect.name
@@ -279,6 +345,8 @@ class Database:
         self._serialised: ContextManager[Any] = (
             threading.RLock() if self.memory else contextlib.nullcontext())
         self._dbapi_error = self.engine.dialect.loaded_dbapi.Error
+        self._setup = (transaction_setup(pooler, busy_timeout_s)
+                       if self.dialect == "postgresql" else None)
 
     def _run(self, op: str, fn: Callable[[sa.Connection], _T], readonly: bool,
              snapshot: bool = False) -> _T:
@@ -343,6 +411,8 @@ class Database:
                 try:
                     if self.dialect == "sqlite":
                         cursor.execute("BEGIN IMMEDIATE")
+                    elif self._setup is not None:
+                        cursor.execute(self._setup)
                     result = fn(DirectConnection(cursor, self.engine.dialect))
                     pooled.commit()
                     return result

@@ -4,10 +4,12 @@ On PostgreSQL a :class:`WorkListener` holds one connection of its own in
 session mode and ``LISTEN`` s on :data:`~nova_lite.db.tasks.NOTIFY_CHANNEL`:
 the recording transaction's ``NOTIFY`` (payload: the host) arrives at its
 commit, so the service takes the work at once.  Everywhere else (SQLite,
-or a PostgreSQL reached through a pooler in transaction mode, where a
-session's ``LISTEN`` is not kept) :meth:`WorkListener.wait` just waits for
-the poll interval, and the service polls.  A lost listening connection is
-logged and opened again at the next wait; meanwhile the service polls.
+or a PostgreSQL reached through a pooler in transaction mode, ``[database]
+pooler = transaction``, where a ``LISTEN`` would be made on a server
+session the pooler then hands to other clients, and no notification would
+ever come back) :meth:`WorkListener.wait` just waits for the poll interval,
+and the service polls.  A lost listening connection is logged and opened
+again at the next wait; meanwhile the service polls.
 """
 
 import logging
@@ -24,14 +26,23 @@ class WorkListener:
     """Waits for work recorded for ``host`` in the database at ``url``.
 
     ``listen``: use ``LISTEN``/``NOTIFY`` (PostgreSQL only; False: poll
-    only).  :meth:`wait` returns True when woken by a notification for the
-    host (or by :meth:`wake`), False when ``timeout`` passed.
+    only).  ``pooler``: what is between nova-lite and the server (one of
+    :data:`nova_lite.conf.DATABASE_POOLERS`); behind a pooler in
+    transaction mode nothing listens.  :meth:`wait` returns True when woken
+    by a notification for the host (or by :meth:`wake`), False when
+    ``timeout`` passed.
     """
 
-    def __init__(self, url: str, host: str, listen: bool = True) -> None:
+    def __init__(self, url: str, host: str, listen: bool = True,
+                 pooler: str = "none") -> None:
         self.host = host
         self._url = url
-        self._listen = listen and url.split(":", 1)[0].startswith("postgresql")
+        postgresql = url.split(":", 1)[0].startswith("postgresql")
+        self._listen = listen and postgresql and pooler != "transaction"
+        if listen and postgresql and not self._listen:
+            LOG.info("Not listening for work of host %s on %s: behind a connection pooler "
+                     "in transaction mode ([database] pooler = transaction) a LISTEN is not "
+                     "kept; the service polls for it instead", host, redact_url(url))
         self._conn: Any = None
         self._woken = threading.Event()
         self._closed = False

@@ -115,6 +115,9 @@ class Store:
     :param readonly: open for reading only (the schema must be current).
     :param initialise: accept an empty (0 byte) SQLite file and create
         the schema in it.
+    :param pooler: what is between nova-lite and a PostgreSQL server:
+        ``none``, ``session`` or ``transaction`` (PgBouncer's pool modes;
+        as :data:`nova_lite.conf.DATABASE_POOLERS` lists them).
     :raises nova_lite.exception.InvalidInput: for a wrong argument, named.
     :raises nova_lite.exception.SchemaOutdated: for a schema newer than
         this nova-lite's, or (``readonly``) older.
@@ -124,8 +127,9 @@ class Store:
 
     def __init__(self, url: str, claim_retries: int = 10,
                  busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
-                 readonly: bool = False, initialise: bool = False) -> None:
-        arguments.check_store(url, claim_retries, busy_timeout)
+                 readonly: bool = False, initialise: bool = False,
+                 pooler: str = "none") -> None:
+        arguments.check_store(url, claim_retries, busy_timeout, pooler)
         path, _ = sqlite_file_path(url)
         if path and not initialise and os.path.exists(path) and \
                 os.path.getsize(path) == 0 and _sqlite_sidecars_empty(path):
@@ -134,9 +138,11 @@ class Store:
                 "as a new database (was it truncated?). Restore it from a backup, remove it, "
                 "or run 'nova-lite db sync' to initialise it")
         self.db = Database(url, retries=claim_retries, busy_timeout_s=busy_timeout,
-                           readonly=readonly, initialise=migrations.upgrade)
+                           readonly=readonly, initialise=migrations.upgrade, pooler=pooler)
         self.url = self.db.url
         self.readonly = readonly
+        #: What is between nova-lite and the server (``[database] pooler``).
+        self.pooler = pooler
         try:
             state = self.db.read("read schema revision", migrations.schema_state)
             #: The schema as found when the store was opened (before any upgrade).

@@ -159,7 +159,8 @@ class IronicDriver(driver_api.ComputeDriver):
         from nova_lite.db import Store
         LOG.info("Reading compute services and instances from %s",
                  self.settings.redacted_database_url())
-        return Store(url, claim_retries=self.settings.claim_retries)
+        return Store(url, claim_retries=self.settings.claim_retries,
+                     pooler=self.settings.database_pooler)
 
     def _ensure_views(self):
         self._views_checked = True
