@@ -145,7 +145,7 @@ def parse_mediated_device(xml_text, what="node device"):
     type_id = (element.get("id") or "").strip() if element is not None else ""
     parent = (root.findtext("parent") or "").strip()
     if not type_id or not parent:
-        missing = "a type id" if not type_id else "a parent"
+        missing = "type id" if not type_id else "parent"
         raise ValueError(f"node device {name}: malformed mdev capability (no {missing})")
     group = cap.find("iommuGroup")
     try:
