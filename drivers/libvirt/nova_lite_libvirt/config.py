@@ -130,14 +130,15 @@ class LibvirtOptions:
         default=None, converter=_type_list, validator=_type_list_option,
         metadata=conf.option("devices", "enabled_mdev_types", """
             Mediated device types (vGPU types such as nvidia-35) this host
-            offers, comma-separated.  Each physical device offering one is
-            reported as a child provider with an inventory of the type's
-            resource class.  With several types, a section [mdev_<type>]
-            per type says which devices use it (device_addresses, PCI
-            addresses) and its resource class (mdev_class, VGPU or
-            CUSTOM_*, default VGPU); the first type without
-            device_addresses is used by every other device, and further
-            types without them are not used.""",
+            offers, comma-separated.  Each physical device that offers its
+            type is reported as a child provider whose inventory of the
+            type's resource class is the mediated devices of that type
+            already created on it plus those it can still create.  A
+            section [mdev_<type>] per type may set device_addresses (the
+            PCI addresses of the devices that use the type) and mdev_class
+            (its resource class: VGPU, the default, or CUSTOM_*).  A device
+            no device_addresses list uses the first type that has none;
+            later types without device_addresses are not used.""",
             kind="list", default_text="none",
             nova="same name and meaning; [vgpu_<type>] sections are read too"))
     enabled_vgpu_types: tuple[str, ...] | None = attrs.field(
