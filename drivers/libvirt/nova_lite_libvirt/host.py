@@ -291,11 +291,16 @@ class Host:
 
     # -- devices -----------------------------------------------------------------
     def _list_devices(self, flag_name, what):
-        """``listAllDevices`` with the capability flag ``flag_name``; [] (one
-        WARNING) when libvirt does not support listing node devices."""
+        """``listAllDevices`` with the capability flag ``flag_name``; [] (with
+        a WARNING) when libvirt cannot list node devices or has no such flag."""
         libvirt = self.libvirt
+        flag = getattr(libvirt, flag_name, None)
+        if flag is None:
+            LOG.warning("libvirt-python %s cannot list %s (it has no %s)",
+                        getattr(libvirt, "getVersion", lambda: "?")(), what, flag_name)
+            return []
         try:
-            return self.connection().listAllDevices(getattr(libvirt, flag_name))
+            return self.connection().listAllDevices(flag)
         except libvirt.libvirtError as exc:
             if exc.get_error_code() == libvirt.VIR_ERR_NO_SUPPORT:
                 LOG.warning("libvirt at %s cannot list %s: %s", self.uri, what, exc)

@@ -201,6 +201,17 @@ class MdevFakeTest(MdevTests, base.FakeBackendCase):
                       "malformed mdev_types capability", logger.output)
         self.assertNotIn("Traceback", logger.output)
 
+    def test_a_binding_without_the_listing_flag_reports_no_gpu(self):
+        driver = self.start(HostSpec(gpus=[GpuSpec(GPU1, M60_TYPES)]),
+                            {"enabled_mdev_types": "nvidia-35"})
+        logger = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite_libvirt.testing.fakelibvirt.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES",
+            fixtures.MonkeyPatch.delete))
+        self.assertEqual((), self.report(driver).providers)
+        self.assertIn("cannot list mediated device parents (it has no "
+                      "VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES)", logger.output)
+
     def test_no_type_enabled_asks_libvirt_nothing_about_mediated_devices(self):
         driver = self.start(HostSpec(gpus=[GpuSpec(GPU1, M60_TYPES)]))
         calls = []
