@@ -138,8 +138,8 @@ class MdevTests:
                          [c.name for c in self.report(driver).providers])
 
     def test_claims_land_on_the_gpus_through_the_records(self):
-        spec = HostSpec(gpus=[GpuSpec(GPU1, [MdevTypeSpec("nvidia-35", 2)]),
-                              GpuSpec(GPU2, [MdevTypeSpec("nvidia-35", 1)])])
+        spec = HostSpec(gpus=[GpuSpec(GPU1, [MdevTypeSpec("nvidia-35", 1)]),
+                              GpuSpec(GPU2, [MdevTypeSpec("nvidia-35", 3)])])
         driver = self.start(spec, {"enabled_mdev_types": "nvidia-35"})
         store = Store(f"sqlite:///{os.path.join(self.tmp, 'nova-lite.db')}")
         self.addCleanup(store.close)
@@ -159,25 +159,25 @@ class MdevTests:
 
         flavor = Flavor(name="vgpu", vcpus=1, memory_mb=512, root_gb=1,
                         extra_specs={"resources:VGPU": "1"})
-        first, second, third = (
-            rt.instance_claim(Instance(uuid=str(uuid.uuid4()), flavor=flavor,
-                                       project_id="demo"), nodename=nodename)
-            for _ in range(3))
+        claims = [rt.instance_claim(Instance(uuid=str(uuid.uuid4()), flavor=flavor,
+                                             project_id="demo"), nodename=nodename)
+                  for _ in range(4)]
         gpu1, gpu2 = self.child("pci_0000_84_00_0"), self.child("pci_0000_85_00_0")
-        # The GPU with the most room first, by name on a tie.
-        self.assertEqual([{gpu1: {"VGPU": 1}}, {gpu1: {"VGPU": 1}}, {gpu2: {"VGPU": 1}}],
-                         [{k: dict(v) for k, v in c.allocation.providers.items()}
-                          for c in (first, second, third)])
+        # Each on the GPU with the most room (3 against 1, 2 against 1), by name on a tie.
+        self.assertEqual([gpu2, gpu2, gpu1, gpu2],
+                         [name for c in claims for name in c.allocation.providers])
+        self.assertEqual([{"VGPU": 1}] * 4,
+                         [dict(v) for c in claims for v in c.allocation.providers.values()])
         node = rt.get_node(nodename)
-        self.assertEqual({gpu1: {"VGPU": 2}, gpu2: {"VGPU": 1}},
+        self.assertEqual({gpu1: {"VGPU": 1}, gpu2: {"VGPU": 3}},
                          {k: dict(v) for k, v in node.provider_usage.items()})
-        self.assertEqual(3, node.used("VGPU"))
+        self.assertEqual(4, node.used("VGPU"))
         inst = Instance(uuid=str(uuid.uuid4()), flavor=flavor, project_id="demo")
         exc = self.assertRaises(ComputeResourcesUnavailable, rt.instance_claim, inst,
                                 nodename=nodename)
         self.assertIn("VGPU: no child provider has room for 1", str(exc))
         rt.update_available_resource()   # the next audit keeps the claims where they landed
-        self.assertEqual({gpu1: {"VGPU": 2}, gpu2: {"VGPU": 1}},
+        self.assertEqual({gpu1: {"VGPU": 1}, gpu2: {"VGPU": 3}},
                          {k: dict(v) for k, v in rt.get_node(nodename).provider_usage.items()})
 
     def test_node_file_round_trip(self):
