@@ -21,6 +21,7 @@ from nova_lite_libvirt.capabilities import (
 from nova_lite_libvirt.cpus import online_cpus_from_map
 from nova_lite_libvirt.domain_caps import parse_domain_capabilities
 from nova_lite_libvirt.errors import LibvirtConnectionError
+from nova_lite_libvirt.mdev import parse_mdev_parent, parse_mediated_device
 from nova_lite_libvirt.nodedev import parse_pci_device
 
 LOG = logging.getLogger(__name__)
@@ -289,6 +290,62 @@ class Host:
         return self.connection().defineXML(xml)
 
     # -- devices -----------------------------------------------------------------
+    def _list_devices(self, flag_name, what):
+        """``listAllDevices`` with the capability flag ``flag_name``; [] (with
+        a WARNING) when libvirt cannot list node devices or has no such flag."""
+        libvirt = self.libvirt
+        flag = getattr(libvirt, flag_name, None)
+        if flag is None:
+            LOG.warning("libvirt-python %s cannot list %s (it has no %s)",
+                        getattr(libvirt, "getVersion", lambda: "?")(), what, flag_name)
+            return []
+        try:
+            return self.connection().listAllDevices(flag)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_SUPPORT:
+                LOG.warning("libvirt at %s cannot list %s: %s", self.uri, what, exc)
+                return []
+            raise
+
+    def _parsed_devices(self, flag_name, parse, what):
+        """``parse(XML, name)`` of each device listed with ``flag_name``.
+
+        A device that vanishes meanwhile is skipped (DEBUG); one whose XML
+        ``parse`` refuses is logged at WARNING, naming it, and left out.
+        """
+        libvirt = self.libvirt
+        result = []
+        for dev in self._list_devices(flag_name, what):
+            try:
+                name = dev.name()
+                parsed = parse(dev.XMLDesc(0), name)
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() != libvirt.VIR_ERR_NO_NODE_DEVICE:
+                    raise
+                LOG.debug("Node device vanished while listing %s: %s", what, exc)
+                continue
+            except ValueError as exc:
+                LOG.warning("Skipping %s: %s", what.rstrip("s"), exc)
+                continue
+            if parsed is not None:
+                result.append(parsed)
+        return result
+
+    def mdev_parents(self):
+        """:class:`~nova_lite_libvirt.mdev.MdevParent` of every node device
+        offering mediated device types, by name (``listAllDevices`` with
+        ``VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES``)."""
+        return sorted(self._parsed_devices("VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES",
+                                           parse_mdev_parent, "mediated device parents"),
+                      key=lambda p: p.name)
+
+    def mediated_devices(self):
+        """:class:`~nova_lite_libvirt.mdev.MediatedDevice` of every mediated
+        device created, by name (``VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV``)."""
+        return sorted(self._parsed_devices("VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV",
+                                           parse_mediated_device, "mediated devices"),
+                      key=lambda m: m.name)
+
     def pci_devices(self):
         """:class:`~nova_lite.objects.PciDevice` records of the host, by address.
 

@@ -21,6 +21,9 @@ Where each figure comes from (units in the names):
 - ``cpu_info``, ``numa_topology``, ``supported_instances``: capabilities;
   the CPU topology falls back to ``getInfo`` when capabilities lack one;
 - ``pci_devices``: PCI node devices;
+- ``providers``: one child provider per device offering an enabled
+  mediated device type (:mod:`.mdev`); libvirt is asked for mediated
+  devices only when ``[devices] enabled_mdev_types`` names a type;
 - ``traits``: see :mod:`.host_traits`; worked out again only when what
   they come from changes (the host CPU, its NUMA siblings, the versions,
   the connection), so a steady audit asks libvirt nothing more for them.
@@ -33,7 +36,7 @@ import attrs
 
 from nova_lite.objects import CpuInfo, CpuTopology, NodeResources, SupportedInstance
 
-from nova_lite_libvirt import disks, host_traits, meminfo
+from nova_lite_libvirt import disks, host_traits, mdev, meminfo
 from nova_lite_libvirt.capabilities import canonical_arch
 from nova_lite_libvirt.cpus import select_cpus
 from nova_lite_libvirt.numa import build_numa_topology
@@ -177,6 +180,15 @@ class HostModel:
         self._traits_memo = (key, traits)
         return traits
 
+    def mdev_providers(self, nodename):
+        """Child providers of the devices offering an enabled mediated
+        device type (none, without asking libvirt, when no type is enabled)."""
+        mdev_config = self.config.mdev
+        if not mdev_config.enabled_types:
+            return ()
+        return mdev.mdev_providers(nodename, self.host.mdev_parents(),
+                                   self.host.mediated_devices(), mdev_config)
+
     def resources(self):
         """The :class:`NodeResources` of this host, read fresh from libvirt."""
         info = self.host.node_info()
@@ -189,6 +201,7 @@ class HostModel:
         memory_mb = self.memory_mb(info)
         stats = disk_stats(self.config.instances_path, self.statvfs)
         overcommit = disks.overcommit_total(self.host.guest_xmls())
+        hostname = self.host.hostname()
         return NodeResources(
             vcpus=len(selection.shared),
             pcpus=len(selection.dedicated),
@@ -200,10 +213,11 @@ class HostModel:
             disk_available_least=available_least_gb(stats.free_bytes, overcommit),
             hypervisor_type=hypervisor_type,
             hypervisor_version=hypervisor_version,
-            hypervisor_hostname=self.host.hostname(),
+            hypervisor_hostname=hostname,
             cpu_info=cpu_info(caps, info),
             numa_topology=build_numa_topology(caps, selection),
             pci_devices=self.host.pci_devices(),
+            providers=self.mdev_providers(hostname),
             supported_instances=supported_instances(caps),
             stats={"libvirt_version": lib_version, "cpu_mhz": info.mhz},
             traits=self.traits(caps, hypervisor_type, hypervisor_version, lib_version),

@@ -4,16 +4,18 @@ The reverse of :func:`~nova_lite_libvirt.testing.xml.node_xml`, for node
 files written by hand: the fake can then be configured with the same host
 the test driver reads.  It understands what the test driver does: the
 ``<cpu>`` topology, ``<memory>`` (KiB), ``<domain>`` elements (with the
-test namespace's ``runstate``) and PCI ``<device>`` elements.  Elements it
+test namespace's ``runstate``), PCI ``<device>`` elements, and GPUs (PCI
+devices offering mediated device types) with their mediated devices.  Elements it
 does not know (networks, pools, interfaces) are ignored.
 """
 
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
+from nova_lite_libvirt.mdev import parse_mdev_parent, parse_mediated_device
 from nova_lite_libvirt.nodedev import parse_pci_device
 from nova_lite_libvirt.testing.spec import (
-    DiskSpec, GuestSpec, HostSpec, PciDeviceSpec, PciVFSpec)
+    DiskSpec, GpuSpec, GuestSpec, HostSpec, MdevSpec, MdevTypeSpec, PciDeviceSpec, PciVFSpec)
 from nova_lite_libvirt.testing.xml import SHUTOFF, TEST_NS
 
 _KIB = {"b": 1 / 1024, "bytes": 1 / 1024, "k": 1, "kib": 1, "m": 1024, "mib": 1024,
@@ -50,10 +52,33 @@ def _guest(dom):
                      running=not (runstate and int(runstate) == SHUTOFF), disks=disks)
 
 
-def _pci_devices(root):
+def _gpus(root):
+    """``{address: GpuSpec}`` of the devices offering mediated device types."""
+    texts = [ET.tostring(d, encoding="unicode") for d in root.findall("device")]
+    mdevs = {}
+    for text in texts:
+        mdev = parse_mediated_device(text)
+        if mdev is not None:
+            mdevs.setdefault(mdev.parent, []).append(
+                MdevSpec(uuid=mdev.uuid, type_id=mdev.type_id, iommu_group=mdev.iommu_group or 0))
+    gpus = {}
+    for text in texts:
+        parent = parse_mdev_parent(text)
+        if parent is None or parent.address is None:
+            continue
+        pci = parse_pci_device(text)
+        gpus[parent.address] = GpuSpec(
+            address=parent.address, numa_node=pci.numa_node, vendor_id=pci.vendor_id,
+            product_id=pci.product_id, mdevs=mdevs.get(parent.name, ()),
+            mdev_types=[MdevTypeSpec(t.type_id, t.available_instances, name=t.name,
+                                     device_api=t.device_api) for t in parent.types])
+    return gpus
+
+
+def _pci_devices(root, gpus):
     parsed = [parse_pci_device(ET.tostring(d, encoding="unicode"))
               for d in root.findall("device")]
-    parsed = [d for d in parsed if d is not None]
+    parsed = [d for d in parsed if d is not None and d.address not in gpus]
     vfs = {}
     for dev in parsed:
         if dev.dev_type == "type-VF":
@@ -79,8 +104,9 @@ def spec_from_node_xml(text, **overrides):
         cores=_int(cpu, "cores", 2), threads=_int(cpu, "threads", 2),
         cpu_mhz=_int(cpu, "mhz", 1400),
         memory_mib=_int(root, "memory", 3 * 1024 * 1024) // 1024,
-        guests=[_guest(d) for d in root.findall("domain")],
-        pci_devices=_pci_devices(root))
+        guests=[_guest(d) for d in root.findall("domain")])
+    gpus = _gpus(root)
+    fields.update(pci_devices=_pci_devices(root, gpus), gpus=list(gpus.values()))
     model = cpu.findtext("model") if cpu is not None else None
     fields["arch"] = model.strip() if model and model.strip() else "i686"
     fields.update(overrides)

@@ -57,6 +57,47 @@ class PciDeviceSpec:
         return self.sriov or bool(self.vfs)
 
 
+@attrs.frozen
+class MdevTypeSpec:
+    """A mediated device type a GPU offers: ``type_id`` (``nvidia-35``),
+    ``available_instances`` (how many more it can create), libvirt's
+    ``name`` and ``device_api``."""
+
+    type_id: str
+    available_instances: int
+    name: str = None
+    device_api: str = "vfio-pci"
+
+
+@attrs.frozen
+class MdevSpec:
+    """A mediated device already created on a GPU: its ``uuid``, ``type_id``
+    and IOMMU group number."""
+
+    uuid: str
+    type_id: str
+    iommu_group: int = 0
+
+
+@attrs.frozen
+class GpuSpec:
+    """A physical GPU offering mediated device types (a PCI device with an
+    ``mdev_types`` capability).
+
+    ``address`` is "DDDD:BB:SS.F"; ``mdev_types`` the :class:`MdevTypeSpec`
+    it offers; ``mdevs`` the :class:`MdevSpec` already created on it (the
+    ``available_instances`` are what is left besides them); ``numa_node``
+    None means unknown; ids are 4 hex digits (an NVIDIA Tesla M60 by default).
+    """
+
+    address: str
+    mdev_types: tuple = attrs.field(default=(), converter=tuple)
+    mdevs: tuple = attrs.field(default=(), converter=tuple)
+    numa_node: int = None
+    vendor_id: str = "10de"
+    product_id: str = "13f2"
+
+
 #: The disk buses and video models QEMU 10's domain capabilities list on x86_64.
 QEMU_DISK_BUSES = ("ide", "fdc", "scsi", "virtio", "usb", "sata", "nvme")
 QEMU_VIDEO_MODELS = ("vga", "cirrus", "vmvga", "qxl", "virtio", "none", "bochs", "ramfb")
@@ -128,6 +169,10 @@ class HostSpec:
     (:class:`MachineSpec`, the first the default) appear in the
     capabilities; ``domain_capabilities=False`` makes
     ``getDomainCapabilities`` unsupported, as in libvirt's test driver.
+
+    Devices: ``pci_devices`` (:class:`PciDeviceSpec`) and ``gpus``
+    (:class:`GpuSpec`, PCI devices offering mediated device types, with
+    the mediated devices created on them).
     """
 
     hostname: str = "compute1.example.org"
@@ -157,6 +202,7 @@ class HostSpec:
     machines: tuple = attrs.field(default=DEFAULT_MACHINES, converter=tuple)
     domain_capabilities: bool = True
     pci_devices: tuple = attrs.field(default=(), converter=tuple)
+    gpus: tuple = attrs.field(default=(), converter=tuple)
     guests: tuple = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self):

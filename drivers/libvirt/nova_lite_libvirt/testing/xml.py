@@ -5,6 +5,8 @@
 - :func:`domain_capabilities_xml`: ``getDomainCapabilities()`` for one
   machine type, and :func:`baseline_cpu_xml`: ``baselineCPU()``'s answer;
 - :func:`nodedev_xml`: one PCI node device, as ``virNodeDevice.XMLDesc()``;
+  :func:`gpu_element` and :func:`mdev_element`: a GPU offering mediated
+  device types and a mediated device created on it;
 - :func:`guest_xml`: a guest's ``<domain>``;
 - :func:`node_xml`: a node file for libvirt's ``test:///<file>`` driver,
   holding the same host, guests and devices.
@@ -156,6 +158,72 @@ def nodedev_element(dev, parent=None):
     return root
 
 
+def mdev_nodedev_name(mdev, gpu):
+    """libvirt's (7.7 and later) name of a mediated device:
+    ``mdev_<uuid>_<parent's address>``, ``-``, ``:`` and ``.`` as ``_``."""
+    return "mdev_" + mdev.uuid.replace("-", "_") + "_" + \
+        gpu.address.replace(":", "_").replace(".", "_")
+
+
+def gpu_element(gpu):
+    """``<device>`` of a GPU: a PCI device whose PCI capability holds an
+    ``mdev_types`` capability, as libvirt describes one."""
+    root = ET.Element("device")
+    _text(root, "name", nodedev_name(gpu.address))
+    _text(root, "parent", "computer")
+    cap = ET.SubElement(root, "capability", type="pci")
+    for tag, value in zip(("domain", "bus", "slot", "function"), _address_parts(gpu.address)):
+        _text(cap, tag, value)
+    _text(cap, "product", "", id=f"0x{gpu.product_id}")
+    _text(cap, "vendor", "", id=f"0x{gpu.vendor_id}")
+    if gpu.mdev_types:
+        types = ET.SubElement(cap, "capability", type="mdev_types")
+        for mdev_type in gpu.mdev_types:
+            element = ET.SubElement(types, "type", id=mdev_type.type_id)
+            if mdev_type.name:
+                _text(element, "name", mdev_type.name)
+            _text(element, "deviceAPI", mdev_type.device_api)
+            _text(element, "availableInstances", mdev_type.available_instances)
+    if gpu.numa_node is not None:
+        ET.SubElement(cap, "numa", node=str(gpu.numa_node))
+    return root
+
+
+def mdev_element(mdev, gpu):
+    """``<device>`` of a mediated device created on ``gpu``."""
+    root = ET.Element("device")
+    _text(root, "name", mdev_nodedev_name(mdev, gpu))
+    _text(root, "parent", nodedev_name(gpu.address))
+    cap = ET.SubElement(root, "capability", type="mdev")
+    ET.SubElement(cap, "type", id=mdev.type_id)
+    _text(cap, "uuid", mdev.uuid)
+    ET.SubElement(cap, "iommuGroup", number=str(mdev.iommu_group))
+    return root
+
+
+def device_elements(spec):
+    """``(element, parent name, caps)`` of every node device of ``spec``:
+    PCI functions (PFs first), GPUs, then the mediated devices.  ``caps``
+    are the capabilities a listing filter matches (``pci``,
+    ``mdev_types``, ``mdev``)."""
+    result = []
+    for dev, parent in spec.pci_nodedev_specs():
+        result.append((nodedev_element(dev, parent),
+                       nodedev_name(parent.address) if parent else "computer", ("pci",)))
+    for gpu in spec.gpus:
+        caps = ("pci", "mdev_types") if gpu.mdev_types else ("pci",)
+        result.append((gpu_element(gpu), "computer", caps))
+    for gpu in spec.gpus:
+        for mdev in gpu.mdevs:
+            result.append((mdev_element(mdev, gpu), nodedev_name(gpu.address), ("mdev",)))
+    return result
+
+
+def device_xml(element):
+    """XML text of a ``<device>`` element (as ``XMLDesc()`` gives it)."""
+    return _tostring(element)
+
+
 def nodedev_xml(dev, parent=None):
     """Node device XML text of a PCI function."""
     return _tostring(nodedev_element(dev, parent))
@@ -204,6 +272,6 @@ def node_xml(spec):
     _text(node, "memory", spec.memory_mib * 1024)
     for guest in spec.guests:
         node.append(guest_element(guest, "test", runstate=True))
-    for dev, parent in spec.pci_nodedev_specs():
-        node.append(nodedev_element(dev, parent))
+    for element, _parent, _caps in device_elements(spec):
+        node.append(element)
     return _tostring(node)

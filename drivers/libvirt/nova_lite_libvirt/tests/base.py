@@ -95,23 +95,25 @@ class DriverCase(testtools.TestCase):
             self.skipTest(f"{self.backend.name} backend cannot express {feature}: "
                           f"{self.backend.lacks[feature]}")
 
-    def libvirt_settings(self, uri, libvirt_options=None, **options):
-        sections = {"libvirt": dict(libvirt_options or {})}
+    def libvirt_settings(self, uri, libvirt_options=None, sections=None, **options):
+        """Settings for ``uri``: ``[libvirt]`` from ``libvirt_options``,
+        other INI sections from ``sections`` (``{name: {option: value}}``)."""
+        sections = {**(sections or {}), "libvirt": dict(libvirt_options or {})}
         return conf.Settings(host=HOST, state_path=self.tmp, libvirt_connection_uri=uri,
                              sections=sections, **options)
 
-    def make_libvirt_driver(self, spec=None, libvirt_options=None, **options):
+    def make_libvirt_driver(self, spec=None, libvirt_options=None, sections=None, **options):
         """Load the driver for ``spec`` on this backend (not yet init_host-ed)."""
         uri, self.spec = self.backend.start(self, spec if spec is not None else HostSpec())
-        settings = self.libvirt_settings(uri, libvirt_options, **options)
+        settings = self.libvirt_settings(uri, libvirt_options, sections, **options)
         driver = loader.load_driver("libvirt", settings=settings,
                                     meminfo_path=self.meminfo_path, statvfs=self.statvfs)
         self.addCleanup(driver.close)
         return driver
 
-    def start_driver(self, spec=None, libvirt_options=None, **options):
+    def start_driver(self, spec=None, libvirt_options=None, sections=None, **options):
         """Load and ``init_host`` the driver; returns it."""
-        driver = self.make_libvirt_driver(spec, libvirt_options, **options)
+        driver = self.make_libvirt_driver(spec, libvirt_options, sections, **options)
         driver.init_host(HOST)
         return driver
 

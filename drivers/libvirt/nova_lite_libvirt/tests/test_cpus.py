@@ -104,7 +104,7 @@ class ConfigTest(testtools.TestCase):
     def test_the_driver_declares_its_options(self):
         self.assertIs(LibvirtOptions, LibvirtDriver.options)
         self.assertIn(("libvirt", LibvirtOptions), loader.installed_driver_options())
-        self.assertEqual(frozenset({"libvirt"}), conf.option_sections(LibvirtOptions))
+        self.assertEqual(frozenset({"libvirt", "devices"}), conf.option_sections(LibvirtOptions))
 
     def test_declared_options_from_ini(self):
         s = conf.load_settings(self.write(

@@ -18,8 +18,8 @@ from nova_lite.virt import loader
 
 from nova_lite_libvirt import libvirt_api
 from nova_lite_libvirt.testing import (
-    DiskSpec, FakeLibvirtFixture, GuestSpec, HostSpec, PciDeviceSpec, PciVFSpec, node_xml,
-    spec_from_node_xml)
+    DiskSpec, FakeLibvirtFixture, GpuSpec, GuestSpec, HostSpec, MdevSpec, MdevTypeSpec,
+    PciDeviceSpec, PciVFSpec, node_xml, spec_from_node_xml)
 from nova_lite_libvirt.tests import backends, base
 from nova_lite_libvirt.tests.base import GiB, MiB
 
@@ -41,7 +41,9 @@ class FidelityTest(base.RealBackendCase):
             pci_devices=[PciDeviceSpec("0000:81:00.0", "8086", "1572", numa_node=1,
                                        vfs=[PciVFSpec("0000:81:02.0", "154c"),
                                             PciVFSpec("0000:81:02.1", "154c")]),
-                         PciDeviceSpec("0000:04:00.0", "10de", "1db4", numa_node=0)])
+                         PciDeviceSpec("0000:04:00.0", "10de", "1db4", numa_node=0)],
+            gpus=[GpuSpec("0000:84:00.0", [MdevTypeSpec("nvidia-35", 15, "GRID M60-0B")],
+                          mdevs=[MdevSpec(str(uuid.uuid4()), "nvidia-35", 40)], numa_node=1)])
 
     def both(self, spec, **options):
         """(real driver, fake driver) for ``spec``, init_host-ed."""
@@ -68,8 +70,13 @@ class FidelityTest(base.RealBackendCase):
 
     def test_rich_host(self):
         report = self.assert_same_report(self.rich_spec())
-        self.assertEqual((15814, 2, 4), (report.memory_mb, report.vcpus_used,
+        self.assertEqual((15814, 2, 5), (report.memory_mb, report.vcpus_used,
                                          len(report.pci_devices)))
+
+    def test_mediated_devices(self):
+        report = self.assert_same_report(self.rich_spec(), sections={
+            "devices": {"enabled_mdev_types": "nvidia-35"}})
+        self.assertEqual([16], [c.inventories["VGPU"].total for c in report.providers])
 
     def test_cpu_options(self):
         self.assert_same_report(HostSpec(numa_nodes=2), cpu_shared_set="0",

@@ -11,12 +11,17 @@ from nova_lite_libvirt.testing.fakelibvirt import hypervisor as hv
 from nova_lite_libvirt.testing.fakelibvirt.domain import virDomain
 from nova_lite_libvirt.testing.fakelibvirt.errors import libvirtError, make_error
 
+#: listAllDevices flags and the capability each filters on (those the fake has).
+_CAP_FLAGS = ((c.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV, "pci"),
+              (c.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES, "mdev_types"),
+              (c.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV, "mdev"))
+
 #: What the fake module's ``getVersion()`` reports as the library version.
 FAKE_LIBRARY_VERSION = 9000000
 
 
 class virNodeDevice:  # noqa: N801  (libvirt-python's name)
-    """A node device handle (PCI functions only in the fake)."""
+    """A node device handle: a PCI function, a GPU or a mediated device."""
 
     def __init__(self, conn, name):
         self._conn = conn
@@ -39,8 +44,8 @@ class virNodeDevice:  # noqa: N801  (libvirt-python's name)
         return self._entry()[1]
 
     def listCaps(self):  # noqa: N802
-        self._entry()
-        return ["pci"]
+        # As libvirt's test driver: the device's own capability only.
+        return [self._entry()[2][0]]
 
 
 class virConnect:  # noqa: N801  (libvirt-python's name)
@@ -159,17 +164,16 @@ class virConnect:  # noqa: N801  (libvirt-python's name)
     # -- node devices -------------------------------------------------------------
     def listAllDevices(self, flags=0):  # noqa: N802
         self._check()
-        # The fake has PCI devices only, so every filter that includes PCI
-        # returns them all and any other filter returns none.
-        if flags and not flags & c.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV:
-            return []
-        return [virNodeDevice(self, name) for name in self._hypervisor.node_devices()]
+        # A device matches when it has any capability the flags ask for.
+        wanted = {cap for flag, cap in _CAP_FLAGS if flags & flag}
+        return [virNodeDevice(self, name)
+                for name, (_xml, _parent, caps) in self._hypervisor.node_devices().items()
+                if not flags or wanted & set(caps)]
 
     def listDevices(self, cap, flags=0):  # noqa: N802
         self._check()
-        if cap not in (None, "pci"):
-            return []
-        return list(self._hypervisor.node_devices())
+        return [name for name, (_xml, _parent, caps) in self._hypervisor.node_devices().items()
+                if cap is None or cap in caps]
 
     def nodeDeviceLookupByName(self, name):  # noqa: N802
         self._check()

@@ -135,12 +135,12 @@ class FakeHypervisor:
         return specxml.baseline_cpu_xml(s.cpu_model, vendor, common)
 
     def node_devices(self):
-        """``{name: (xml, parent name)}`` of the PCI node devices."""
+        """``{name: (xml, parent name, caps)}`` of the node devices (PCI
+        functions, GPUs and mediated devices); ``caps`` are those a listing
+        filter matches."""
         result = {}
-        for dev, parent in self.spec.pci_nodedev_specs():
-            result[specxml.nodedev_name(dev.address)] = (
-                specxml.nodedev_xml(dev, parent),
-                specxml.nodedev_name(parent.address) if parent else "computer")
+        for element, parent, caps in specxml.device_elements(self.spec):
+            result[element.findtext("name")] = (specxml.device_xml(element), parent, caps)
         return result
 
     # -- domains -----------------------------------------------------------------
