@@ -3,16 +3,16 @@
 A compute node is the root provider of a tree.  A device whose capacity is
 accounted apart from the node's own (one physical GPU with its ``VGPU``
 inventory, a PCI device or pool) is a :class:`ChildProvider` the driver
-reports in :attr:`nova_lite.node_resources.NodeResources.providers`, with
+reports in ``NodeResources.providers``, with
 inventories and traits of its own, as Placement's nested providers are.
 
 A claim that asks for a class the node itself does not offer lands that
 amount on one child that offers it (:func:`nova_lite.model.nested.place`): the one with the most
 room, so claims spread over a node's GPUs and fill each exactly.  An
 allocation records where each such amount went
-(:attr:`nova_lite.objects.Allocation.providers`, by child name), and a
+(``Allocation.providers``, by child name), and a
 node's usage of each child is the sum of those
-(:attr:`nova_lite.objects.ComputeNode.provider_usage`).  Each child has a
+(``ComputeNode.provider_usage``).  Each child has a
 generation of its own in the records (``resource_providers``), moved by
 every change of its inventories, traits or allocations.
 """

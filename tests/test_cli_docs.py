@@ -98,6 +98,20 @@ class TestNoopExample(CliTestCase):
         self.assertEqual("noop-host", server["Host"])
         node = self.json("node", "show", "noop-host")
         self.assertEqual([True], [d["in_use"] for d in node["pci_devices"]])
+        # Its child provider (a GPU with 2 vGPUs) shows and takes VGPU claims.
+        self.assertEqual([("noop-host_gpu0", 2, 0)],
+                         [(p["name"], p["inventories"][0]["capacity"],
+                           p["inventories"][0]["used"]) for p in shown["providers"]])
+        with open(flavors, "a") as handle:
+            handle.write("[noop.vgpu]\nvcpus = 1\nmemory_mb = 256\nresources:VGPU = 1\n")
+        self.json("server", "create", "--flavors-file", flavors, "--flavor", "noop.vgpu",
+                  "--count", "2")
+        (gpu,) = self.json("node", "show", "noop-host")["providers"]
+        self.assertEqual((2, 0), (gpu["inventories"][0]["used"], gpu["inventories"][0]["free"]))
+        code, out, err = self.cli("server", "create", "--flavors-file", flavors, "--flavor",
+                                  "noop.vgpu")
+        self.assertEqual(1, code, out + err)
+        self.assertIn("VGPU: no child provider has room for 1", out + err)
 
 
 class TestOperatorGuide(testtools.TestCase):

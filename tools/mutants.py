@@ -143,13 +143,23 @@ MUTANTS = {
     "traits-ignored": (
         "the scheduler offers nodes whatever traits a flavor requires or forbids",
         "nova_lite/scheduler/filters.py",
-        "        return spec.traits.reason(state.node.traits)\n",
-        "        return None\n"),
+        "        reason = spec.traits.reason(node.traits)\n",
+        "        reason = None\n"),
     "compute-node-entry-wins": (
         "a provider.yaml $COMPUTE_NODE entry applies even to a node another entry names",
         "nova_lite/provider_config.py",
         "        return by_name or by_uuid or self.every_node\n",
         "        return self.every_node or by_name or by_uuid\n"),
+    "child-room-ignored": (
+        "a claim lands a child provider's class on a child whatever room it has left",
+        "nova_lite/model/nested.py",
+        "            problems = amount_problems({rc: inv}, {rc: used}, {rc: amount})\n",
+        "            problems = []\n"),
+    "child-generation-kept": (
+        "a claim that lands amounts on a child provider leaves the child's generation as it was",
+        "nova_lite/db/claim_writes.py",
+        "        if plan.allocation.providers:\n",
+        "        if False:\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -181,6 +191,9 @@ GUARDS = {
     "traits-ignored": ("tests.test_traits.TraitScheduling",),
     "compute-node-entry-wins": ("tests.test_provider_config.ApplyTests",
                                 "tests.test_provider_config.TrackerTests"),
+    "child-room-ignored": ("tests.test_providers.TestProviderClaimsSQLite",
+                           "tests.test_providers.TestConcurrentProviderClaimsPostgreSQL"),
+    "child-generation-kept": ("tests.test_providers.TestProviderClaimsPostgreSQL",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

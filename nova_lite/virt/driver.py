@@ -19,6 +19,8 @@ from nova_lite import validators as v
 from nova_lite.objects import (  # noqa: F401  (re-exported for driver authors)
     ZERO_OVERHEAD, CpuInfo, Flavor, Instance, NodeResources, NUMACell, NUMATopology,
     Overhead, PciDevice, SupportedInstance)
+from nova_lite.providers import ChildProvider  # noqa: F401  (re-exported for driver authors)
+from nova_lite.resources import Inventory  # noqa: F401  (re-exported for driver authors)
 
 if TYPE_CHECKING:
     from nova_lite.db.store import Store

@@ -41,7 +41,9 @@ class NoopDriver(driver.ComputeDriver):
             hypervisor_hostname=nodename,
             pci_devices=[driver.PciDevice(address="0000:81:00.0", vendor_id="10de",
                                           product_id="1db4")],   # for passthrough
-            traits={"CUSTOM_NOOP"})   # os-traits names or CUSTOM_*
+            traits={"CUSTOM_NOOP"},   # os-traits names or CUSTOM_*
+            providers=[driver.ChildProvider(name=f"{nodename}_gpu0",   # a vGPU device
+                                            inventories={"VGPU": driver.Inventory(total=2)})])
 
     def estimate_instance_overhead(self, instance_or_flavor):
         return driver.Overhead(memory_mb=0)       # a real hypervisor: its footprint
