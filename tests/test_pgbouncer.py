@@ -308,7 +308,7 @@ class TestSessionPooler(testtools.TestCase):
         self.assertTrue(listener.wait(0))   # the first wait after connecting looks
         self.assertTrue(listener.listening)
         store.db.write("notify", lambda c: c.execute(
-            sa.text("SELECT pg_notify('nova_lite_work', 'h1')")))
+            sa.text("SELECT pg_notify('nova_lite_work', current_schema() || '/h1')")))
         self.assertTrue(listener.wait(30))
 
 

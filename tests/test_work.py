@@ -19,10 +19,12 @@ from nova_lite import objects, work
 from nova_lite.compute import api
 from nova_lite.compute.manager import ComputeService
 from nova_lite.compute.worker_identity import WorkerIdentity, is_gone
+from nova_lite.db import Store
 from nova_lite.db import tasks as queue
 from nova_lite.db.listen import WorkListener
 from nova_lite.exception import InstanceStateConflict, InvalidInput
 from nova_lite.scheduler import NoValidHost
+from nova_lite.testing import databases
 from nova_lite.virt.fake import FakeDriver
 from nova_lite.work import WorkRequest
 from tests import base
@@ -407,6 +409,12 @@ class TestWorkPostgreSQL(BuildAndDelete, DownHosts, Recovery, WakeUp, base.OnPos
         self.assertFalse(listener.wait(0.01))
         self.store.tasks.record([WorkRequest(host="h2", kind=work.AUDIT)])
         self.assertFalse(listener.wait(0.2), "a notification for h2 does not wake h1")
+        # Work for a host of the same name in another schema of the database
+        # (another deployment, or another test) does not wake it either.
+        other = Store(self.useFixture(databases.PostgreSQLSchema()).url)
+        self.addCleanup(other.close)
+        other.tasks.record([WorkRequest(host="h1", kind=work.AUDIT)])
+        self.assertFalse(listener.wait(0.2), "work for h1 of another schema does not wake h1")
         self.store.tasks.record([WorkRequest(host="h1", kind=work.AUDIT)])
         self.assertTrue(listener.wait(30))
         self.assertFalse(WorkListener("sqlite:///x.db", "h1").listening)

@@ -34,8 +34,11 @@ class ListInventory(Lister):
     VGPU inventory), after the node's own.
     """
 
-    columns = (PROVIDER, *HEADERS)
+    columns = HEADERS
     default_columns: tuple[str, ...] | None = DEFAULT_HEADERS
+
+    def known_columns(self, parsed_args: argparse.Namespace) -> tuple[str, ...] | None:
+        return (PROVIDER, *HEADERS) if parsed_args.tree else HEADERS
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)

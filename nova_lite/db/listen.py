@@ -2,7 +2,8 @@
 
 On PostgreSQL a :class:`WorkListener` holds one connection of its own in
 session mode and ``LISTEN`` s on :data:`~nova_lite.db.tasks.NOTIFY_CHANNEL`:
-the recording transaction's ``NOTIFY`` (payload: the host) arrives at its
+the recording transaction's ``NOTIFY`` (payload: its schema and the
+host) arrives at its
 commit, so the service takes the work at once.  Everywhere else (SQLite,
 or a PostgreSQL reached through a pooler in transaction mode, ``[database]
 pooler = transaction``, where a ``LISTEN`` would be made on a server
@@ -17,7 +18,7 @@ import threading
 from typing import Any
 
 from nova_lite.db.engine import redact_url
-from nova_lite.db.tasks import NOTIFY_CHANNEL
+from nova_lite.db.tasks import NOTIFY_CHANNEL, notify_payload
 
 LOG = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class WorkListener:
                      "in transaction mode ([database] pooler = transaction) a LISTEN is not "
                      "kept; the service polls for it instead", host, redact_url(url))
         self._conn: Any = None
+        self._payload = ""   # what a notification for this host carries, once listening
         self._woken = threading.Event()
         self._closed = False
 
@@ -71,7 +73,7 @@ class WorkListener:
             return woken
         try:
             for note in conn.notifies(timeout=timeout, stop_after=1):
-                if note.payload == self.host:
+                if note.payload == self._payload:
                     return True
             return self._woken.is_set()
         except Exception as exc:   # noqa: BLE001 - fall back to polling, reconnect later
@@ -90,12 +92,14 @@ class WorkListener:
             url = self._url.replace("postgresql+psycopg://", "postgresql://", 1)
             conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
             conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            (schema,) = conn.execute("SELECT current_schema()").fetchone() or ("public",)
         except Exception as exc:   # noqa: BLE001 - poll instead
             LOG.warning("Cannot listen for work of host %s on %s (polling instead): %s",
                         self.host, redact_url(self._url), exc)
             return None
         LOG.debug("Listening for work of host %s on channel %s", self.host, NOTIFY_CHANNEL)
         self._conn = conn
+        self._payload = notify_payload(schema, self.host)
         # Work recorded before the LISTEN took effect sent its NOTIFY to
         # nobody: the first wait after (re)connecting wakes the caller to look.
         self._woken.set()

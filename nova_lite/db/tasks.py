@@ -15,8 +15,10 @@ worker took it over after the lease ran out, or it was cancelled) nothing
 is written and the worker learns so.
 
 On PostgreSQL each recording also sends ``NOTIFY`` on
-:data:`NOTIFY_CHANNEL` with the host as payload, delivered at commit, so a
-listening service wakes at once (:mod:`nova_lite.db.listen`).
+:data:`NOTIFY_CHANNEL` with ``<schema>/<host>`` as payload, delivered at
+commit, so a listening service wakes at once (:mod:`nova_lite.db.listen`);
+the schema keeps the records of another schema of the same database from
+waking it.
 """
 
 import json
@@ -34,8 +36,16 @@ from nova_lite.work import Task, WorkRequest
 T_TASK = models.tasks
 T_INST = models.instances
 
-#: The PostgreSQL notification channel; the payload is the host name.
+#: The PostgreSQL notification channel; the payload is ``<schema>/<host>``
+#: (:func:`notify_payload`).
 NOTIFY_CHANNEL = "nova_lite_work"
+
+
+
+def notify_payload(schema: str, host: str) -> str:
+    """The payload of a notification of work for ``host`` recorded in ``schema``."""
+    return f"{schema}/{host}"
+
 
 _T = TypeVar("_T")
 _Run = Callable[[str, Callable[[sa.Connection], _T]], _T]
@@ -105,7 +115,8 @@ def insert_tasks(conn: sa.Connection, requests: Sequence[WorkRequest], now: floa
         made.append(_task(row))
     if conn.dialect.name == "postgresql":
         for host in sorted({r.host for r in requests}):
-            conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, host)))
+            conn.execute(sa.select(sa.func.pg_notify(
+                NOTIFY_CHANNEL, sa.func.current_schema() + sa.literal("/" + host))))
     return made
 
 
