@@ -25,6 +25,8 @@ from nova_lite.api import make_app, query
 from nova_lite.db import Store
 from nova_lite.db.store import COMPUTE_BINARY
 from nova_lite.objects import PciDevice, PciRequest
+from nova_lite.providers import ChildProvider
+from nova_lite.resources import Inventory
 from nova_lite.testing import browser
 from nova_lite.web_server import BackgroundServer
 from tests import base
@@ -60,6 +62,7 @@ class PageReader:
     }
     const hosts = {};
     const devices = {};
+    const children = {};
     for (const card of document.querySelectorAll("#hosts .host")) {
       const bars = {};
       for (const bar of card.querySelectorAll(".bar-row")) {
@@ -71,11 +74,16 @@ class PageReader:
       const pci = card.querySelector(".pci");
       if (pci) devices[card.dataset.host] = {total: pci.dataset.total, free: pci.dataset.free,
                                              in_use: pci.dataset.inUse, text: pci.textContent};
+      for (const child of card.querySelectorAll(".child")) {
+        children[card.dataset.host + "/" + child.dataset.rc] = {
+          capacity: child.dataset.capacity, used: child.dataset.used, free: child.dataset.free,
+          text: child.textContent};
+      }
     }
     const findings = [...document.querySelectorAll("#findings tr.finding")].map(
       r => [r.dataset.kind, r.dataset.subject]);
     return {polls: document.getElementById("status").dataset.polls, cluster: rows,
-            hosts: hosts, devices: devices, findings: findings};
+            hosts: hosts, devices: devices, children: children, findings: findings};
     """
 
     def read(self):
@@ -101,6 +109,12 @@ class PageReader:
         whose card shows PCI devices."""
         return {host: {k: v if k == "text" else int(v) for k, v in shown.items()}
                 for host, shown in self.read()["devices"].items()}
+
+    def children(self):
+        """``{"host/class": {"capacity", "used", "free": int, "text": str}}`` of the
+        hosts whose card shows child providers."""
+        return {key: {k: v if k == "text" else int(v) for k, v in shown.items()}
+                for key, shown in self.read()["children"].items()}
 
     def interval(self):
         """The poll period (s) the page uses, as it shows it."""
@@ -270,6 +284,22 @@ class TestOverviewPage(CliTestCase, base.TestCase):
             PciRequest(count=1, vendor_id="10de", product_id="1db4")]), "h3")
         page.wait_for(lambda p: p.devices()["h3"]["free"] == 1, "the claimed device")
         self.assertEqual((2, 1), (page.devices()["h3"]["total"], page.devices()["h3"]["in_use"]))
+        page.assert_clean_console()
+
+    def test_a_hosts_gpus_show_and_follow_its_claims(self):
+        gpus = [ChildProvider(name=f"h3_gpu{i}", inventories={"VGPU": Inventory(total=2)})
+                for i in range(2)]
+        _, rt3 = self.make_tracker(settings=self.settings_, store=self.writer, host="h3",
+                                   vcpus=8, memory_mb=8192, local_gb=100, providers=gpus)
+        self.writer.heartbeat("h3", COMPUTE_BINARY)
+        page, _ = open_page(self, self.reader, self.settings_)
+        page.wait_for(lambda p: "h3/VGPU" in p.children(), "h3's GPUs")
+        self.assertEqual({"h3/VGPU": {"capacity": 4, "used": 0, "free": 4,
+                                      "text": "VGPU on 2 device(s): 4 free of 4 (0 in use)"}},
+                         page.children())
+        rt3.instance_claim(base.instance(base.flavor(extra_specs={"resources:VGPU": "1"})),
+                           "h3")
+        page.wait_for(lambda p: p.children()["h3/VGPU"]["free"] == 3, "the claimed vGPU")
         page.assert_clean_console()
 
     def test_the_console_check_sees_a_violation(self):

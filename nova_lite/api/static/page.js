@@ -79,6 +79,13 @@ function drawHosts(data) {
                              "data-in-use": pci.in_use},
                      `PCI devices: ${pci.free} free of ${pci.total} (${pci.in_use} in use)`));
     }
+    // Child providers (GPUs and other devices accounted apart): free of capacity per class.
+    for (const [rc, t] of Object.entries(h.providers.resources)) {
+      card.append(el("div", {class: "child", "data-rc": rc, "data-capacity": t.capacity,
+                             "data-used": t.used, "data-free": t.free},
+                     `${rc} on ${h.providers.total} device(s): ${t.free} free of ` +
+                     `${t.capacity} (${t.used} in use)`));
+    }
     const own = h.traits.filter(t => t !== "COMPUTE_NODE");
     if (own.length) card.append(el("div", {class: "traits"}, "traits: " + own.join(", ")));
     box.append(card);
