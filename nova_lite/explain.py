@@ -99,6 +99,8 @@ class ResourceExplanation:
     ``floor((total - reserved) x ratio)`` (``capacity_formula`` shows it);
     ``consumers`` hold ``used`` between them; ``free`` = max(0, capacity -
     used), never negative, and ``over`` = max(0, used - capacity).
+    ``provider`` names the child provider the class is on
+    (:mod:`nova_lite.providers`; None: the node itself).
     """
 
     resource_class: str
@@ -115,6 +117,7 @@ class ResourceExplanation:
     free: int
     over: int
     notes: tuple[str, ...] = ()
+    provider: str | None = None
 
 
 def _culprit_resources(value: Mapping[str, int]) -> dict[str, int]:
@@ -283,9 +286,10 @@ def _role(alloc: Allocation, node: ComputeNode, instances: Mapping[str, Instance
 def _consumer_lines(
         node: ComputeNode, allocations: Iterable[Allocation], instances: Mapping[str, Instance],
         migrations: Mapping[str, Migration],
-) -> tuple[dict[str, list[ConsumerLine]], list[Culprit]]:
-    """``({rc: [ConsumerLine]}, [Culprit])`` for the node's allocations and live instances."""
-    per_rc: dict[str, list[ConsumerLine]] = {}
+) -> tuple[dict[tuple[str | None, str], list[ConsumerLine]], list[Culprit]]:
+    """``({(provider, rc): [ConsumerLine]}, [Culprit])`` for the node's allocations and
+    live instances (``provider``: a child provider's name, None for the node itself)."""
+    per_rc: dict[tuple[str | None, str], list[ConsumerLine]] = {}
     culprits: list[Culprit] = []
     held: set[str] = set()
     for alloc in sorted(allocations, key=lambda a: (a.instance_uuid, a.consumer_uuid)):
@@ -300,10 +304,8 @@ def _consumer_lines(
         else:
             role, detail = _role(alloc, node, instances, migrations)
         flavor = _flavor_amounts(alloc, alloc.numa_topology)
-        for rc, amount in alloc.resources.items():
-            if not amount:
-                continue
-            per_rc.setdefault(rc, []).append(ConsumerLine(
+        for where, rc, amount in _held(alloc):
+            per_rc.setdefault((where, rc), []).append(ConsumerLine(
                 consumer_uuid=alloc.consumer_uuid, consumer_type=alloc.consumer_type,
                 instance_uuid=alloc.instance_uuid, role=role, flavor=alloc.flavor.name,
                 amount=amount, flavor_amount=flavor.get(rc, 0),
@@ -319,11 +321,28 @@ def _consumer_lines(
                                 "recorded on this node but holds nothing: the next audit "
                                 "restores it"))
         for rc, amount in flavor.items():
-            per_rc.setdefault(rc, []).append(ConsumerLine(
+            per_rc.setdefault((None, rc), []).append(ConsumerLine(
                 consumer_uuid=inst.uuid, consumer_type="instance", instance_uuid=inst.uuid,
                 role=MISSING, flavor=inst.flavor.name, amount=0, flavor_amount=amount,
                 overhead=0, state=inst.vm_state, detail="recorded here but holds nothing"))
     return per_rc, culprits
+
+
+def _held(alloc: Allocation) -> list[tuple[str | None, str, int]]:
+    """``(provider, rc, amount)`` of what ``alloc`` holds: on the node itself
+    (provider None) and on each child provider it names."""
+    on_children: dict[str, int] = {}
+    out: list[tuple[str | None, str, int]] = []
+    for name, per in sorted(alloc.providers.items()):
+        for rc, amount in sorted(per.items()):
+            on_children[rc] = on_children.get(rc, 0) + amount
+            if amount:
+                out.append((name, rc, amount))
+    for rc, amount in alloc.resources.items():
+        own = amount - on_children.get(rc, 0)
+        if own:
+            out.append((None, rc, own))
+    return out
 
 
 def _amounts(resources: Mapping[str, int]) -> str:
@@ -405,12 +424,13 @@ def explain(node: ComputeNode, allocations: Iterable[Allocation], instances: Map
     report = node.resources
     detected = report.totals() if report is not None else {}
     resources, capacity_culprits = [], []
-    for rc in sorted(set(node.inventories) | set(detected) | set(node.usage) | set(per_rc)):
+    own_classes = {rc for where, rc in per_rc if where is None}
+    for rc in sorted(set(node.inventories) | set(detected) | set(node.usage) | own_classes):
         inv = node.inventories.get(rc)
         sources, reserved_notes = _reserved_sources(rc, inv, node, settings)
         ratio_source, ratio_notes = _ratio_source(rc, inv, settings)
         capacity, used = node.capacity(rc), node.used(rc)
-        lines = tuple(per_rc.get(rc, ()))
+        lines = tuple(per_rc.get((None, rc), ()))
         summed = sum(line.amount for line in lines)
         notes = list(reserved_notes) + list(ratio_notes)
         if inv is None:
@@ -436,6 +456,14 @@ def explain(node: ComputeNode, allocations: Iterable[Allocation], instances: Map
         found = _capacity_culprit(rc, inv, used, capacity, ratio_source)
         if found is not None:
             capacity_culprits.append(found)
+    for explained in _children_explained(node, per_rc):
+        resources.append(explained)
+        found = _capacity_culprit(explained.resource_class,
+                                  _child_inventory(node, explained), explained.used,
+                                  explained.capacity, explained.ratio_source)
+        if found is not None:
+            capacity_culprits.append(attrs.evolve(
+                found, subject=f"{explained.provider}/{found.subject}"))
     if guests is not None:
         culprits.extend(unknown_guests(node.host, guests, instances, migrations))
     culprits.extend(capacity_culprits)
@@ -445,6 +473,57 @@ def explain(node: ComputeNode, allocations: Iterable[Allocation], instances: Map
         generation=node.generation, reported=node.reported, resources=tuple(resources),
         culprits=tuple(culprits), verdict=_verdict(culprits),
         guests_compared=guests is not None, note=None if guests is not None else NO_DRIVER_NOTE)
+
+
+#: Where a child provider's reserved amount and ratio come from.
+_CHILD_SOURCE = "the driver's report of the child provider"
+
+
+def _child_inventory(node: ComputeNode, explained: ResourceExplanation) -> Inventory | None:
+    report = node.resources
+    for child in report.providers if report is not None else ():
+        if child.name == explained.provider:
+            return child.inventories.get(explained.resource_class)
+    return None
+
+
+def _children_explained(node: ComputeNode,
+                        per_rc: Mapping[tuple[str | None, str], Sequence[ConsumerLine]]
+                        ) -> list[ResourceExplanation]:
+    """One ResourceExplanation per class of each child provider as reported,
+    and per class an allocation holds on a child no longer reported."""
+    report = node.resources
+    children = {c.name: c for c in report.providers} if report is not None else {}
+    keys: set[tuple[str, str]] = {(child.name, rc) for child in children.values()
+                                  for rc in child.inventories}
+    keys |= {(where, rc) for where, rc in per_rc if where is not None}
+    out = []
+    for name, rc in sorted(keys):
+        child = children.get(name)
+        inv = child.inventories.get(rc) if child is not None else None
+        lines = tuple(per_rc.get((name, rc), ()))
+        used = node.provider_usage.get(name, {}).get(rc, 0)
+        summed = sum(line.amount for line in lines)
+        capacity = inv.capacity if inv is not None else 0
+        notes = []
+        if child is None:
+            notes.append(f"the driver no longer reports child provider {name}")
+        if summed != used:
+            notes.append(f"the records count {used} used but its allocations sum to {summed}")
+        out.append(ResourceExplanation(
+            resource_class=rc, detected=inv.total if inv is not None else None,
+            total=inv.total if inv is not None else 0,
+            reserved=inv.reserved if inv is not None else 0,
+            reserved_sources=(_CHILD_SOURCE,) if inv is not None else (),
+            ratio=float(inv.allocation_ratio) if inv is not None else None,
+            ratio_source=_CHILD_SOURCE if inv is not None else "no inventory",
+            capacity=capacity,
+            capacity_formula=(f"floor(({inv.total} - {inv.reserved}) x "
+                              f"{float(inv.allocation_ratio)}) = {inv.capacity}"
+                              if inv is not None else "no inventory: capacity 0"),
+            consumers=lines, used=used, free=max(0, capacity - used),
+            over=max(0, used - capacity), notes=tuple(notes), provider=name))
+    return out
 
 
 def find_node(store: "Store", node_ident: str, host: str | None = None) -> ComputeNode:

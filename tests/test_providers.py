@@ -16,7 +16,7 @@ import attrs
 import sqlalchemy as sa
 import testtools
 
-from nova_lite import conf, objects
+from nova_lite import conf, leaks, objects
 from nova_lite.cli.main import main
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
@@ -245,11 +245,11 @@ class ProviderClaims:
                                                 node.provider_usage.items()})
         self.assertNotIn("VGPU", node.usage)
 
-    def cli(self, *argv):
+    def cli(self, *argv, exit_code=0):
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
             code = main(["--database-url", self.store.url, *argv])
-        self.assertEqual(0, code, out.getvalue())
+        self.assertEqual(exit_code, code, out.getvalue())
         return out.getvalue()
 
     def test_the_commands_show_the_tree(self):
@@ -271,6 +271,30 @@ class ProviderClaims:
                               shown[0]["traits"]))
             text = self.cli(command, "show", HOST, "-c", "providers")
             self.assertIn(f"{GPU_B}: VGPU 1 of 4 used, 3 free [CUSTOM_NVIDIA_36]", text)
+
+    def test_explain_goes_provider_by_provider_and_names_a_shrunken_gpu(self):
+        claims = [self.claim() for _ in range(6)]   # five on A, one on B
+        data = json.loads(self.cli("node", "explain", HOST, "-f", "json"))
+        self.assertTrue(data["consistent"], data["culprits"])
+        by_provider = {(r["provider"], r["resource_class"]): r for r in data["resources"]}
+        self.assertNotIn((None, "VGPU"), by_provider)
+        gpu_a = by_provider[(GPU_A, "VGPU")]
+        self.assertEqual((8, 5, 3), (gpu_a["capacity"], gpu_a["used"], gpu_a["free"]))
+        self.assertEqual(sorted(c.instance.uuid for c in claims[:5]),
+                         sorted(line["consumer_uuid"] for line in gpu_a["consumers"]))
+        self.assertEqual(1, by_provider[(None, "VCPU")]["consumers"][0]["amount"])
+        text = self.cli("node", "explain", HOST)
+        self.assertIn(f"VGPU on child provider {GPU_B}: total 4", text)
+        # The driver now reports GPU A with room for 3: the 5 held are 2 over.
+        self.driver.set_node_providers(HOST, [gpu(GPU_A, 3, "CUSTOM_NVIDIA_35"),
+                                              gpu(GPU_B, 4, "CUSTOM_NVIDIA_36")])
+        self.rt.update_available_resource()
+        data = json.loads(self.cli("node", "explain", HOST, "-f", "json"))
+        self.assertEqual([("shrunken_host", f"{GPU_A}/VGPU", {"VGPU": 2})],
+                         [(c["kind"], c["subject"], c["resources"]) for c in data["culprits"]])
+        report = leaks.find_leaks(self.store, self.conf, host=HOST)
+        self.assertEqual([("over_capacity", f"{GPU_A}/VGPU", {"VGPU": 2})],
+                         [(f.kind, f.subject, dict(f.resources)) for f in report.findings])
 
     def test_a_gpu_the_driver_stops_reporting_leaves_the_records(self):
         self.claim()

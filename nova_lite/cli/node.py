@@ -174,7 +174,8 @@ def render_explanation(data: Mapping[str, Any]) -> str:
         lines.append(f"Note: {data['note']}")
     for r in data["resources"]:
         lines.append("")
-        lines.append(f"{r['resource_class']}: total {r['total']} (driver reported "
+        where = f" on child provider {r['provider']}" if r.get("provider") else ""
+        lines.append(f"{r['resource_class']}{where}: total {r['total']} (driver reported "
                      f"{'-' if r['detected'] is None else r['detected']})")
         lines.append(f"  - reserved {r['reserved']}: {'; '.join(r['reserved_sources'])}")
         lines.append(f"  x ratio {'-' if r['ratio'] is None else r['ratio']}: "
