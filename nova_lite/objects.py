@@ -134,7 +134,9 @@ class Instance:
     """An instance as the tracker sees it.
 
     ``host``/``node`` are where it lives once claimed; ``vm_state`` uses
-    Nova's strings (``objects.ACTIVE``, ``objects.DELETED``, ...).  The
+    Nova's strings (``objects.ACTIVE``, ``objects.DELETED``, ...);
+    ``availability_zone`` is the zone it was built in (None: not recorded,
+    as for records written before instances kept it).  The
     strings the records hold are checked as they are recorded: ``uuid`` at
     most 36 characters, the others at most 255, none with a control
     character (:func:`nova_lite.validators.text_problem`).
@@ -153,6 +155,7 @@ class Instance:
     pci_requests: tuple[PciRequest, ...] = attrs.field(factory=tuple, converter=_pci_requests)
     pci_devices: tuple[str, ...] = attrs.field(factory=tuple, converter=_addresses)
     display_name: str = attrs.field(default="", validator=v.string)
+    availability_zone: str | None = attrs.field(default=None, validator=v.optional(v.name()))
 
     @property
     def holds_resources(self) -> bool:

@@ -90,7 +90,16 @@ class MigrationTests:
         code, out = self.cli(url, "db", "sync", "-f", "json")
         self.assertEqual(0, code, out)
         self.assertIn("legacy step 3", out)
-        self.assertEqual(before, _snapshot(engine))
+        after = _snapshot(engine)
+        # 0008: instances record their availability zone; the rows written
+        # before have none (the column is added last).
+        columns = [c["name"] for c in sa.inspect(engine).get_columns("instances")]
+        self.assertEqual("availability_zone", columns[-1])
+        self.assertIn("availability_zone",
+                      {c["name"] for c in sa.inspect(engine).get_columns("shadow_instances")})
+        self.assertEqual([None] * 3, [row[-1] for row in after["instances"]])
+        after["instances"] = sorted(row[:-1] for row in after["instances"])
+        self.assertEqual(before, after)
         self.assertNotIn("schema_version", _tables(engine))
         # 0005: the moves into and out of a node are indexed; the shadow tables exist.
         indexes = {i["name"]: i["column_names"]
@@ -105,11 +114,16 @@ class MigrationTests:
         self.assertTrue(store.schema.current)
         node = store.get_compute_node("host1", "host1-node0")
         self.assertEqual(3, len(store.list_instances(node="host1-node0")))
+        self.assertEqual({None}, {i.availability_zone for i in store.list_instances()})
         self.assertEqual({"VCPU": 5, "MEMORY_MB": 2560, "DISK_GB": 5}, dict(node.usage))
         code, out = self.cli(url, "service", "list", "-f", "value")
         self.assertEqual(0, code, out)
         self.assertIn("disabled", out)
         self.assertIn("kernel upgrade", out)
+        # The instances written before 0008 show their host's zone.
+        code, out = self.cli(url, "server", "list", "-f", "json", "-c", "Availability Zone")
+        self.assertEqual(0, code, out)
+        self.assertEqual(3, out.count('"Availability Zone": "nova"'), out)
 
         code, out = self.cli(url, "db", "sync", "-f", "json")
         self.assertEqual(0, code, out)

@@ -123,6 +123,15 @@ def _check_can_move(store: "Store", inst: Instance, what: str) -> None:
                              "changed")
 
 
+def server_zone(store: "Store", inst: Instance, settings: "Settings") -> str | None:
+    """The zone a move keeps ``inst`` in: the one it recorded at build, else
+    (a record written before instances kept it) its host's zone now."""
+    if inst.availability_zone is not None or inst.host is None:
+        return inst.availability_zone
+    return store.aggregates.host_zones(settings.default_availability_zone).get(
+        inst.host, settings.default_availability_zone)
+
+
 def _selection_param(sel: Selection) -> dict[str, Any]:
     return {"host": sel.host, "node": sel.nodename, "limits": dict(sel.limits)}
 
@@ -152,7 +161,8 @@ def resize(store: "Store", instance: Instance | str, flavor: Flavor, *,
 
     :param store: the records.
     :param instance: the instance (or its uuid); its record is read again.
-    :param flavor: the new flavor; the one it has is refused.
+    :param flavor: the new flavor; the one it has is refused.  The server
+        stays in its availability zone.
     :param settings: the scheduler's settings (and ``allow_resize_to_same_host``).
     :param host_manager: a HostManager to reuse; else one is made.
     :returns: the ``prep_resize`` task recorded for the destination's host.
@@ -169,9 +179,11 @@ def resize(store: "Store", instance: Instance | str, flavor: Flavor, *,
         raise InvalidInput(f"Server {inst.uuid} already has flavor {flavor.name!r}: a resize "
                            "to the same flavor is refused; nothing was changed")
     _check_can_move(store, inst, "resize")
-    same_host = (settings or Settings()).allow_resize_to_same_host
+    conf = settings or Settings()
+    same_host = conf.allow_resize_to_same_host
     spec = RequestSpec(flavor, project_id=inst.project_id, pci_requests=inst.pci_requests,
-                       ignore_hosts=() if same_host else (str(inst.host),))
+                       ignore_hosts=() if same_host else (str(inst.host),),
+                       availability_zone=server_zone(store, inst, conf))
     return _record_prep(store, inst, spec, RESIZE, host_manager, settings)
 
 
@@ -180,7 +192,9 @@ def migrate(store: "Store", instance: Instance | str, host: str | None = None, *
             host_manager: HostManager | None = None) -> Task:
     """Cold-migrate ``instance`` to another host (``host``: that one, forced
     past the scheduler's choice but not its filters); returns the
-    ``prep_resize`` task recorded for the destination's host.
+    ``prep_resize`` task recorded for the destination's host.  The server
+    stays in its availability zone: a ``host`` in another zone is refused
+    (NoValidHost), as Nova's scheduler refuses it.
 
     :raises InstanceNotFound: no such instance.
     :raises HostNotFound: ``host`` has no compute node record.
@@ -188,6 +202,7 @@ def migrate(store: "Store", instance: Instance | str, host: str | None = None, *
     :raises MoveNotAllowed: not active, or another move or task is under way.
     :raises nova_lite.scheduler.NoValidHost: no host can take it.
     """
+    from nova_lite.conf import Settings
     inst = _current(store, instance)
     if host is not None:
         if not isinstance(host, str) or not host.strip():
@@ -201,7 +216,8 @@ def migrate(store: "Store", instance: Instance | str, host: str | None = None, *
     _check_can_move(store, inst, "migrate")
     spec = RequestSpec(inst.flavor, project_id=inst.project_id, pci_requests=inst.pci_requests,
                        ignore_hosts=(str(inst.host),),
-                       force_hosts=(host,) if host is not None else ())
+                       force_hosts=(host,) if host is not None else (),
+                       availability_zone=server_zone(store, inst, settings or Settings()))
     return _record_prep(store, inst, spec, MIGRATION, host_manager, settings)
 
 

@@ -80,6 +80,8 @@ instances = sa.Table(
     sa.Column("pci_devices", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # The zone it was built in (0008); NULL for rows written before.
+    sa.Column("availability_zone", sa.String(255)),
     sa.Index("instances_host_node_idx", "host", "node"),
 )
 

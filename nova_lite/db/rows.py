@@ -41,7 +41,8 @@ def instance_from_row(row: Any) -> Instance:
         user_id=row.user_id, host=row.host, node=row.node, vm_state=row.vm_state,
         task_state=row.task_state, numa_topology=ser.numa_from_json(row.numa_topology),
         pci_requests=ser.pci_requests_from_json(row.pci_requests),
-        pci_devices=ser.strings_from_json(row.pci_devices))
+        pci_devices=ser.strings_from_json(row.pci_devices),
+        availability_zone=row.availability_zone)
 
 
 def migration_from_row(row: Any) -> Migration:
@@ -87,7 +88,7 @@ def allocation_values(alloc: Allocation, now: float) -> dict[str, Any]:
 #: The columns :func:`instance_values` sets.
 INSTANCE_UPDATE_COLUMNS = ("host", "node", "vm_state", "task_state", "project_id", "user_id",
                            "flavor", "numa_topology", "pci_requests", "pci_devices",
-                           "updated_at")
+                           "availability_zone", "updated_at")
 
 
 def instance_values(inst: Instance, now: float) -> dict[str, Any]:
@@ -97,7 +98,8 @@ def instance_values(inst: Instance, now: float) -> dict[str, Any]:
                 user_id=inst.user_id, flavor=ser.flavor_to_json(inst.flavor),
                 numa_topology=ser.numa_to_json(inst.numa_topology),
                 pci_requests=ser.pci_requests_to_json(inst.pci_requests),
-                pci_devices=ser.strings_to_json(inst.pci_devices), updated_at=now)
+                pci_devices=ser.strings_to_json(inst.pci_devices),
+                availability_zone=inst.availability_zone, updated_at=now)
 
 
 def new_instance_values(inst: Instance, now: float) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import stevedore
 
 from nova_lite import conf
 from nova_lite import validators as v
-from nova_lite.db.aggregates import Aggregate
+from nova_lite.db.aggregates import Aggregate, host_zone
 from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.db.services import ServiceRecord
 from nova_lite.db.store import Store
@@ -207,6 +207,12 @@ class HostManager:
         LOG.debug("Scheduler view: %d nodes, %d re-read, %d gone", len(self._states),
                   len(changes.fresh), len(changes.gone))
         return touched
+
+    def host_zone(self, host: str) -> str:
+        """The availability zone of ``host`` as this view last read its
+        aggregates (``default_availability_zone`` for a host in no zone)."""
+        return host_zone(self._aggregates.get(host, ()),
+                         self.settings.default_availability_zone)
 
     def get_host_states(self) -> list[HostState]:
         """Every node's HostState, refreshed (sorted by host and node name)."""
