@@ -43,7 +43,8 @@ DEFAULT_HEADERS = ("ID", "Status", "Task", "Host")
 DEFAULT_PROJECT = "default"
 #: The fields of ``server show``.
 SHOW_FIELDS = ("id", "status", "task_state", "task", "task_age", "fault", "host", "node",
-               "availability_zone", "project_id", "flavor", "vcpus", "memory_mb", "disk_gb", "allocations")
+               "availability_zone", "project_id", "flavor", "vcpus", "memory_mb", "disk_gb",
+               "allocations")
 #: Default of ``--timeout`` (seconds) for ``--wait``.
 DEFAULT_WAIT_TIMEOUT = 300.0
 
@@ -212,8 +213,8 @@ class ListServers(Lister):
     """List the servers: id, status, the task their host has yet to do, and host.
 
     --long adds the task's age in seconds, the node, the availability zone,
-    the project and the flavor.  Task is the work recorded for the server's host and not finished yet
-    (e.g. "build waiting": its host's compute service has not taken it).
+    the project and the flavor.  Task is the work recorded for the server's
+    host and not finished yet (e.g. "build waiting": its host's compute service has not taken it).
     Live servers only; --all adds deleted and shelved-offloaded ones.
     """
 
