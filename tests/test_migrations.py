@@ -99,6 +99,12 @@ class MigrationTests:
                       {c["name"] for c in sa.inspect(engine).get_columns("shadow_instances")})
         self.assertEqual([None] * 3, [row[-1] for row in after["instances"]])
         after["instances"] = sorted(row[:-1] for row in after["instances"])
+        # ... and moves the PCI requests they claim; the resize in progress
+        # has none recorded (NULL: the instance's own are kept on confirm).
+        columns = [c["name"] for c in sa.inspect(engine).get_columns("migrations")]
+        self.assertEqual("new_pci_requests", columns[-1])
+        self.assertEqual([None], [row[-1] for row in after["migrations"]])
+        after["migrations"] = sorted(row[:-1] for row in after["migrations"])
         self.assertEqual(before, after)
         self.assertNotIn("schema_version", _tables(engine))
         # 0005: the moves into and out of a node are indexed; the shadow tables exist.
@@ -115,6 +121,7 @@ class MigrationTests:
         node = store.get_compute_node("host1", "host1-node0")
         self.assertEqual(3, len(store.list_instances(node="host1-node0")))
         self.assertEqual({None}, {i.availability_zone for i in store.list_instances()})
+        self.assertEqual([None], [m.new_pci_requests for m in store.list_migrations()])
         self.assertEqual({"VCPU": 5, "MEMORY_MB": 2560, "DISK_GB": 5}, dict(node.usage))
         code, out = self.cli(url, "service", "list", "-f", "value")
         self.assertEqual(0, code, out)

@@ -51,7 +51,9 @@ def migration_from_row(row: Any) -> Migration:
         source_node=row.source_node, dest_compute=row.dest_compute, dest_node=row.dest_node,
         old_flavor=ser.flavor_from_json(row.old_flavor),
         new_flavor=ser.flavor_from_json(row.new_flavor), status=row.status,
-        migration_type=row.migration_type)
+        migration_type=row.migration_type,
+        new_pci_requests=None if row.new_pci_requests is None
+        else ser.pci_requests_from_json(row.new_pci_requests))
 
 
 def allocation_resources(row: Any) -> dict[str, int]:
@@ -120,7 +122,9 @@ def migration_values(mig: Migration, now: float) -> dict[str, Any]:
         source_node=mig.source_node, dest_compute=mig.dest_compute, dest_node=mig.dest_node,
         old_flavor=ser.flavor_to_json(mig.old_flavor),
         new_flavor=ser.flavor_to_json(mig.new_flavor), status=mig.status,
-        migration_type=mig.migration_type, created_at=now, updated_at=now)
+        migration_type=mig.migration_type, created_at=now, updated_at=now,
+        new_pci_requests=None if mig.new_pci_requests is None
+        else ser.pci_requests_to_json(mig.new_pci_requests) or "[]")
 
 
 def node_generation(conn: sa.Connection, node_uuid: str) -> int:
