@@ -373,4 +373,5 @@ def describe_failures(tasks: Sequence[Task]) -> list[str]:
 
 __all__ = ["resize", "migrate", "confirm", "revert", "wait", "outcome", "chain",
            "MoveOutcome", "MoveNotAllowed", "RESIZE", "MIGRATION", "flavor_param",
-           "flavor_from_param", "describe_failures"]
+           "flavor_from_param", "describe_failures", "resize_pci_requests", "server_zone",
+           "pci_requests_param", "pci_requests_from_param"]
