@@ -7,8 +7,8 @@ instances" and "that has in-progress migrations".  Otherwise, in one
 writing transaction: the host leaves every host aggregate (Nova removes a
 deleted service's host from its aggregates, so it no longer counts in a
 zone nor blocks an aggregate's deletion), its compute node records go with
-their inventories, usage and allocations, its waiting tasks are cancelled
-and its service row is deleted.  A compute service still running on that
+their inventories, usage and allocations, its waiting tasks are cancelled,
+its recorded findings go and its service row is deleted.  A compute service still running on that
 host records itself (and its nodes) again at its next heartbeat, as
 Nova's does: stop it first.
 """
@@ -91,6 +91,7 @@ def delete_compute_service(conn: sa.Connection, host: str) -> DeletedService:
         T_TASK.c.host == host, T_TASK.c.state == work.WAITING).values(
         state=work.CANCELLED, detail="the host's compute service was deleted",
         finished_at=now)).rowcount
+    conn.execute(models.host_findings.delete().where(models.host_findings.c.host == host))
     conn.execute(T_SVC.delete().where(T_SVC.c.id == found.id))
     return DeletedService(host=host, aggregates=tuple(r.name for r in left),
                           nodes=tuple(n.nodename for n in nodes), tasks=cancelled)
