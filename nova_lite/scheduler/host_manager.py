@@ -12,6 +12,9 @@ service is noticed within ``service_down_time`` plus that, and a live one
 (beating every ``report_interval``) never looks down while
 ``report_interval + SERVICES_MAX_AGE < service_down_time``.  Each pick is consumed in the
 view at once, so back-to-back requests spread before the claims land.
+Every request first passes through Nova's request filters
+(:mod:`~nova_lite.scheduler.request_filters`), which add the aggregates it
+must or must not land in, on the aggregates as last read.
 """
 
 import heapq
