@@ -8,13 +8,16 @@ revert keeps the old ones.  On SQLite files and PostgreSQL.
 
 import attrs
 
-from nova_lite import work
+from nova_lite import leaks, work
 from nova_lite.compute import api, moves
+from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.exception import InvalidInput
 from nova_lite.objects import Flavor, PciRequest
 from nova_lite.scheduler import NoValidHost, RequestSpec
 from tests import base
+from nova_lite.virt import loader
 from tests.reliability.base import dump
+from tests.test_heal import age_migration
 from tests.test_moves import SMALL, Hosts
 from tests.test_pci_alias import ALIASES, DEVICES
 
@@ -158,4 +161,41 @@ class TestResizePciSQLite(ResizePciTests, base.OnSQLiteFile, base.TestCase):
 
 
 class TestResizePciPostgreSQL(ResizePciTests, base.OnPostgreSQL, base.TestCase):
+    pass
+
+
+class HealConfirmPciTests:
+    """Heal confirming a finished resize whose source is gone gives the
+    instance the requests its destination claimed for, as a confirm does."""
+
+    host = "healhost"
+
+    def test_heal_confirm_takes_the_moves_requests(self):
+        settings = self.settings(reserved_host_memory_mb=0, migration_stuck_age=600)
+        driver = loader.load_driver("fake.multinode", settings=settings, nodes=["n1", "n2"],
+                                    memory_mb=4096, pci_devices=DEVICES)
+        driver.init_host(self.host)
+        rt = ResourceTracker(self.host, driver, store=self.make_store(), settings=settings)
+        rt.update_available_resource()
+        gpu = PciRequest(count=1, vendor_id="10de", product_id="1db4", alias_name="gpu")
+        inst = rt.instance_claim(base.instance(GPU_SMALL, pci_requests=(gpu,)), "n1").instance
+        self.assertEqual((GPU_ADDR,), inst.pci_devices)
+        mig = rt.resize_claim(attrs.evolve(inst, pci_requests=()), PLAIN_BIG, "n2").migration
+        self.assertEqual((), rt.store.list_migrations(inst.uuid)[0].new_pci_requests)
+        for status in ("migrating", "post-migrating", "finished"):
+            rt.update_migration_status(mig, status)
+        age_migration(rt.store, mig.uuid, 601)
+        (action,) = leaks.heal(rt.store, leaks.find_leaks(rt.store, rt.settings,
+                                                          host=self.host))
+        self.assertEqual(leaks.APPLIED, action.outcome)
+        stored = rt.store.get_instance(inst.uuid)
+        self.assertEqual(("n2", PLAIN_BIG, (), ()), (stored.node, stored.flavor,
+                                                    stored.pci_requests, stored.pci_devices))
+
+
+class TestHealConfirmPciSQLite(HealConfirmPciTests, base.OnSQLiteFile, base.TestCase):
+    pass
+
+
+class TestHealConfirmPciPostgreSQL(HealConfirmPciTests, base.OnPostgreSQL, base.TestCase):
     pass
