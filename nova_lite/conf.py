@@ -197,6 +197,11 @@ seconds_option = _seconds_option
 cpu_set_option = _cpu_set_option
 
 
+def _empty_is_none(value: Any) -> Any:
+    """An option whose empty value means unset."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
 def _name_option(instance: object, attribute: _Attribute, value: Any) -> None:
     """A name the records hold (the service's host): see
     :func:`nova_lite.validators.text_reason`."""
@@ -319,6 +324,15 @@ class Settings:
             Availability zone of the compute hosts in no aggregate that has
             an availability_zone (nova-lite aggregate create --zone).""",
             nova="same name and default"))
+    default_schedule_zone: str | None = attrs.field(
+        default=None, converter=_empty_is_none,
+        validator=attrs.validators.optional(_name_option),
+        metadata=option("DEFAULT", "default_schedule_zone", """
+            Availability zone a server is built in when its request names
+            none (server create without --availability-zone).  Unset (the
+            default): any zone, and the server records the zone of the host
+            it was built on.""",
+            default_text="unset", nova="same name and default"))
     compute_driver: str = attrs.field(
         default="fake", validator=_str_option,
         metadata=option("DEFAULT", "compute_driver", """
@@ -590,6 +604,29 @@ class Settings:
             Nodes a build tries per instance: the chosen one and
             max_attempts - 1 alternates.""",
             minimum=1, maximum=100, nova="same default"))
+    limit_tenants_to_placement_aggregate: bool = attrs.field(
+        default=False, validator=_bool_option,
+        metadata=option("scheduler", "limit_tenants_to_placement_aggregate", """
+            Build a project's servers only on the hosts of the aggregates
+            whose metadata filter_tenant_id (or any key beginning with it,
+            filter_tenant_id2, ...) names the project.  A project no
+            aggregate names may use every host, unless
+            placement_aggregate_required_for_tenants.""",
+            kind="boolean", nova="same name and default"))
+    placement_aggregate_required_for_tenants: bool = attrs.field(
+        default=False, validator=_bool_option,
+        metadata=option("scheduler", "placement_aggregate_required_for_tenants", """
+            With limit_tenants_to_placement_aggregate, refuse (no valid
+            host) the builds of a project that no aggregate's
+            filter_tenant_id names.""",
+            kind="boolean", nova="same name and default"))
+    enable_isolated_aggregate_filtering: bool = attrs.field(
+        default=False, validator=_bool_option,
+        metadata=option("scheduler", "enable_isolated_aggregate_filtering", """
+            Keep the hosts of an aggregate with trait:NAME=required
+            metadata for the servers whose flavor requires every such
+            trait of that aggregate: other servers are not built there.""",
+            kind="boolean", nova="same name and default"))
     metrics_port: int = attrs.field(
         default=0, validator=_int_option(0, 65535),
         metadata=option("metrics", "port", """

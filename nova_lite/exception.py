@@ -135,6 +135,16 @@ class AggregateNameExists(InvalidInput):
         super().__init__(f"Aggregate {name!r} already exists")
 
 
+class ServiceInUse(InvalidInput):
+    """A compute service Nova refuses to delete: its host still has
+    instances or moves in progress; nothing is written."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        self.host = host
+        self.reason = reason
+        super().__init__(f"Unable to delete the compute service of host {host!r}: {reason}")
+
+
 class InvalidAggregateAction(InvalidInput):
     """A change to an aggregate that Nova refuses (a host in two zones, deleting
     an aggregate that still has hosts, an empty zone name...); nothing is

@@ -98,6 +98,12 @@ def _pci_requests(value: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:
     return v.records(PciRequest, value, "Instance.pci_requests")
 
 
+def _optional_pci_requests(value: Iterable[PciRequest] | None
+                           ) -> tuple[PciRequest, ...] | None:
+    return None if value is None else v.records(PciRequest, value,
+                                                "Migration.new_pci_requests")
+
+
 def _addresses(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise InvalidType(f"pci_devices must be a sequence of PCI addresses, got "
@@ -134,7 +140,9 @@ class Instance:
     """An instance as the tracker sees it.
 
     ``host``/``node`` are where it lives once claimed; ``vm_state`` uses
-    Nova's strings (``objects.ACTIVE``, ``objects.DELETED``, ...).  The
+    Nova's strings (``objects.ACTIVE``, ``objects.DELETED``, ...);
+    ``availability_zone`` is the zone it was built in (None: not recorded,
+    as for records written before instances kept it).  The
     strings the records hold are checked as they are recorded: ``uuid`` at
     most 36 characters, the others at most 255, none with a control
     character (:func:`nova_lite.validators.text_problem`).
@@ -153,6 +161,7 @@ class Instance:
     pci_requests: tuple[PciRequest, ...] = attrs.field(factory=tuple, converter=_pci_requests)
     pci_devices: tuple[str, ...] = attrs.field(factory=tuple, converter=_addresses)
     display_name: str = attrs.field(default="", validator=v.string)
+    availability_zone: str | None = attrs.field(default=None, validator=v.optional(v.name()))
 
     @property
     def holds_resources(self) -> bool:
@@ -181,6 +190,11 @@ class Migration:
     """A resize or migration between (or within) nodes.
 
     Its strings are checked as :class:`Instance`'s are.
+    ``new_pci_requests``: the PCI requests the move claimed on the
+    destination, which become the instance's on confirm (a resize: the new
+    flavor's ``pci_passthrough:alias`` requests and the instance's own
+    requests that came from no alias); None: the instance's own (a
+    migration, or a move recorded before migrations kept them).
     """
 
     uuid: str = attrs.field(validator=v.name(v.UUID_LENGTH))
@@ -195,6 +209,8 @@ class Migration:
     migration_type: str = attrs.field(
         default="resize", validator=v.one_of({"resize", "migration", "live-migration",
                                               "evacuation"}))
+    new_pci_requests: tuple[PciRequest, ...] | None = attrs.field(
+        default=None, converter=_optional_pci_requests)
 
     @property
     def in_progress(self) -> bool:

@@ -36,6 +36,18 @@ class AggregateCommandTests(CliTestCase):
         self.assertEqual(code, got, f"{argv}: {out}\n{err}")
         return err
 
+    def test_an_aggregate_by_its_uuid(self):
+        made = self.json("aggregate", "create", "fast", "--zone", "az1")
+        uuid = made["uuid"]
+        self.assertEqual(made, self.json("aggregate", "show", uuid))
+        self.assertEqual(["host1"], self.json("aggregate", "add", "host", uuid, "host1")["hosts"])
+        self.assertEqual({"k": "v"}, self.json("aggregate", "set", uuid, "--property",
+                                               "k=v")["properties"])
+        self.json("aggregate", "remove", "host", uuid.upper(), "host1")
+        self.json("aggregate", "delete", uuid)
+        self.assertEqual([], self.json("aggregate", "list"))
+        self.assertIn("Name or uuid of the aggregate", self.cli("aggregate", "show", "-h")[1])
+
     def test_create_set_show_list_delete(self):
         made = self.json("aggregate", "create", "fast", "--zone", "az1",
                          "--property", "ssd=true")

@@ -21,7 +21,7 @@ from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store
 from nova_lite.virt import loader
 from tests.test_cli import CliTestCase
-from nova_lite.cli import aggregate
+from nova_lite.cli import aggregate, service
 from tests.test_cli_aggregates import install_missing_commands
 from tests.test_moves import MOVE_COMMANDS, use_move_commands
 
@@ -37,7 +37,8 @@ COMMANDS = sorted({ep.name.replace("_", " ")
                    for ep in importlib.metadata.entry_points(group="nova_lite.cli")
                    if ep.value.startswith("nova_lite.cli.")}
                   | {name.replace("_", " ") for name in MOVE_COMMANDS}
-                  | {name.replace("_", " ") for name in aggregate.ENTRY_POINTS})
+                  | {name.replace("_", " ") for name in aggregate.ENTRY_POINTS}
+                  | {name.replace("_", " ") for name in service.ENTRY_POINTS})
 _NAME = re.compile(r"`+([a-z]+(?: [a-z]+)*)`+")
 
 
@@ -123,6 +124,7 @@ class TestErrorCases(CliTestCase):
         super().setUp()
         use_move_commands(self)
         install_missing_commands(self, aggregate.ENTRY_POINTS)
+        install_missing_commands(self, service.ENTRY_POINTS)
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.compute_once()
         self.live = self.json("server", "create", "--flavor", "m1.tiny")[0]["ID"]
@@ -296,6 +298,10 @@ class TestErrorCases(CliTestCase):
             ("service list", ["service", "enable", "ghost"], 1, ["'ghost'", h]),
             ("service list", ["service", "disable", "ghost"], 1, ["'ghost'", h]),
             ("service list", ["service", "disable", h, "--reason", " "], 2, ["--reason"]),
+            ("service delete", ["service", "delete", "ghost", CONFIRM], 1, ["'ghost'", h]),
+            ("service delete", ["service", "delete", h, CONFIRM], 1,
+             ["hosting", self.live]),
+            ("service delete", ["service", "delete", h], 2, [CONFIRM]),
             ("aggregate create", ["aggregate", "show", "ghost"], 1, ["'ghost'"]),
             ("aggregate create", ["aggregate", "delete", "ghost"], 1, ["'ghost'"]),
             ("aggregate create", ["aggregate", "unset", "ghost", "--property", "k"], 1,

@@ -32,6 +32,7 @@ COMMANDS = sorted(ep.name.replace("_", " ")
 #: Commands that print no formatted record, and why.
 NOT_FORMATTED = {
     "node delete": "prints one line (Deleted ...)",
+    "service delete": "prints one line (Deleted the compute service ...)",
     "server delete": "prints one line (Deleted server ...)",
     "server resize": "prints one line (the task recorded, or how the move ended)",
     "server resize confirm": "prints one line (the task recorded, or how the move ended)",

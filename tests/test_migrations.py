@@ -120,16 +120,30 @@ class MigrationTests:
         self.assertEqual(["source_compute", "source_node", "status"],
                          indexes.get("migrations_source_status_idx"))
         self.assertLessEqual({"shadow_instances", "shadow_migrations"}, _tables(engine))
+        # 0008: instances record their availability zone and moves the PCI
+        # requests they claim (also in the shadow tables); the rows written
+        # before have none (_as_before checks they are NULL).
+        for table, column in (("instances", "availability_zone"),
+                              ("shadow_instances", "availability_zone"),
+                              ("migrations", "new_pci_requests"),
+                              ("shadow_migrations", "new_pci_requests")):
+            self.assertIn(column, {c["name"] for c in sa.inspect(engine).get_columns(table)})
         store = Store(url, readonly=True)
         self.addCleanup(store.close)
         self.assertTrue(store.schema.current)
         node = store.get_compute_node("host1", "host1-node0")
         self.assertEqual(3, len(store.list_instances(node="host1-node0")))
+        self.assertEqual({None}, {i.availability_zone for i in store.list_instances()})
+        self.assertEqual([None], [m.new_pci_requests for m in store.list_migrations()])
         self.assertEqual({"VCPU": 5, "MEMORY_MB": 2560, "DISK_GB": 5}, dict(node.usage))
         code, out = self.cli(url, "service", "list", "-f", "value")
         self.assertEqual(0, code, out)
         self.assertIn("disabled", out)
         self.assertIn("kernel upgrade", out)
+        # The instances written before 0008 show their host's zone.
+        code, out = self.cli(url, "server", "list", "-f", "json", "-c", "Availability Zone")
+        self.assertEqual(0, code, out)
+        self.assertEqual(3, out.count('"Availability Zone": "nova"'), out)
 
         code, out = self.cli(url, "db", "sync", "-f", "json")
         self.assertEqual(0, code, out)

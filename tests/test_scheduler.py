@@ -201,7 +201,7 @@ class SchedulerTests(SchedulerScenario):
         manager = self.manager(enabled_filters="RamFilter", weight_classes=["DiskWeigher"])
         # The traits and zone checks run first whatever is enabled, as Placement's
         # and Nova's request filter do.
-        self.assertEqual(["Traits", "AvailabilityZone", "RamFilter"],
+        self.assertEqual(["MemberOf", "Traits", "AvailabilityZone", "RamFilter"],
                          [f.name for f in manager.filters])
         self.assertEqual(["DiskWeigher"], [w.name for w in manager.weighers])
         everything = self.manager(weight_classes="nova.scheduler.weights.all_weighers")

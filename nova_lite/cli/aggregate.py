@@ -127,7 +127,7 @@ class _OneAggregate(ShowOne):
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
-        parser.add_argument("name", metavar="NAME", help="Name of the aggregate.")
+        parser.add_argument("name", metavar="AGGREGATE", help="Name or uuid of the aggregate.")
         return parser
 
 

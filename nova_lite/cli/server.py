@@ -35,34 +35,52 @@ from nova_lite.work import Task
 LOG = logging.getLogger(__name__)
 
 #: Every column of ``server list`` and ``server create`` (-f json/yaml/csv/value, --long).
-LIST_HEADERS = ("ID", "Status", "Task", "Task Age", "Host", "Node", "Project", "Flavor")
+LIST_HEADERS = ("ID", "Status", "Task", "Task Age", "Host", "Node", "Availability Zone",
+                "Project", "Flavor")
 #: The columns of their table without --long.
 DEFAULT_HEADERS = ("ID", "Status", "Task", "Host")
 #: The project of a server created without ``--project``.
 DEFAULT_PROJECT = "default"
 #: The fields of ``server show``.
 SHOW_FIELDS = ("id", "status", "task_state", "task", "task_age", "fault", "host", "node",
-               "project_id", "flavor", "vcpus", "memory_mb", "disk_gb", "allocations")
+               "availability_zone", "project_id", "flavor", "vcpus", "memory_mb", "disk_gb",
+               "allocations")
 #: Default of ``--timeout`` (seconds) for ``--wait``.
 DEFAULT_WAIT_TIMEOUT = 300.0
 
 #: One server of ``server list`` and ``server create``, in LIST_HEADERS' order.
 Row = tuple[str, str, OptionalColumn, OptionalColumn, OptionalColumn, OptionalColumn,
-            TextColumn, TextColumn]
+            OptionalColumn, TextColumn, TextColumn]
 
 
-def _row(inst: objects.Instance, task: Task | None, now: float) -> Row:
+def server_zone(inst: objects.Instance, host_zones: dict[str, str],
+                default_zone: str) -> str | None:
+    """The availability zone of ``inst``: the one its record keeps, else (a
+    record written before instances kept it) its host's; None for a server
+    on no host that recorded none."""
+    if inst.availability_zone is not None:
+        return inst.availability_zone
+    if inst.host is None:
+        return None
+    return host_zones.get(inst.host, default_zone)
+
+
+def _row(inst: objects.Instance, task: Task | None, now: float, zone: str | None) -> Row:
     return (inst.uuid, inst.vm_state,
             OptionalColumn(None if task is None else task.describe()),
             OptionalColumn(None if task is None else round(task.age(now))),
-            OptionalColumn(inst.host), OptionalColumn(inst.node),
+            OptionalColumn(inst.host), OptionalColumn(inst.node), OptionalColumn(zone),
             TextColumn(inst.project_id), TextColumn(inst.flavor.name))
 
 
-def _rows(store: Store, instances: Sequence[objects.Instance]) -> list[Row]:
+def _rows(store: Store, instances: Sequence[objects.Instance],
+          default_zone: str) -> list[Row]:
     open_work = store.tasks.open_by_instance([i.uuid for i in instances]) if instances else {}
+    zones = store.aggregates.host_zones(default_zone) \
+        if any(i.availability_zone is None for i in instances) else {}
     now = time.time()
-    return [_row(i, open_work.get(i.uuid), now) for i in instances]
+    return [_row(i, open_work.get(i.uuid), now, server_zone(i, zones, default_zone))
+            for i in instances]
 
 
 def timeout_seconds(value: str) -> float:
@@ -151,11 +169,12 @@ class CreateServer(Lister):
             raise CommandError(f"{exc}{hint}") from None
         if not parsed_args.wait:
             _warn_down_hosts(store, ctx, {t.host for t in result.tasks}, "build")
-            return LIST_HEADERS, _rows(store, result.instances)
+            return LIST_HEADERS, _rows(store, result.instances,
+                                       ctx.settings.default_availability_zone)
         self._status = _wait_and_report(store, result.tasks, parsed_args.timeout,
                                         self.app.stderr)
         done = [store.get_instance(i.uuid) for i in result.instances]
-        return LIST_HEADERS, _rows(store, done)
+        return LIST_HEADERS, _rows(store, done, ctx.settings.default_availability_zone)
 
 
 def _check_zone(store: Store, zone: str, default_zone: str) -> None:
@@ -193,9 +212,9 @@ def _wait_and_report(store: Store, tasks: Sequence[Task], timeout: float, stderr
 class ListServers(Lister):
     """List the servers: id, status, the task their host has yet to do, and host.
 
-    --long adds the task's age in seconds, the node, the project and the
-    flavor.  Task is the work recorded for the server's host and not finished yet
-    (e.g. "build waiting": its host's compute service has not taken it).
+    --long adds the task's age in seconds, the node, the availability zone,
+    the project and the flavor.  Task is the work recorded for the server's
+    host and not finished yet (e.g. "build waiting": its host's compute service has not taken it).
     Live servers only; --all adds deleted and shelved-offloaded ones.
     """
 
@@ -211,13 +230,17 @@ class ListServers(Lister):
 
     def take_action(self, parsed_args: argparse.Namespace
                     ) -> tuple[tuple[str, ...], list[Row]]:
-        store = self.app.context().open_store(must_exist=True, readonly=True)
+        ctx = self.app.context()
+        store = ctx.open_store(must_exist=True, readonly=True)
         return LIST_HEADERS, _rows(store, store.list_instances(
-            host=parsed_args.host, live_only=not parsed_args.all))
+            host=parsed_args.host, live_only=not parsed_args.all),
+            ctx.settings.default_availability_zone)
 
 
 class ShowServer(ShowOne):
-    """Show one server: placement, state, flavor and what it holds per node.
+    """Show one server: placement, zone, state, flavor and what it holds per node.
+
+    availability_zone is the zone it was built in (kept by its moves).
 
     task is the unfinished work recorded for its host (task_age: seconds
     since it was recorded); fault is the reason its last failed task gave
@@ -234,8 +257,12 @@ class ShowServer(ShowOne):
 
     def take_action(self, parsed_args: argparse.Namespace
                     ) -> tuple[tuple[str, ...], tuple[Any, ...]]:
-        store = self.app.context().open_store(must_exist=True, readonly=True)
+        ctx = self.app.context()
+        store = ctx.open_store(must_exist=True, readonly=True)
         inst = find_instance(store, parsed_args.server)
+        default_zone = ctx.settings.default_availability_zone
+        zone = server_zone(inst, store.aggregates.host_zones(default_zone)
+                           if inst.availability_zone is None else {}, default_zone)
         held = {a.node_uuid: dict(sorted(a.resources.items()))
                 for a in store.list_allocations(instance_uuid=inst.uuid)}
         f = inst.flavor
@@ -248,6 +275,7 @@ class ShowServer(ShowOne):
                                              else round(task.age(time.time()))),
                   "fault": OptionalColumn(None if fault is None else fault.detail),
                   "host": OptionalColumn(inst.host), "node": OptionalColumn(inst.node),
+                  "availability_zone": OptionalColumn(zone),
                   "project_id": TextColumn(inst.project_id), "flavor": TextColumn(f.name),
                   "vcpus": f.vcpus, "memory_mb": f.memory_mb,
                   "disk_gb": f.root_gb + f.ephemeral_gb,

@@ -1,4 +1,4 @@
-"""``nova-lite service list|enable|disable``: the compute services and their heartbeats."""
+"""``nova-lite service list|enable|disable|delete``: the compute services and their heartbeats."""
 
 import argparse
 import logging
@@ -7,11 +7,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 from nova_lite import reports
 from nova_lite import validators as v
+from nova_lite.cli import typed
 from nova_lite.cli.context import BadArguments, CommandError
+from nova_lite.cli.node import CONFIRM_FLAG
 from nova_lite.cli.output import OptionalColumn, TextColumn
 from nova_lite.cli.typed import Lister, ShowOne
 from nova_lite.conf import Settings
 from nova_lite.db import ServiceRecord
+from nova_lite.exception import HostNotFound, ServiceInUse
 
 if TYPE_CHECKING:
     from nova_lite.cli.main import NovaLiteApp
@@ -118,3 +121,52 @@ class DisableService(_SetService):
         parser.add_argument("--reason", metavar="TEXT",
                             help="Why (shown by service list; at most 255 characters).")
         return parser
+
+
+class DeleteService(typed.Command):
+    """Delete the compute service of HOST, as Nova's service delete does.
+
+    The host leaves every host aggregate (and so its availability zone),
+    its compute node records go with their inventories, and its waiting
+    tasks are cancelled.  Refused while the host has instances or moves in
+    progress (exit status 1, nothing changed: migrate or delete them
+    first), and unless --yes-i-really-mean-it is given (exit status 2).
+    Stop the host's compute service first: a running one records itself
+    again at its next heartbeat.
+    """
+
+    app: "NovaLiteApp"
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
+        parser.add_argument("host", metavar="HOST", help="Host of the compute service.")
+        parser.add_argument(CONFIRM_FLAG, dest="confirmed", action="store_true",
+                            help="Confirm the deletion (required).")
+        return parser
+
+    def take_action(self, parsed_args: argparse.Namespace) -> int:
+        store = self.app.context().open_store(must_exist=True)
+        host = parsed_args.host
+        if not parsed_args.confirmed:
+            raise BadArguments(f"Refusing to delete the compute service of host {host!r} "
+                               f"without {CONFIRM_FLAG}; nothing was changed")
+        try:
+            done = store.delete_compute_service(host)
+        except (HostNotFound, ServiceInUse) as exc:
+            raise CommandError(f"{exc}; nothing was changed") from None
+        left = f"; removed from aggregate(s) {', '.join(done.aggregates)}" \
+            if done.aggregates else ""
+        text = (f"Deleted the compute service of host {host} ({len(done.nodes)} compute node "
+                f"record(s){left}; {done.tasks} waiting task(s) cancelled)")
+        LOG.warning("%s", text)
+        self.app.stdout.write(text + "\n")
+        return 0
+
+
+#: The service commands, as setup.cfg declares them.
+ENTRY_POINTS = {
+    "service_list": "nova_lite.cli.service:ListServices",
+    "service_enable": "nova_lite.cli.service:EnableService",
+    "service_disable": "nova_lite.cli.service:DisableService",
+    "service_delete": "nova_lite.cli.service:DeleteService",
+}

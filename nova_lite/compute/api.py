@@ -135,6 +135,14 @@ def with_alias_requests(spec: RequestSpec, settings: "Settings") -> RequestSpec:
         spec.flavor.extra_specs, settings.pci_aliases, f"flavor {spec.flavor.name}"))
 
 
+def with_schedule_zone(spec: RequestSpec, settings: "Settings") -> RequestSpec:
+    """``spec`` in ``[DEFAULT] default_schedule_zone`` of ``settings`` when it
+    names no zone and that option is set (Nova's API does the same)."""
+    if spec.availability_zone is not None or settings.default_schedule_zone is None:
+        return spec
+    return attrs.evolve(spec, availability_zone=settings.default_schedule_zone)
+
+
 def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: int = 1, *,
           trackers: "_Trackers | None" = None, host_manager: HostManager | None = None,
           settings: "Settings | None" = None, display_name: str = "") -> BuildResult:
@@ -151,7 +159,9 @@ def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: 
     :param settings: the settings of the scheduler and the trackers.
     :param display_name: the servers' name (``-N`` added with several).
     :returns: a :class:`BuildResult`: the instances, building, and their
-        tasks.
+        tasks.  Each records its ``availability_zone``: the one requested
+        (or ``default_schedule_zone``), else that of the host it was
+        claimed on.
     :raises nova_lite.scheduler.NoValidHost: nothing was claimed.
     :raises BuildFailed: every node tried lost; nothing is kept.
     """
@@ -161,11 +171,13 @@ def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: 
     spec = as_request_spec(request)
     manager = host_manager or HostManager(store, settings)
     spec = with_alias_requests(spec, settings or manager.settings)
+    spec = with_schedule_zone(spec, settings or manager.settings)
     claimers = trackers if trackers is not None else RecordsTrackers(store, settings)
     selections = manager.select_destinations(spec, num_instances)
     instances = [objects.Instance(
         uuid=str(uuidlib.uuid4()), flavor=spec.flavor, project_id=spec.project_id or "",
         numa_topology=spec.numa_topology, pci_requests=spec.pci_requests,
+        availability_zone=spec.availability_zone,
         display_name=display_name if num_instances == 1 or not display_name
         else f"{display_name}-{i + 1}") for i in range(num_instances)]
     groups: collections.OrderedDict[tuple[str, str], tuple[Selection, list[objects.Instance]]] \
@@ -176,7 +188,9 @@ def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: 
     attempts: list[tuple[str, str, str]] = []
     try:
         for sel, members in groups.values():
-            held.extend(_claim_with_alternates(sel, members, claimers, attempts))
+            held.extend(_claim_with_alternates(
+                sel, members, claimers, attempts,
+                None if spec.availability_zone is not None else manager.host_zone))
         placed = {claim.instance.uuid: claim.instance for _, claim in held}
         ordered = [placed[i.uuid] for i in instances]
         tasks = store.tasks.record(
@@ -282,13 +296,16 @@ def wait(store: "Store", tasks: Sequence[Task], timeout: float,
 
 def _claim_with_alternates(
         selection: Selection, members: Sequence[objects.Instance], trackers: _Trackers,
-        attempts: list[tuple[str, str, str]],
+        attempts: list[tuple[str, str, str]], zone_of: Callable[[str], str] | None = None,
 ) -> list[tuple["ResourceTracker", Claim]]:
-    """``[(tracker, claim)]`` for ``members`` on the selection or its alternates."""
+    """``[(tracker, claim)]`` for ``members`` on the selection or its alternates;
+    ``zone_of`` (a host's zone), when given, sets the zone each records."""
     for candidate in (selection, *selection.alternates):
         tracker = _tracker_for(trackers, candidate.host)
+        here = members if zone_of is None else [
+            attrs.evolve(m, availability_zone=zone_of(candidate.host)) for m in members]
         try:
-            claims = _claim_group(tracker, members, candidate.nodename, candidate.limits)
+            claims = _claim_group(tracker, here, candidate.nodename, candidate.limits)
         except ComputeResourcesUnavailable as exc:
             LOG.info("Claim of %d instance(s) on %s/%s lost (%s); trying the next alternate",
                      len(members), candidate.host, candidate.nodename, exc)

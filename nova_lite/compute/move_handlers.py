@@ -54,12 +54,13 @@ from nova_lite import holds, work
 from nova_lite.compute import work_handlers as wh
 from nova_lite.compute.api import RecordsTrackers
 from nova_lite.compute.claims import ComputeResourcesUnavailable, MoveClaim
-from nova_lite.compute.moves import MIGRATION, RESIZE, flavor_from_param
+from nova_lite.compute.moves import (
+    MIGRATION, RESIZE, flavor_from_param, pci_requests_from_param)
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import tasks as queue
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound, NovaLiteError)
-from nova_lite.objects import Flavor, Instance, Migration
+from nova_lite.objects import Flavor, Instance, Migration, PciRequest
 from nova_lite.work import WorkRequest
 
 LOG = logging.getLogger(__name__)
@@ -85,8 +86,11 @@ def _same_host(mig: Migration) -> bool:
 
 def _at_dest(inst: Instance, mig: Migration) -> Instance:
     """``inst`` as its guest on the destination runs: new flavor, destination node."""
-    return attrs.evolve(inst, flavor=mig.new_flavor, host=mig.dest_compute,
-                        node=mig.dest_node, pci_devices=())
+    moved = attrs.evolve(inst, flavor=mig.new_flavor, host=mig.dest_compute,
+                         node=mig.dest_node, pci_devices=())
+    if mig.new_pci_requests is not None:
+        moved = attrs.evolve(moved, pci_requests=mig.new_pci_requests)
+    return moved
 
 
 def _change(inst: Instance, host: str, expect: Sequence[str], vm_state: str,
@@ -184,6 +188,8 @@ class _Prep:
     migration_type: str
     limits: dict[str, float] | None
     alternates: tuple[dict[str, Any], ...]
+    #: The PCI requests to claim (a resize's); None: the instance's own.
+    pci_requests: tuple[PciRequest, ...] | None = None
 
     @classmethod
     def of(cls, params: dict[str, Any]) -> "_Prep":
@@ -194,9 +200,11 @@ class _Prep:
         for alt in alternates:
             if not isinstance(alt, dict) or not {"host", "node"} <= set(alt):
                 raise InvalidInput(f"an alternate must name host and node, got {alt!r:.80}")
+        pci = params.get("pci_requests")
         return cls(node=str(params["node"]), flavor=flavor_from_param(params["flavor"]),
                    migration_type=kind, limits=dict(params.get("limits") or {}) or None,
-                   alternates=alternates)
+                   alternates=alternates,
+                   pci_requests=None if pci is None else pci_requests_from_param(pci))
 
 
 def _earlier_claim(job: Job, inst: Instance, moving: Sequence[Migration],
@@ -219,7 +227,11 @@ def _earlier_claim(job: Job, inst: Instance, moving: Sequence[Migration],
 
 
 def _claim(job: Job, inst: Instance, prep: _Prep) -> MoveClaim:
-    return job.tracker.resize_claim(inst, prep.flavor, prep.node, limits=prep.limits,
+    # A resize claims the new flavor's PCI requests; the move records them
+    # (Migration.new_pci_requests) and confirm makes them the instance's.
+    asking = inst if prep.pci_requests is None else attrs.evolve(
+        inst, pci_requests=prep.pci_requests)
+    return job.tracker.resize_claim(asking, prep.flavor, prep.node, limits=prep.limits,
                                     migration_type=prep.migration_type)
 
 

@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nova_lite import holds, work
+from nova_lite import holds, pci_alias, work
 from nova_lite.compute.api import WorkTimeout
 from nova_lite.db import serialize
 from nova_lite.exception import (
     HostNotFound, InstanceNotFound, InvalidInput, NovaLiteError)
-from nova_lite.objects import Flavor, Instance, Migration
+from nova_lite.objects import Flavor, Instance, Migration, PciRequest
 from nova_lite.scheduler import HostManager, RequestSpec, Selection
 from nova_lite.work import Task, WorkRequest
 
@@ -86,6 +86,36 @@ def flavor_from_param(value: Any) -> Flavor:
         return serialize.flavor_from_json(json.dumps(value))
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"task parameter flavor is malformed: {exc}") from None
+
+
+def pci_requests_param(requests: Sequence[PciRequest]) -> list[dict[str, Any]]:
+    """PCI requests as a task parameter (a JSON list)."""
+    return [attrs.asdict(r) for r in requests]
+
+
+def pci_requests_from_param(value: Any) -> tuple[PciRequest, ...]:
+    """The PciRequest records of a :func:`pci_requests_param` value; InvalidInput
+    if malformed."""
+    if not isinstance(value, list):
+        raise InvalidInput(f"task parameter pci_requests must be a list, got {value!r:.60}")
+    try:
+        return tuple(PciRequest(**r) for r in value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"task parameter pci_requests is malformed: {exc}") from None
+
+
+def resize_pci_requests(inst: Instance, flavor: Flavor, settings: "Settings"
+                        ) -> tuple[PciRequest, ...]:
+    """The PCI requests of ``inst`` resized to ``flavor``, as Nova works them
+    out: the new flavor's ``pci_passthrough:alias`` requests (``[pci] alias``
+    of ``settings``), plus the instance's requests that came from no alias
+    (given by the caller, as Nova keeps a port's).
+
+    :raises InvalidInput: the new flavor's spec is malformed or names no alias.
+    """
+    own = tuple(r for r in inst.pci_requests if r.alias_name is None)
+    return pci_alias.flavor_pci_requests(flavor.extra_specs, settings.pci_aliases,
+                                         f"flavor {flavor.name}") + own
 
 
 def _current(store: "Store", instance: Instance | str) -> Instance:
@@ -123,6 +153,15 @@ def _check_can_move(store: "Store", inst: Instance, what: str) -> None:
                              "changed")
 
 
+def server_zone(store: "Store", inst: Instance, settings: "Settings") -> str | None:
+    """The zone a move keeps ``inst`` in: the one it recorded at build, else
+    (a record written before instances kept it) its host's zone now."""
+    if inst.availability_zone is not None or inst.host is None:
+        return inst.availability_zone
+    return store.aggregates.host_zones(settings.default_availability_zone).get(
+        inst.host, settings.default_availability_zone)
+
+
 def _selection_param(sel: Selection) -> dict[str, Any]:
     return {"host": sel.host, "node": sel.nodename, "limits": dict(sel.limits)}
 
@@ -134,6 +173,8 @@ def _record_prep(store: "Store", inst: Instance, spec: RequestSpec, migration_ty
     params = {"node": sel.nodename, "flavor": flavor_param(spec.flavor),
               "migration_type": migration_type, "limits": dict(sel.limits),
               "alternates": [_selection_param(a) for a in sel.alternates]}
+    if migration_type == RESIZE:
+        params["pci_requests"] = pci_requests_param(spec.pci_requests)
     (task,) = store.tasks.record(
         [WorkRequest(host=sel.host, kind=work.PREP_RESIZE, instance_uuid=inst.uuid,
                      params=params)],
@@ -152,12 +193,16 @@ def resize(store: "Store", instance: Instance | str, flavor: Flavor, *,
 
     :param store: the records.
     :param instance: the instance (or its uuid); its record is read again.
-    :param flavor: the new flavor; the one it has is refused.
+    :param flavor: the new flavor; the one it has is refused.  The server
+        stays in its availability zone.  Its PCI requests become the new
+        flavor's (:func:`resize_pci_requests`), claimed on the destination;
+        confirm makes them the instance's, revert keeps the old ones.
     :param settings: the scheduler's settings (and ``allow_resize_to_same_host``).
     :param host_manager: a HostManager to reuse; else one is made.
     :returns: the ``prep_resize`` task recorded for the destination's host.
     :raises InstanceNotFound: no such instance.
-    :raises InvalidInput: ``flavor`` is not a Flavor, or is the instance's own.
+    :raises InvalidInput: ``flavor`` is not a Flavor, or is the instance's
+        own, or its ``pci_passthrough:alias`` names no configured alias.
     :raises MoveNotAllowed: not active, or another move or task is under way.
     :raises nova_lite.scheduler.NoValidHost: no host can take it.
     """
@@ -169,9 +214,12 @@ def resize(store: "Store", instance: Instance | str, flavor: Flavor, *,
         raise InvalidInput(f"Server {inst.uuid} already has flavor {flavor.name!r}: a resize "
                            "to the same flavor is refused; nothing was changed")
     _check_can_move(store, inst, "resize")
-    same_host = (settings or Settings()).allow_resize_to_same_host
-    spec = RequestSpec(flavor, project_id=inst.project_id, pci_requests=inst.pci_requests,
-                       ignore_hosts=() if same_host else (str(inst.host),))
+    conf = settings or Settings()
+    same_host = conf.allow_resize_to_same_host
+    spec = RequestSpec(flavor, project_id=inst.project_id,
+                       pci_requests=resize_pci_requests(inst, flavor, conf),
+                       ignore_hosts=() if same_host else (str(inst.host),),
+                       availability_zone=server_zone(store, inst, conf))
     return _record_prep(store, inst, spec, RESIZE, host_manager, settings)
 
 
@@ -180,7 +228,9 @@ def migrate(store: "Store", instance: Instance | str, host: str | None = None, *
             host_manager: HostManager | None = None) -> Task:
     """Cold-migrate ``instance`` to another host (``host``: that one, forced
     past the scheduler's choice but not its filters); returns the
-    ``prep_resize`` task recorded for the destination's host.
+    ``prep_resize`` task recorded for the destination's host.  The server
+    stays in its availability zone: a ``host`` in another zone is refused
+    (NoValidHost), as Nova's scheduler refuses it.
 
     :raises InstanceNotFound: no such instance.
     :raises HostNotFound: ``host`` has no compute node record.
@@ -188,6 +238,7 @@ def migrate(store: "Store", instance: Instance | str, host: str | None = None, *
     :raises MoveNotAllowed: not active, or another move or task is under way.
     :raises nova_lite.scheduler.NoValidHost: no host can take it.
     """
+    from nova_lite.conf import Settings
     inst = _current(store, instance)
     if host is not None:
         if not isinstance(host, str) or not host.strip():
@@ -201,7 +252,8 @@ def migrate(store: "Store", instance: Instance | str, host: str | None = None, *
     _check_can_move(store, inst, "migrate")
     spec = RequestSpec(inst.flavor, project_id=inst.project_id, pci_requests=inst.pci_requests,
                        ignore_hosts=(str(inst.host),),
-                       force_hosts=(host,) if host is not None else ())
+                       force_hosts=(host,) if host is not None else (),
+                       availability_zone=server_zone(store, inst, settings or Settings()))
     return _record_prep(store, inst, spec, MIGRATION, host_manager, settings)
 
 
@@ -321,4 +373,5 @@ def describe_failures(tasks: Sequence[Task]) -> list[str]:
 
 __all__ = ["resize", "migrate", "confirm", "revert", "wait", "outcome", "chain",
            "MoveOutcome", "MoveNotAllowed", "RESIZE", "MIGRATION", "flavor_param",
-           "flavor_from_param", "describe_failures"]
+           "flavor_from_param", "describe_failures", "resize_pci_requests", "server_zone",
+           "pci_requests_param", "pci_requests_from_param"]

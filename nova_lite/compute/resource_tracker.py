@@ -481,7 +481,8 @@ class ResourceTracker:
             uuid=str(uuidlib.uuid4()), instance_uuid=instance.uuid,
             source_compute=host or self.host, source_node=node or nodename,
             dest_compute=self.host, dest_node=nodename, old_flavor=stored.flavor,
-            new_flavor=new_flavor, status="pre-migrating", migration_type=kind)
+            new_flavor=new_flavor, status="pre-migrating", migration_type=kind,
+            new_pci_requests=instance.pci_requests if kind == "resize" else None)
 
     def _request(self, instance: Instance, flavor: Flavor,
                  migration: Migration | None) -> ClaimAsk:
@@ -632,6 +633,8 @@ class ResourceTracker:
         confirmed = attrs.evolve(instance, flavor=migration.new_flavor,
                                  host=migration.dest_compute, node=migration.dest_node,
                                  numa_topology=numa, pci_devices=pci)
+        if migration.new_pci_requests is not None:
+            confirmed = attrs.evolve(confirmed, pci_requests=migration.new_pci_requests)
         done = self._release(nodename, [instance.uuid], instance=confirmed,
                              migration_status=(migration.uuid, "confirmed"),
                              transfer=(migration.uuid, instance.uuid))

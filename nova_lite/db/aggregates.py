@@ -99,13 +99,15 @@ def host_zone(aggregates: Iterable[Aggregate], default: str = DEFAULT_AVAILABILI
     return ",".join(zones) if zones else default
 
 
-def read_all(conn: sa.Connection, names: Iterable[str] | None = None
-             ) -> list[Aggregate]:
-    """Every aggregate (or those named in ``names``), sorted by name: three
-    reads in ``conn``'s transaction."""
+def read_all(conn: sa.Connection, names: Iterable[str] | None = None,
+             uuids: Iterable[str] | None = None) -> list[Aggregate]:
+    """Every aggregate (or those named in ``names``, or with the uuids
+    ``uuids``), sorted by name: three reads in ``conn``'s transaction."""
     query = sa.select(T_AGG).order_by(T_AGG.c.name)
     if names is not None:
         query = query.where(T_AGG.c.name.in_(sorted(names)))
+    if uuids is not None:
+        query = query.where(T_AGG.c.uuid.in_(sorted(uuids)))
     rows = conn.execute(query).all()
     if not rows:
         return []
@@ -147,7 +149,10 @@ def _lock(conn: sa.Connection) -> None:
 
 
 def _one(conn: sa.Connection, name: str) -> Aggregate:
+    """The aggregate named ``name``, else the one whose uuid it is."""
     found = read_all(conn, [name])
+    if not found:
+        found = read_all(conn, uuids=[name.strip().lower()])
     if not found:
         raise AggregateNotFound(name)
     return found[0]
@@ -225,7 +230,8 @@ class Aggregates:
 
     ``write`` and ``read`` run a function in a writing or reading
     transaction of the store (its retries, busy timeout and errors).
-    Aggregates are named by their name, unique in the records.
+    Aggregates are named by their name, unique in the records, or by their
+    uuid (a name is looked up first).
     """
 
     def __init__(self, write: _Run[Any], read: _Run[Any]) -> None:
@@ -238,7 +244,7 @@ class Aggregates:
         return self._read("list aggregates", read_all)  # type: ignore[no-any-return]
 
     def get(self, name: str) -> Aggregate:
-        """The aggregate named ``name``.
+        """The aggregate named ``name`` (or whose uuid it is).
 
         :raises nova_lite.exception.AggregateNotFound: if there is none.
         """

@@ -208,6 +208,9 @@ def _confirm(conn: sa.Connection, change: HealChange, migration: Migration, now:
         alloc = rows.allocation_from_row(conn.execute(T_ALLOC.select().where(
             T_ALLOC.c.consumer_uuid == migration.instance_uuid,
             T_ALLOC.c.node_uuid == target.node_uuid)).first())
-        rows.upsert_instance(conn, attrs.evolve(
+        healed = attrs.evolve(
             inst, flavor=migration.new_flavor, host=target.host, node=target.nodename,
-            numa_topology=alloc.numa_topology, pci_devices=alloc.pci_devices), now)
+            numa_topology=alloc.numa_topology, pci_devices=alloc.pci_devices)
+        if migration.new_pci_requests is not None:   # the devices claimed were for these
+            healed = attrs.evolve(healed, pci_requests=migration.new_pci_requests)
+        rows.upsert_instance(conn, healed, now)

@@ -80,6 +80,8 @@ instances = sa.Table(
     sa.Column("pci_devices", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # The zone it was built in (0008); NULL for rows written before.
+    sa.Column("availability_zone", sa.String(255)),
     sa.Index("instances_host_node_idx", "host", "node"),
 )
 
@@ -97,6 +99,9 @@ migrations = sa.Table(
     sa.Column("migration_type", sa.String(255), nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # The PCI requests claimed on the destination (0008): JSON, NULL: the
+    # instance's own.
+    sa.Column("new_pci_requests", sa.Text),
     # The moves into and out of a node, by status: the audit and the leak finder.
     sa.Index("migrations_dest_status_idx", "dest_compute", "dest_node", "status"),
     sa.Index("migrations_source_status_idx", "source_compute", "source_node", "status"),

@@ -44,7 +44,8 @@ def instance_from_row(row: Any) -> Instance:
         user_id=row.user_id, host=row.host, node=row.node, vm_state=row.vm_state,
         task_state=row.task_state, numa_topology=ser.numa_from_json(row.numa_topology),
         pci_requests=ser.pci_requests_from_json(row.pci_requests),
-        pci_devices=ser.strings_from_json(row.pci_devices))
+        pci_devices=ser.strings_from_json(row.pci_devices),
+        availability_zone=row.availability_zone)
 
 
 def migration_from_row(row: Any) -> Migration:
@@ -53,7 +54,9 @@ def migration_from_row(row: Any) -> Migration:
         source_node=row.source_node, dest_compute=row.dest_compute, dest_node=row.dest_node,
         old_flavor=ser.flavor_from_json(row.old_flavor),
         new_flavor=ser.flavor_from_json(row.new_flavor), status=row.status,
-        migration_type=row.migration_type)
+        migration_type=row.migration_type,
+        new_pci_requests=None if row.new_pci_requests is None
+        else ser.pci_requests_from_json(row.new_pci_requests))
 
 
 def allocation_resources(row: Any) -> dict[str, int]:
@@ -101,7 +104,7 @@ def allocation_values(alloc: Allocation, now: float) -> dict[str, Any]:
 #: The columns :func:`instance_values` sets.
 INSTANCE_UPDATE_COLUMNS = ("host", "node", "vm_state", "task_state", "project_id", "user_id",
                            "flavor", "numa_topology", "pci_requests", "pci_devices",
-                           "updated_at")
+                           "availability_zone", "updated_at")
 
 
 def instance_values(inst: Instance, now: float) -> dict[str, Any]:
@@ -111,7 +114,8 @@ def instance_values(inst: Instance, now: float) -> dict[str, Any]:
                 user_id=inst.user_id, flavor=ser.flavor_to_json(inst.flavor),
                 numa_topology=ser.numa_to_json(inst.numa_topology),
                 pci_requests=ser.pci_requests_to_json(inst.pci_requests),
-                pci_devices=ser.strings_to_json(inst.pci_devices), updated_at=now)
+                pci_devices=ser.strings_to_json(inst.pci_devices),
+                availability_zone=inst.availability_zone, updated_at=now)
 
 
 def new_instance_values(inst: Instance, now: float) -> dict[str, Any]:
@@ -132,7 +136,9 @@ def migration_values(mig: Migration, now: float) -> dict[str, Any]:
         source_node=mig.source_node, dest_compute=mig.dest_compute, dest_node=mig.dest_node,
         old_flavor=ser.flavor_to_json(mig.old_flavor),
         new_flavor=ser.flavor_to_json(mig.new_flavor), status=mig.status,
-        migration_type=mig.migration_type, created_at=now, updated_at=now)
+        migration_type=mig.migration_type, created_at=now, updated_at=now,
+        new_pci_requests=None if mig.new_pci_requests is None
+        else ser.pci_requests_to_json(mig.new_pci_requests) or "[]")
 
 
 def node_generation(conn: sa.Connection, node_uuid: str) -> int:

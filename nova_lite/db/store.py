@@ -38,6 +38,8 @@ from nova_lite.exception import ComputeResourcesUnavailable
 from nova_lite.db.services import COMPUTE_BINARY, ServiceRecord
 from nova_lite.db.snapshot import RecordsSnapshot
 from nova_lite.db.aggregates import Aggregates
+from nova_lite.db import service_delete
+from nova_lite.db.service_delete import DeletedService
 from nova_lite.db.tasks import TaskQueue
 from nova_lite.db.audit_writes import MissingAllocation
 from nova_lite.exception import (
@@ -275,6 +277,22 @@ class Store:
         return self._write(
             f"set service {host}/{binary} disabled={disabled}",
             lambda conn: services.set_disabled(conn, host, binary, disabled, reason))
+
+    def delete_compute_service(self, host: str) -> DeletedService:
+        """Delete the compute service of ``host``, as Nova's service delete
+        does: the host leaves its aggregates, its node records and its
+        waiting tasks go, in one transaction
+        (:mod:`nova_lite.db.service_delete`).
+
+        :param host: the service's host name.
+        :returns: a :class:`~nova_lite.db.service_delete.DeletedService`.
+        :raises nova_lite.exception.HostNotFound: no compute service there.
+        :raises nova_lite.exception.ServiceInUse: the host has instances or
+            moves in progress; nothing is written.
+        """
+        arguments.check_lookup(host=host)
+        return self._write(f"delete compute service {host}",  # type: ignore[no-any-return]
+                           lambda conn: service_delete.delete_compute_service(conn, host))
 
     def nodes_fingerprint(self) -> dict[int, tuple[int, int, int]]:
         """A small summary of the compute node rows that changes whenever a node

@@ -6,9 +6,10 @@ A filter is a class registered under the entry point group
 ``PciPassthroughFilter``; and ``ResourceClassFilter`` for custom classes)
 and chosen with ``[filter_scheduler] enabled_filters``;
 ``AggregateInstanceExtraSpecsFilter`` matches flavor extra specs with host
-aggregate metadata.  :class:`TraitsFilter` and :class:`AvailabilityZoneFilter`
-are not chosen: the HostManager always applies them first, as Placement
-answers trait requests and Nova's request filter maps a zone in Nova.  A third-party
+aggregate metadata.  :class:`MemberOfFilter`, :class:`TraitsFilter` and
+:class:`AvailabilityZoneFilter` are not chosen: the HostManager always
+applies them first, as Placement answers aggregate and trait requests and
+Nova's request filter maps a zone in Nova.  A third-party
 filter subclasses :class:`BaseHostFilter` and overrides
 :meth:`~BaseHostFilter.host_reason`.
 """
@@ -209,6 +210,55 @@ class NUMATopologyFilter(BaseHostFilter):
         from nova_lite.compute import placement
         decision = placement.decide(state.node, {}, None, spec.numa_request, ())
         return "; ".join(decision.reasons) or None
+
+
+class MemberOfFilter(BaseHostFilter):
+    """The host is in an aggregate of every set of ``RequestSpec.member_of``
+    and in none of ``RequestSpec.forbidden_aggregates`` (Placement's
+    ``member_of=in:...`` and ``member_of=!in:...``).
+
+    Always on and first: Placement answers ``member_of`` before Nova's
+    filters run.  Its reasons name the aggregates (by name when the
+    scheduler knows it) and why they were asked for: see :meth:`explain`.
+    """
+
+    name = "MemberOf"
+
+    def __init__(self, settings: "Settings") -> None:
+        super().__init__(settings)
+        self.names: dict[str, str] = {}
+        self._required_notes: dict[frozenset[str], str] = {}
+        self._forbidden_notes: dict[str, str] = {}
+
+    def explain(self, names: dict[str, str], required: dict[frozenset[str], str],
+                forbidden: dict[str, str]) -> None:
+        """Name the aggregates in reasons: ``names`` maps aggregate uuids to
+        names; ``required`` says why a set of ``member_of`` was asked for and
+        ``forbidden`` why an aggregate is forbidden (the request filters'
+        words; what is not there was asked for by the caller)."""
+        self.names = names
+        self._required_notes = required
+        self._forbidden_notes = forbidden
+
+    def _label(self, uuids: frozenset[str]) -> str:
+        return ", ".join(sorted(self.names.get(u, u) for u in uuids))
+
+    def applies(self, spec: "RequestSpec") -> bool:
+        return bool(spec.member_of or spec.forbidden_aggregates)
+
+    def host_reason(self, state: "HostState", spec: "RequestSpec", now: float) -> str | None:
+        mine = {a.uuid for a in state.aggregates}
+        for group in spec.member_of:
+            if not mine & group:
+                why = self._required_notes.get(group, "member_of")
+                return f"host is in none of the aggregates {self._label(group)} ({why})"
+        bad = mine & spec.forbidden_aggregates
+        if bad:
+            whys = sorted({self._forbidden_notes.get(u, "forbidden by the request")
+                           for u in bad})
+            return f"host is in forbidden aggregate(s) {self._label(frozenset(bad))} " \
+                   f"({'; '.join(whys)})"
+        return None
 
 
 class TraitsFilter(BaseHostFilter):

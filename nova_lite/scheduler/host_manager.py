@@ -12,6 +12,9 @@ service is noticed within ``service_down_time`` plus that, and a live one
 (beating every ``report_interval``) never looks down while
 ``report_interval + SERVICES_MAX_AGE < service_down_time``.  Each pick is consumed in the
 view at once, so back-to-back requests spread before the claims land.
+Every request first passes through Nova's request filters
+(:mod:`~nova_lite.scheduler.request_filters`), which add the aggregates it
+must or must not land in, on the aggregates as last read.
 """
 
 import heapq
@@ -26,14 +29,14 @@ import stevedore
 
 from nova_lite import conf
 from nova_lite import validators as v
-from nova_lite.db.aggregates import Aggregate
+from nova_lite.db.aggregates import Aggregate, host_zone
 from nova_lite.db.node_changes import NodeChangeTracker
 from nova_lite.db.services import ServiceRecord
 from nova_lite.db.store import Store
 from nova_lite.exception import InvalidConfig, InvalidInput
 from nova_lite.objects import Flavor
-from nova_lite.scheduler import host_checks
-from nova_lite.scheduler.filters import AvailabilityZoneFilter, TraitsFilter
+from nova_lite.scheduler import host_checks, request_filters
+from nova_lite.scheduler.filters import AvailabilityZoneFilter, MemberOfFilter, TraitsFilter
 from nova_lite.scheduler.host_index import HostIndex
 from nova_lite.scheduler.host_state import HostState
 from nova_lite.scheduler.report import FilterReport, NoValidHost, summarise
@@ -79,6 +82,15 @@ def _load(group: str, names: Sequence[str], option: str,
     return tuple(installed[n](settings) for n in names)
 
 
+def _by_host(aggregates: Sequence[Aggregate]) -> dict[str, tuple[Aggregate, ...]]:
+    """``{host: its aggregates}`` of ``aggregates``."""
+    found: dict[str, list[Aggregate]] = {}
+    for agg in aggregates:
+        for host in agg.hosts:
+            found.setdefault(host, []).append(agg)
+    return {host: tuple(aggs) for host, aggs in found.items()}
+
+
 class HostManager:
     """Chooses compute nodes from the records of a :class:`~nova_lite.db.Store`.
 
@@ -114,11 +126,12 @@ class HostManager:
             v.check_seconds(nodes_max_age, "HostManager nodes_max_age")
         self.store = store
         self.settings = settings if settings is not None else conf.Settings()
-        #: The filters in the order they run: the traits and availability
-        #: zone checks (always on, as Placement's and Nova's request filter),
-        #: then the enabled ones.
-        self.filters = [TraitsFilter(self.settings), AvailabilityZoneFilter(self.settings),
-                        *_load(
+        #: The filters in the order they run: the aggregate membership
+        #: (member_of), traits and availability zone checks (always on, as
+        #: Placement's and Nova's request filter), then the enabled ones.
+        self._member_of = MemberOfFilter(self.settings)
+        self.filters = [self._member_of, TraitsFilter(self.settings),
+                        AvailabilityZoneFilter(self.settings), *_load(
             FILTER_GROUP, self.settings.enabled_filters, "[filter_scheduler] enabled_filters",
             self.settings)]
         self.weighers = _load(WEIGHER_GROUP, self.settings.weight_classes,
@@ -133,6 +146,7 @@ class HostManager:
         self._changes = NodeChangeTracker(store, _BULK_RELOAD)
         self._services: dict[str, ServiceRecord] = {}   # by host
         self._aggregates: dict[str, tuple[Aggregate, ...]] = {}   # by host
+        self._all_aggregates: tuple[Aggregate, ...] = ()   # every one, by name
         self._services_key: tuple[tuple[int, ...], float] | None = None   # (fingerprint, read at)
         self.services_max_age = services_max_age
         self.nodes_max_age = self.settings.nodes_max_age if nodes_max_age is None \
@@ -157,7 +171,8 @@ class HostManager:
             or now - self._services_key[1] >= self.services_max_age
         if stale:
             self._services = {s.host: s for s in self.store.list_services()}
-            self._aggregates = self.store.aggregates.by_host()
+            self._all_aggregates = tuple(self.store.aggregates.list())
+            self._aggregates = _by_host(self._all_aggregates)
             self._services_key = (services_key, now)
             touched = self._ordered
         for state in touched:
@@ -196,6 +211,12 @@ class HostManager:
                   len(changes.fresh), len(changes.gone))
         return touched
 
+    def host_zone(self, host: str) -> str:
+        """The availability zone of ``host`` as this view last read its
+        aggregates (``default_availability_zone`` for a host in no zone)."""
+        return host_zone(self._aggregates.get(host, ()),
+                         self.settings.default_availability_zone)
+
     def get_host_states(self) -> list[HostState]:
         """Every node's HostState, refreshed (sorted by host and node name)."""
         return list(self.refresh())
@@ -217,6 +238,7 @@ class HostManager:
         if self._refreshed_at is None or self.nodes_max_age <= 0 \
                 or time.monotonic() - self._refreshed_at >= self.nodes_max_age:
             self.refresh()
+        spec = self._request_filters(spec)
         states = self._ordered
         ignored = frozenset(spec.ignore_hosts)
         indexed = self._index is not None and not spec.force_hosts
@@ -250,6 +272,20 @@ class HostManager:
         LOG.info("Selected %s for %d x %s", ", ".join(
             f"{s.host}/{s.nodename}" for s in selections), num_instances, spec.flavor.name)
         return selections
+
+    def _request_filters(self, spec: RequestSpec) -> RequestSpec:
+        """``spec`` with the aggregates Nova's request filters add
+        (:mod:`~nova_lite.scheduler.request_filters`); NoValidHost if one fails."""
+        try:
+            filtered = request_filters.process(spec, self._all_aggregates, self.settings)
+        except request_filters.RequestFilterFailed as exc:
+            count = len(self._ordered)
+            raise NoValidHost(spec.flavor.name, count, [FilterReport(
+                filter=exc.filter, considered=count, removed=count, reason=exc.reason,
+                reason_count=count)]) from None
+        self._member_of.explain({a.uuid: a.name for a in self._all_aggregates},
+                                filtered.required, filtered.forbidden)
+        return filtered.spec
 
     def _ranked_count(self) -> int:
         """How many of the best hosts a pick needs: the subset it chooses from,

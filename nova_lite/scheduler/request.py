@@ -1,5 +1,6 @@
 """``RequestSpec``: what a build asks the scheduler for."""
 
+import uuid as uuidlib
 from collections.abc import Iterable
 
 import attrs
@@ -25,6 +26,63 @@ def _names(value: str | Iterable[str]) -> tuple[str, ...]:
     return names
 
 
+def _aggregate_uuid(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidType(f"RequestSpec.{field}: aggregate uuids must be strings, got "
+                          f"{type(value).__name__} {value!r:.60}")
+    try:
+        return str(uuidlib.UUID(value.strip()))
+    except ValueError:
+        raise InvalidInput(f"RequestSpec.{field}: {value!r:.60} is not an aggregate "
+                           "uuid") from None
+
+
+def _uuid_set(value: "str | Iterable[str]", field: str, prefix: str) -> frozenset[str]:
+    """Aggregate uuids from an iterable, or from Placement's ``prefix`` syntax
+    (``in:UUID,UUID`` for member_of, ``!in:UUID,UUID`` for forbidden)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+        elif prefix == "!in:" and text.startswith("!"):
+            text = text[1:]
+        items: list[object] = [u for u in text.split(",")]
+    elif isinstance(value, bytes) or not hasattr(value, "__iter__"):
+        raise InvalidType(f"RequestSpec.{field}: expected aggregate uuids, got "
+                          f"{type(value).__name__} {value!r:.60}")
+    else:
+        items = list(value)
+    if not items:
+        raise InvalidInput(f"RequestSpec.{field}: an empty set of aggregates matches no host")
+    return frozenset(_aggregate_uuid(u, field) for u in items)
+
+
+def _member_of(value: Iterable["str | Iterable[str]"] | None
+               ) -> tuple[frozenset[str], ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise InvalidType(f"RequestSpec.member_of: expected a sequence of aggregate sets, "
+                          f"got {type(value).__name__} {value!r:.60}")
+    groups = []
+    for group in value:
+        if isinstance(group, str) and group.strip().startswith("!"):
+            raise InvalidInput(f"RequestSpec.member_of: {group!r:.60} forbids aggregates: "
+                               "give it as forbidden_aggregates")
+        groups.append(_uuid_set(group, "member_of", "in:"))
+    return tuple(dict.fromkeys(groups))
+
+
+def _forbidden(value: "str | Iterable[str] | None") -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if not isinstance(value, (str, bytes)) and hasattr(value, "__iter__"):
+        value = list(value)
+        if not value:
+            return frozenset()
+    return _uuid_set(value, "forbidden_aggregates", "!in:")
+
+
 def _pci_requests(value: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:
     return v.records(PciRequest, value, "RequestSpec.pci_requests")
 
@@ -42,6 +100,14 @@ class RequestSpec:
     any; see :class:`~nova_lite.scheduler.filters.AvailabilityZoneFilter`).  A
     wrong value raises :class:`~nova_lite.exception.InvalidInput` naming the
     field (:class:`~nova_lite.exception.InvalidType` for a wrong type).
+    ``member_of``: the host aggregates the host must be in, as Placement's
+    ``member_of``: a sequence of sets of aggregate uuids; the host must be
+    in at least one aggregate of every set (each set is ``in:A,B``: any of
+    them).  A set may be given as an iterable of uuids, one uuid, or the
+    text ``in:UUID,UUID``.  ``forbidden_aggregates``: aggregate uuids the
+    host must be in none of (Placement's ``member_of=!in:UUID,UUID``; an
+    iterable or that text).  The scheduler adds to both from its request
+    filters (:mod:`nova_lite.scheduler.request_filters`).
     ``traits`` (not an argument): the traits the flavor's
     ``trait:<NAME>=required|forbidden`` extra specs ask for; a bad one
     raises InvalidInput when the RequestSpec is made.
@@ -56,6 +122,8 @@ class RequestSpec:
     force_hosts: tuple[str, ...] = attrs.field(factory=tuple, converter=_names)
     availability_zone: str | None = attrs.field(default=None,
                                                 validator=v.optional(v.name()))
+    member_of: tuple[frozenset[str], ...] = attrs.field(factory=tuple, converter=_member_of)
+    forbidden_aggregates: frozenset[str] = attrs.field(factory=frozenset, converter=_forbidden)
     traits: TraitRequest = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
