@@ -11,14 +11,14 @@ usage is not summed from in SQL alone takes them in.  Existing rows need
 nothing: no node had children before.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
