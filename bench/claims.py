@@ -5,6 +5,13 @@ One FakeDriver node of Nova's default sizes (1000 vCPU x 4.0, 800000 MB,
 one after another, each timed.  Reported per store: claims per second and
 the latency percentiles.
 
+``"vgpu": true`` cases claim a flavor asking ``resources:VGPU=1`` too, on a
+node whose driver reports 8 GPUs (child providers of 128 vGPUs each): each
+claim lands on a child, in the node's transaction.  The same number of
+plain claims runs before them on a fresh store of the same kind, and
+``child_over_root_p50`` is the median child claim's time over the median
+plain one's (goal: at most 1.5 on each backend).
+
 ``store_only_per_s`` splits the cost: the same number of claims written by
 ``Store.claim`` alone, each with a plan built beforehand (no tracker: no
 lock, no placement, no records built), on a fresh store of the same kind.
@@ -20,11 +27,66 @@ NAME = "claims"
 DEFAULT_SIZES = [1000]
 TINY_SIZES = [5]
 STORES = ("memory", "sqlite-file", "postgresql")
-TARGETS = {"memory": {"claims_per_s": ">= 20000"}, "sqlite-file": {"claims_per_s": ">= 2000"}}
+TARGETS = {"memory": {"claims_per_s": ">= 20000"}, "sqlite-file": {"claims_per_s": ">= 2000"},
+           "vgpu (each store)": {"child_over_root_p50": "<= 1.5"}}
+#: GPUs per node and vGPUs per GPU in the "vgpu" cases.
+GPUS, VGPUS_PER_GPU = 8, 128
 
 
 def cases(sizes):
-    return [{"store": store, "claims": n} for n in sizes for store in STORES]
+    return ([{"store": store, "claims": n} for n in sizes for store in STORES]
+            + [{"store": store, "claims": min(n, GPUS * VGPUS_PER_GPU), "vgpu": True}
+               for n in sizes for store in STORES])
+
+
+def _gpus():
+    from nova_lite.providers import ChildProvider
+    from nova_lite.resources import Inventory
+    return [ChildProvider(name=f"{common.HOST}_pci_0000_{0x81 + i:02x}_00_0",
+                          inventories={"VGPU": Inventory(total=VGPUS_PER_GPU,
+                                                         max_unit=VGPUS_PER_GPU)})
+            for i in range(GPUS)]
+
+
+def _timed_claims(store_kind, count, vgpu):
+    """Latencies (s) of ``count`` claims on a fresh store; with ``vgpu`` the
+    flavor asks one VGPU too, which lands on one of the node's GPUs."""
+    import attrs
+    with common.store_url(store_kind) as url:
+        rt, driver, store = common.make_tracker(url, providers=_gpus())
+        try:
+            rt.update_available_resource()
+            instances = common.make_instances(count)
+            if vgpu:
+                flavor = attrs.evolve(instances[0].flavor, extra_specs={"resources:VGPU": "1"})
+                instances = [attrs.evolve(i, flavor=flavor) for i in instances]
+            latencies = []
+            clock = time.perf_counter
+            for inst in instances:
+                t0 = clock()
+                claim = rt.instance_claim(inst, common.HOST)
+                latencies.append(clock() - t0)
+                if vgpu and not claim.allocation.providers:
+                    raise RuntimeError("a VGPU claim landed on no GPU")
+            held = sum(per.get("VGPU", 0) for per in
+                       rt.get_node(common.HOST).provider_usage.values())
+            if held != (count if vgpu else 0):
+                raise RuntimeError(f"{held} VGPU held after {count} claims")
+        finally:
+            store.close()
+    return sorted(latencies)
+
+
+def _run_vgpu(case):
+    root = _timed_claims(case["store"], case["claims"], vgpu=False)
+    child = _timed_claims(case["store"], case["claims"], vgpu=True)
+    root_p50 = common.percentile(root, 0.5)
+    child_p50 = common.percentile(child, 0.5)
+    return {"root_p50_ms": round(root_p50 * 1000, 4), "child_p50_ms": round(child_p50 * 1000, 4),
+            "root_p99_ms": round(common.percentile(root, 0.99) * 1000, 4),
+            "child_p99_ms": round(common.percentile(child, 0.99) * 1000, 4),
+            "child_over_root_p50": round(child_p50 / root_p50, 2) if root_p50 else None,
+            "gpus": GPUS, "vgpus_per_gpu": VGPUS_PER_GPU}
 
 
 def run_case(case):
@@ -32,6 +94,8 @@ def run_case(case):
         reason = common.postgresql_available()
         if reason:
             return {"skipped": reason}
+    if case.get("vgpu"):
+        return _run_vgpu(case)
     with common.store_url(case["store"]) as url:
         rt, driver, store = common.make_tracker(url)
         try:

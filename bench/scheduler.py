@@ -18,7 +18,10 @@ and 18 custom ones) and the steady requests are also timed for a flavor
 that requires two of them (``traits_steady``, and ``traits_ratio``: its
 median over the plain flavor's): ``"every"`` node has both,
 ``"one_in_ten"`` only every tenth node (the others lack them, so the
-scheduler reads further down its orders).
+scheduler reads further down its orders).  ``"vgpus"``: every node also
+has 8 GPUs (child providers of 16 vGPUs each), and the timed flavor asks
+for the two traits and ``resources:VGPU=1`` (``vgpu_steady``;
+``vgpu_ratio``: its median over the plain flavor's, goal at most 2).
 """
 
 import sys
@@ -32,7 +35,10 @@ DEFAULT_SIZES = [1000, 10000]
 TINY_SIZES = [4]
 STORES = ("sqlite-file",)
 TARGETS = {"10000 hosts": {"steady_median_ms": "<= 20",
-                           "traits_ratio (2 required traits)": "<= 2"}}
+                           "traits_ratio (2 required traits)": "<= 2",
+                           "vgpu_ratio (2 required traits, VGPU=1, 8 GPUs per node)": "<= 2"}}
+#: GPUs per node and vGPUs per GPU with "vgpus".
+GPUS, VGPUS_PER_GPU = 8, 16
 #: The traits every node reports with "traits" (20), the first two required.
 TRAITS = ("HW_CPU_X86_AVX2", "CUSTOM_RACK_A", "HW_CPU_X86_SSE42",
           *(f"CUSTOM_T{i:02d}" for i in range(17)))
@@ -43,7 +49,8 @@ def cases(sizes):
     for n in sizes:
         for store in STORES:
             base = {"store": store, "nodes": n, "repeat": 50 if n <= 10000 else 10}
-            found += [base, dict(base, traits="every"), dict(base, traits="one_in_ten")]
+            found += [base, dict(base, traits="every"), dict(base, traits="one_in_ten"),
+                      dict(base, traits="every", vgpus=True)]
     return found
 
 
@@ -82,10 +89,22 @@ def run_case(case):
     flavor = objects.Flavor(name="m1.small", vcpus=1, memory_mb=2048, root_gb=20)
     traited = objects.Flavor(name="m1.small.rack-a", vcpus=1, memory_mb=2048, root_gb=20,
                              extra_specs={f"trait:{t}": "required" for t in TRAITS[:2]})
+    vgpu_flavor = objects.Flavor(name="m1.small.vgpu", vcpus=1, memory_mb=2048, root_gb=20,
+                                 extra_specs={"resources:VGPU": "1",
+                                              **{f"trait:{t}": "required" for t in TRAITS[:2]}})
     if case.get("traits"):
         for i, name in enumerate(names):
             has = case["traits"] == "every" or i % 10 == 0
             driver.set_node_traits(name, TRAITS if has else TRAITS[2:])
+    if case.get("vgpus"):
+        from nova_lite.providers import ChildProvider
+        from nova_lite.resources import Inventory
+        for name in names:
+            driver.set_node_providers(name, [
+                ChildProvider(name=f"{name}_pci_0000_{0x81 + g:02x}_00_0",
+                              inventories={"VGPU": Inventory(total=VGPUS_PER_GPU,
+                                                             max_unit=VGPUS_PER_GPU)})
+                for g in range(GPUS)])
     with common.store_url(case["store"]) as url:
         store = Store(url)
         try:
@@ -107,6 +126,14 @@ def run_case(case):
                 if not set(TRAITS[:2]) <= chosen.traits:
                     raise RuntimeError(f"node {chosen.nodename} was chosen without the "
                                        f"required traits {TRAITS[:2]}")
+            with_vgpus = []
+            if case.get("vgpus"):
+                for _ in range(case["repeat"]):
+                    sample, picked = common.measure(manager.select_destinations, vgpu_flavor)
+                    with_vgpus.append(sample)
+                chosen = store.get_compute_node(picked[0].host, picked[0].nodename)
+                if not chosen.resources or len(chosen.resources.providers) != GPUS:
+                    raise RuntimeError(f"node {chosen.nodename} was chosen without its GPUs")
             rt = ResourceTracker(f"h-{names[0]}", driver, store=store, settings=settings)
             after = []
             for _ in range(min(10, case["repeat"])):
@@ -120,6 +147,10 @@ def run_case(case):
     out = {"hosts": hosts, "cold": common.timings([cold]), "steady": steady_t,
            "steady_median_ms": steady_t["median_ms"],
            "after_claim": common.timings(after), "alternates": len(first[0].alternates)}
+    if with_vgpus:
+        vgpu_t = common.timings(with_vgpus)
+        out.update(vgpu_steady=vgpu_t, vgpu_ratio=round(
+            vgpu_t["median_ms"] / steady_t["median_ms"], 2) if steady_t["median_ms"] else None)
     if with_traits:
         traits_t = common.timings(with_traits)
         out.update(traits_steady=traits_t, traits_ratio=round(
