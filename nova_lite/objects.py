@@ -5,6 +5,7 @@ All records are frozen attrs classes: build a changed copy with
 (``memory_mb`` is MiB, ``*_gb`` is GiB, ``swap`` is MiB as in Nova).
 """
 
+import types
 from collections.abc import Iterable, Iterator, Mapping
 
 import attrs
@@ -223,11 +224,17 @@ class Migration:
         return (self.source_compute, self.source_node) == (self.dest_compute, self.dest_node)
 
 
+_NO_AMOUNTS: Mapping[str, Mapping[str, int]] = types.MappingProxyType({})
+
+
 def _nested_amounts(value: Mapping[str, Mapping[str, int]] | None
                     ) -> Mapping[str, Mapping[str, int]]:
     """``{provider name: {rc: amount}}`` as read-only mappings."""
     if not value:
-        return v.frozen_mapping(None)
+        return _NO_AMOUNTS
+    if isinstance(value, types.MappingProxyType) and all(
+            isinstance(per, types.MappingProxyType) for per in value.values()):
+        return value   # already converted: a record rebuilt by attrs.evolve
     return v.frozen_mapping({name: v.frozen_mapping(per, f"amounts of provider {name}")
                              for name, per in v.frozen_mapping(value, "providers").items()})
 

@@ -17,6 +17,7 @@ generation of its own in the records (``resource_providers``), moved by
 every change of its inventories, traits or allocations.
 """
 
+import functools
 import uuid as uuid_mod
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
@@ -38,6 +39,7 @@ NODE_CLASSES = frozenset({"VCPU", "PCPU", "MEMORY_MB", "DISK_GB"})
 MAX_NAME = 200
 
 
+@functools.lru_cache(maxsize=65536)
 def child_uuid(node_uuid: str, name: str) -> str:
     """The stable uuid of child ``name`` of node ``node_uuid`` (the same in
     every process, so a claim needs no read to name it)."""

@@ -41,28 +41,43 @@ def place(children: Iterable[ChildProvider], usage: Mapping[str, Mapping[str, in
     for rc, amount in sorted(requested.items()):
         if amount <= 0:
             continue
-        best, best_free, why = None, -1, []
+        best, best_free = None, -1
+        # The claim's hot path: room is plain arithmetic; the words of a
+        # refusal are built only when no child has room.
         for child in candidates:
             inv = child.inventories.get(rc)
-            if inv is None:
-                continue
-            if not required <= child.traits or forbidden & child.traits:
-                missing = sorted(required - child.traits)
-                present = sorted(forbidden & child.traits)
-                why.append(f"{child.name}: lacks trait {', '.join(missing)}" if missing
-                           else f"{child.name}: has forbidden trait {', '.join(present)}")
+            if inv is None or (required and not required <= child.traits) \
+                    or (forbidden and forbidden & child.traits):
                 continue
             used = usage.get(child.name, {}).get(rc, 0) + taken.get(child.name, {}).get(rc, 0)
-            problems = amount_problems({rc: inv}, {rc: used}, {rc: amount})
-            if problems:
-                why.append(f"{child.name}: {problems[0]}")
-                continue
             free = inv.capacity - used
-            if free > best_free:
+            if amount <= free and free > best_free and inv.unit_problem(amount) is None:
                 best, best_free = child, free
         if best is None:
-            detail = "; ".join(why) if why else "no child provider offers it"
-            reasons.append(f"{rc}: no child provider has room for {amount} ({detail})")
+            reasons.append(_no_room(candidates, usage, taken, rc, amount, required, forbidden))
             continue
         taken.setdefault(best.name, {})[rc] = amount
     return Placement(amounts=taken if not reasons else {}, reasons=tuple(reasons))
+
+
+def _no_room(candidates: Iterable[ChildProvider], usage: Mapping[str, Mapping[str, int]],
+             taken: Mapping[str, Mapping[str, int]], rc: str, amount: int,
+             required: frozenset[str], forbidden: frozenset[str]) -> str:
+    """Why no child of ``candidates`` takes ``amount`` of ``rc``, child by child."""
+    why = []
+    for child in candidates:
+        inv = child.inventories.get(rc)
+        if inv is None:
+            continue
+        missing = sorted(required - child.traits)
+        present = sorted(forbidden & child.traits)
+        if missing or present:
+            why.append(f"{child.name}: lacks trait {', '.join(missing)}" if missing
+                       else f"{child.name}: has forbidden trait {', '.join(present)}")
+            continue
+        used = usage.get(child.name, {}).get(rc, 0) + taken.get(child.name, {}).get(rc, 0)
+        problems = amount_problems({rc: inv}, {rc: used}, {rc: amount})
+        if problems:
+            why.append(f"{child.name}: {problems[0]}")
+    detail = "; ".join(why) if why else "no child provider offers it"
+    return f"{rc}: no child provider has room for {amount} ({detail})"
