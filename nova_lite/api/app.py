@@ -9,7 +9,7 @@ Routes (every one GET or HEAD; any other method is answered 405):
 ``/static/favicon.svg``                the page's icon
 ``/v1/openapi.json``                   the OpenAPI 3 document of these routes
 ``/v1/cluster``                        totals per resource class over every node
-``/v1/hypervisors``                    one row per compute node (``hypervisor list``)
+``/v1/hypervisors``                    a page of compute nodes (``hypervisor list``)
 ``/v1/hypervisors/statistics``         totals (``hypervisor stats``)
 ``/v1/hypervisors/{node}``             one node per resource class (``hypervisor show``)
 ``/v1/hosts``                          per host: its nodes' totals per class, service state
@@ -18,6 +18,13 @@ Routes (every one GET or HEAD; any other method is answered 405):
 ``/v1/nodes/{node}/explain``           why a node's free is what it is (``node explain``)
 ``/v1/findings``                       the audit's leak findings (``audit``, records only)
 =====================================  ============================================
+
+``/v1/hypervisors`` pages as Nova's lists do: ``limit`` (1 to ``[api]
+max_limit``, default ``max_limit``) nodes sorted by host and node name,
+after the node whose uuid is ``marker``; ``hypervisors_links`` holds a
+``next`` link while more follow.  The page comes from the node cache
+(:class:`~nova_lite.cluster.NodeCache`), its running guests from one
+grouped count of the page's hosts.
 
 Errors are JSON ``{"error": {"code": N, "title": ..., "message": ...}}``
 (:mod:`nova_lite.api.errors`): 404 for an unknown node, host or path (in
@@ -33,6 +40,7 @@ written: the store should be opened read-only.
 import importlib.resources
 import logging
 import time
+import urllib.parse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +52,10 @@ from werkzeug.wrappers import Request, Response
 
 from nova_lite import cluster, explain, leaks, reports
 from nova_lite.api import openapi, query
-from nova_lite.api.errors import UnknownName, database_failure, echo, error_response
+from nova_lite.api.errors import (
+    BadQuery, UnknownName, database_failure, echo, error_response)
 from nova_lite.api.errors import json_response
-from nova_lite.exception import InvalidInput, NodeNotFound, StoreError
+from nova_lite.exception import InvalidInput, MarkerNotFound, NodeNotFound, StoreError
 from nova_lite.findings import TASKS_WAITING
 
 if TYPE_CHECKING:
@@ -141,7 +150,8 @@ class ApiApp:
         adapter = self.url_map.bind_to_environ(request.environ)
         try:
             endpoint, args = adapter.match()
-            params = query.checked(endpoint, request.args, self._records)
+            params = query.checked(endpoint, request.args, self._records,
+                                   self.settings.api_max_limit)
             return getattr(self, f"get_{endpoint}")(params, **args)
         except http.MethodNotAllowed as exc:
             response = error_response(405, "Method Not Allowed",
@@ -191,17 +201,25 @@ class ApiApp:
         return self._static_response("favicon")
 
     def get_openapi(self, params: dict[str, Any]) -> Response:
-        return json_response(openapi.document())
+        return json_response(openapi.document(self.settings.api_max_limit))
 
     def get_cluster(self, params: dict[str, Any]) -> Response:
         totals = self.cache.totals()
         return json_response(dict(totals.to_dict(), generated_at=time.time()))
 
     def get_hypervisors(self, params: dict[str, Any]) -> Response:
-        rows = reports.hypervisor_rows(self.store.get_compute_nodes(), self._services(),
-                                       self.store.list_instances(),
-                                       self.settings.service_down_time)
-        return json_response({"hypervisors": [attrs.asdict(r) for r in rows]})
+        limit = params.get("limit", self.settings.api_max_limit)
+        try:
+            nodes, more = self.cache.page(limit, params.get("marker"))
+        except MarkerNotFound as exc:
+            raise BadQuery(f"query parameter 'marker': {exc}") from None
+        running = self.store.count_live_instances({n.host for n in nodes})
+        rows = reports.hypervisor_rows(nodes, self._services(), (),
+                                       self.settings.service_down_time, running=running)
+        links = [{"rel": "next", "href": "/v1/hypervisors?" + urllib.parse.urlencode(
+            {"limit": limit, "marker": nodes[-1].uuid})}] if more else []
+        return json_response({"hypervisors": [attrs.asdict(r) for r in rows],
+                              "hypervisors_links": links})
 
     def get_hypervisor_stats(self, params: dict[str, Any]) -> Response:
         stats = reports.hypervisor_stats(self.store.get_compute_nodes(),
