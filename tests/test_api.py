@@ -237,6 +237,11 @@ class ApiTests:
         page = self.get(f"/v1/hypervisors?marker={marker}&limit=1")["hypervisors"]
         self.assertEqual([by_uuid[whole[4]["uuid"]]], page)
         self.assertEqual(1, page[0]["running_vms"])   # h1 holds the claim of setUp
+        # A claim moves its node's row on the next page read.
+        self.rt1.instance_claim(base.instance(base.flavor(vcpus=3, memory_mb=10)), "h1")
+        moved = self.get(f"/v1/hypervisors?marker={marker}&limit=1")["hypervisors"][0]
+        self.assertEqual((page[0]["vcpus_used"] + 3, 2),
+                         (moved["vcpus_used"], moved["running_vms"]))
         # After the last node: an empty page with no next link.
         self.assertEqual({"hypervisors": [], "hypervisors_links": []},
                          self.get(f"/v1/hypervisors?marker={whole[-1]['uuid']}"))

@@ -88,6 +88,9 @@ ROUTES = (
 #: Query parameters each endpoint accepts (any other is a 400).
 QUERY = query.QUERY
 
+#: Rows of gone nodes the hypervisor row cache may hold before it is pruned.
+ROW_CACHE_SLACK = 10000
+
 #: How many known hosts a 404 for an unknown host lists.
 KNOWN_SHOWN = 20
 
@@ -129,6 +132,9 @@ class ApiApp:
         self.store = store
         self.settings = settings
         self.cache = cluster.NodeCache(store)
+        # node uuid -> (generation, the figures of its hypervisor row)
+        self._rows: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._rows_limit = ROW_CACHE_SLACK
         self.url_map = Map([Rule(path, endpoint=endpoint, methods=["GET"])
                             for path, endpoint in ROUTES], strict_slashes=False)
         self._static = {endpoint: (static_file(name), ctype)
@@ -214,12 +220,38 @@ class ApiApp:
         except MarkerNotFound as exc:
             raise BadQuery(f"query parameter 'marker': {exc}") from None
         running = self.store.count_live_instances({n.host for n in nodes})
-        rows = reports.hypervisor_rows(nodes, self._services(), (),
-                                       self.settings.service_down_time, running=running)
+        services = {s.host: s for s in self._services()}
+        now = time.time()
+        rows = []
+        for node in nodes:
+            state, status = reports.service_state(services.get(node.host),
+                                                  self.settings.service_down_time, now)
+            rows.append(dict(self._row_figures(node), state=state, status=status,
+                             running_vms=running.get((node.host, node.nodename), 0)))
+        if len(self._rows) > self._rows_limit:
+            self._forget_rows()
         links = [{"rel": "next", "href": "/v1/hypervisors?" + urllib.parse.urlencode(
             {"limit": limit, "marker": nodes[-1].uuid})}] if more else []
-        return json_response({"hypervisors": [attrs.asdict(r) for r in rows],
-                              "hypervisors_links": links})
+        return json_response({"hypervisors": rows, "hypervisors_links": links})
+
+    def _row_figures(self, node: "ComputeNode") -> dict[str, Any]:
+        """The fields of ``node``'s :class:`~nova_lite.reports.HypervisorRow` that
+        come from its record alone, computed once per generation of the node."""
+        cached = self._rows.get(node.uuid)
+        if cached is not None and cached[0] == node.generation:
+            return cached[1]
+        row = attrs.asdict(reports.hypervisor_rows([node], (), (), 0, running={})[0])
+        for key in ("state", "status", "running_vms"):
+            del row[key]
+        self._rows[node.uuid] = (node.generation, row)
+        return row
+
+    def _forget_rows(self) -> None:
+        """Drop the cached rows of nodes that are gone; prune again at twice the rest."""
+        live = {n.uuid for n in self.cache.nodes()}
+        for uuid in [u for u in list(self._rows) if u not in live]:
+            self._rows.pop(uuid, None)
+        self._rows_limit = 2 * len(self._rows) + ROW_CACHE_SLACK
 
     def get_hypervisor_stats(self, params: dict[str, Any]) -> Response:
         stats = reports.hypervisor_stats(self.store.get_compute_nodes(),

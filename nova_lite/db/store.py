@@ -340,7 +340,8 @@ class Store:
         :returns: ``{(host, nodename): count}``; nodes with none are absent.
         """
         wanted = sorted(set(hosts))
-        arguments.check_lookup(**{f"hosts[{i}]": h for i, h in enumerate(wanted)})
+        for host in wanted:
+            arguments.check_lookup(host=host)
 
         def op(conn: sa.Connection) -> dict[tuple[str | None, str | None], int]:
             counts: dict[tuple[str | None, str | None], int] = {}
