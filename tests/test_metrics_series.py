@@ -10,6 +10,8 @@ says which; the cached text is what prometheus_client writes in both modes.
 
 import collections
 
+import sqlalchemy as sa
+
 from nova_lite import conf, metrics
 from nova_lite.db.store import COMPUTE_BINARY
 from nova_lite.exception import InvalidConfig
@@ -136,6 +138,19 @@ class SeriesTests:
                 theirs = metrics.render(reference).decode()
                 self.assertEqual(node_families(theirs), node_families(ours), options)
                 self.rt2.instance_claim(base.instance(base.flavor(memory_mb=10)), "a")
+
+    def test_warm_up_reads_the_nodes_before_the_first_scrape(self):
+        exporter = metrics.Exporter(self.store, self.settings())
+        statements = []
+        sa.event.listen(self.store.db.engine, "before_cursor_execute",
+                        lambda conn, cursor, text, *args: statements.append(text))
+        exporter.warm_up().join(timeout=60)
+        self.assertTrue([t for t in statements if "FROM inventories" in t])
+        statements.clear()
+        samples = parse(exporter.render().decode())
+        self.assertEqual([], [t for t in statements if "FROM inventories" in t])
+        self.assertEqual(1, samples[("nova_lite_per_node_series", frozenset())])
+        self.assertEqual(NODES, samples[("nova_lite_compute_nodes", frozenset())])
 
     def test_the_option_takes_three_words_and_a_size(self):
         self.assertEqual(("auto", conf.DEFAULT_PER_NODE_SERIES_MAX_NODES),
