@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 
 import fixtures
+import sqlalchemy
 
 from nova_lite.api import app as api_app
 from nova_lite.api import errors, make_app, openapi, query
@@ -245,6 +246,19 @@ class ApiTests:
         # After the last node: an empty page with no next link.
         self.assertEqual({"hypervisors": [], "hypervisors_links": []},
                          self.get(f"/v1/hypervisors?marker={whole[-1]['uuid']}"))
+
+    def test_a_page_comes_from_the_node_cache(self):
+        self.get("/v1/hypervisors")   # the cache reads every node once
+        statements = []
+        sqlalchemy.event.listen(self.reader.db.engine, "before_cursor_execute",
+                                lambda conn, cursor, text, *args: statements.append(text))
+        self.get("/v1/hypervisors?limit=1")
+        self.assertEqual([], [t for t in statements if "FROM inventories" in t
+                              or "FROM allocations" in t])
+        instances = [t for t in statements if "FROM instances" in t]
+        self.assertEqual(1, len(instances), statements)
+        self.assertIn("GROUP BY", instances[0])
+        self.assertIn("count(*)", instances[0])
 
     def test_bad_limit_or_unknown_marker_is_a_400_naming_it(self):
         for limit in ("0", "-1", "abc", "1.5", "1e3", " 1", "+1", "0x10", "1001", "١",
