@@ -609,10 +609,10 @@ class Settings:
         metadata=option("metrics", "per_node_series", """
             Whether the metrics give the capacity and PCI gauges per node
             (labelled host and node) or per host (sums over the host's
-            nodes, with a count of its nodes): always gives them per node,
-            never per host, auto per node while the fleet has at most
-            per_node_series_max_nodes nodes and per host beyond, so a scrape
-            stays small and fast at any fleet size.  The gauge
+            nodes, with a count of its nodes): "always" gives them per
+            node, "never" per host, "auto" per node while the fleet has at
+            most per_node_series_max_nodes nodes and per host beyond, so a
+            scrape stays small and fast at any fleet size.  The gauge
             nova_lite_per_node_series says which (1 per node, 0 per
             host).""",
             kind="string", nova="nova-lite only"))

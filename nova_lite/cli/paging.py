@@ -30,10 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser, order: str, marker: str) -> N
     ``order``: the list's sort order, in words; ``marker``: what a marker is.
     """
     parser.add_argument("--limit", type=limit_number, metavar="LIMIT",
-                        help="List at most LIMIT rows (1 to [api] max_limit, 1000 by "
-                             f"default), sorted by {order}; without it, every row.")
+                        help="List at most LIMIT rows (1 to [api] max_limit, itself 1000 "
+                             f"unless set), sorted by {order}; without it, every row.")
     parser.add_argument("--marker", metavar="MARKER",
-                        help=f"Start after {marker} (the last row of the previous page).")
+                        help=f"Start after {marker}: the last row of the previous page.")
 
 
 def page(parsed_args: argparse.Namespace, settings: Settings) -> tuple[int | None, str | None]:
