@@ -39,6 +39,7 @@ written: the store should be opened read-only.
 
 import importlib.resources
 import logging
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterable
@@ -139,6 +140,22 @@ class ApiApp:
                             for path, endpoint in ROUTES], strict_slashes=False)
         self._static = {endpoint: (static_file(name), ctype)
                         for endpoint, (name, ctype) in STATIC.items()}
+
+    def warm_up(self) -> threading.Thread:
+        """Read every node record into the node cache once, in a daemon thread,
+        and return it: the first read of a large fleet takes seconds (about
+        20 s at 100,000 nodes), which the first request then does not wait
+        for unless it comes meanwhile.  A failure is logged; the first
+        request reads again."""
+        def run() -> None:
+            try:
+                self.cache.nodes()
+            except Exception:   # noqa: BLE001 - the first request reads again
+                LOG.warning("API: reading the nodes at start failed; the first request "
+                            "reads them", exc_info=True)
+        thread = threading.Thread(target=run, name="api-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     # -- WSGI ---------------------------------------------------------------------
     def __call__(self, environ: "WSGIEnvironment",
