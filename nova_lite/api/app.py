@@ -133,8 +133,8 @@ class ApiApp:
         self.store = store
         self.settings = settings
         self.cache = cluster.NodeCache(store)
-        # node uuid -> (generation, the figures of its hypervisor row)
-        self._rows: dict[str, tuple[int, dict[str, Any]]] = {}
+        # node uuid -> ((generation, host, name), the figures of its hypervisor row)
+        self._rows: dict[str, tuple[tuple[int, str, str], dict[str, Any]]] = {}
         self._rows_limit = ROW_CACHE_SLACK
         self.url_map = Map([Rule(path, endpoint=endpoint, methods=["GET"])
                             for path, endpoint in ROUTES], strict_slashes=False)
@@ -254,13 +254,14 @@ class ApiApp:
     def _row_figures(self, node: "ComputeNode") -> dict[str, Any]:
         """The fields of ``node``'s :class:`~nova_lite.reports.HypervisorRow` that
         come from its record alone, computed once per generation of the node."""
+        key = (node.generation, node.host, node.nodename)
         cached = self._rows.get(node.uuid)
-        if cached is not None and cached[0] == node.generation:
+        if cached is not None and cached[0] == key:
             return cached[1]
         row = attrs.asdict(reports.hypervisor_rows([node], (), (), 0, running={})[0])
-        for key in ("state", "status", "running_vms"):
-            del row[key]
-        self._rows[node.uuid] = (node.generation, row)
+        for name in ("state", "status", "running_vms"):
+            del row[name]
+        self._rows[node.uuid] = (key, row)
         return row
 
     def _forget_rows(self) -> None:
