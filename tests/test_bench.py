@@ -162,12 +162,19 @@ class TestScenarios(testtools.TestCase):
             "api": {"results": [{"store": "sqlite-file", "nodes": 10000, "after_change_ms": 9,
                                  "steady": {"median_ms": 3.0}}]},
             "metrics": {"results": [{"store": "sqlite-file", "nodes": 10000,
-                                     "scrape": {"median_ms": 500.0}}]}}}
+                                     "scrape": {"median_ms": 500.0}}]},
+            "paging": {"results": [{"store": "postgresql", "nodes": 100000,
+                                    "api": {"middle_page": {"median_ms": 94.2}},
+                                    "metrics": {"scrape": {"median_ms": 403.5}}}]}}}
         header, lines = summary.table(report)
         self.assertIn(["API /v1/cluster, steady", "10,000 nodes", "sqlite-file", "3.0 ms",
                        "<= 50 ms (median)", ""], lines)
         self.assertIn(["Metrics scrape, steady", "10,000 nodes", "sqlite-file", "500 ms",
                        "<= 1,000 ms (median)", ""], lines)
+        self.assertIn(["API /v1/hypervisors, a page of 1,000, steady", "100,000 nodes",
+                       "postgresql", "94.2 ms", "<= 100 ms (median)", ""], lines)
+        self.assertIn(["Metrics scrape per host, steady", "100,000 nodes", "postgresql",
+                       "404 ms", "<= 2,000 ms (median)", ""], lines)
 
     def test_summary_rows_beside_nova(self):
         report = {"scenarios": {"nova_compare": {"results": [
