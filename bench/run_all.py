@@ -22,7 +22,7 @@ from bench import common  # noqa: E402
 
 #: Scenario modules, in the order they run.
 SCENARIOS = ("claims", "audit", "fleet", "concurrency", "references", "api", "metrics",
-             "nova_compare", "cluster_work")
+             "paging", "nova_compare", "cluster_work")
 
 
 def run_scenario(name, extra_args=(), timeout=None):

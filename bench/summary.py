@@ -25,6 +25,10 @@ TARGETS = {
     ("fleet peak RSS", 50000, "fake.multinode"): "<= 1,024 MiB",
     ("api cluster", 10000, "sqlite-file"): "<= 50 ms (median)",
     ("metrics scrape", 10000, "sqlite-file"): "<= 1,000 ms (median)",
+    **{("hypervisors page", 100000, store): "<= 100 ms (median)"
+       for store in ("sqlite-file", "postgresql")},
+    **{("metrics scrape per host", 100000, store): "<= 2,000 ms (median)"
+       for store in ("sqlite-file", "postgresql")},
     ("cluster build to active", 10000, "listen"): "<= 100 ms (median)",
     ("cluster builds", 10000, 1): ">= 500/s",
     ("cluster builds", 10000, 10): ">= 500/s",
@@ -95,6 +99,14 @@ def rows(report):
                 out[("metrics scrape changed", r["nodes"], r["store"])] = (
                     "Metrics scrape, after a change", f"{r['nodes']:,} nodes", r["store"],
                     r["after_change_ms"], "ms", r.get("peak_rss_mib"))
+    for r in scenarios.get("paging", {}).get("results", ()):
+        if "api" in r:
+            out[("hypervisors page", r["nodes"], r["store"])] = (
+                "API /v1/hypervisors, a page of 1,000, steady", f"{r['nodes']:,} nodes",
+                r["store"], r["api"]["middle_page"]["median_ms"], "ms", r.get("peak_rss_mib"))
+            out[("metrics scrape per host", r["nodes"], r["store"])] = (
+                "Metrics scrape per host, steady", f"{r['nodes']:,} nodes", r["store"],
+                r["metrics"]["scrape"]["median_ms"], "ms", r.get("peak_rss_mib"))
     out.update(_cluster_rows(scenarios.get("cluster_work", {}).get("results", ())))
     labels = {"claims": ("claims", "Claims beside Nova"),
               "audit": ("instances", "Audit beside Nova"),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from nova_lite.db.node_changes import NodeChangeTracker
+from nova_lite.exception import MarkerNotFound
 from nova_lite.objects import ComputeNode
 
 if TYPE_CHECKING:   # the store's modules import nothing from here; kept light all the same
@@ -121,6 +122,7 @@ class NodeCache:
         self._changes = NodeChangeTracker(store, BULK_RELOAD)
         self._nodes: dict[str, ComputeNode] = {}
         self._ordered: list[ComputeNode] = []
+        self._position: dict[str, int] = {}   # uuid -> index in _ordered
         self._totals: ClusterTotals | None = None
 
     def _refresh(self) -> None:
@@ -133,6 +135,7 @@ class NodeCache:
         for uuid in changes.gone:
             self._nodes.pop(uuid, None)
         self._ordered = sorted(self._nodes.values(), key=lambda n: (n.host, n.nodename))
+        self._position = {n.uuid: i for i, n in enumerate(self._ordered)}
         self._totals = None
         LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes),
                   len(changes.fresh), len(changes.gone))
@@ -142,6 +145,23 @@ class NodeCache:
         with self._lock:
             self._refresh()
             return list(self._ordered)
+
+    def page(self, limit: int, marker: str | None = None) -> tuple[list[ComputeNode], bool]:
+        """One page of :meth:`nodes`: up to ``limit`` nodes (>= 1) after the node
+        whose uuid is ``marker`` (None: from the first), and whether more follow.
+
+        Raises :class:`~nova_lite.exception.MarkerNotFound` if no live node
+        has the uuid ``marker``.
+        """
+        with self._lock:
+            self._refresh()
+            start = 0
+            if marker is not None:
+                if marker not in self._position:
+                    raise MarkerNotFound(marker, "compute node uuid")
+                start = self._position[marker] + 1
+            end = start + limit
+            return self._ordered[start:end], end < len(self._ordered)
 
     def totals(self) -> ClusterTotals:
         """:class:`ClusterTotals` of every node (computed once per change)."""

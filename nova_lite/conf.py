@@ -82,6 +82,14 @@ MIN_DRIVER_TIMEOUT = 0.1
 MAX_NODES_MAX_AGE = 10.0
 #: Default ``[compute] migration_stuck_age`` (seconds): one hour.
 DEFAULT_MIGRATION_STUCK_AGE = 3600
+#: Default ``[api] max_limit``: the most items one page of an API list gives (Nova's).
+DEFAULT_MAX_LIMIT = 1000
+#: Highest ``[api] max_limit`` accepted.
+MAX_MAX_LIMIT = 100000
+#: The values of ``[metrics] per_node_series``.
+PER_NODE_SERIES = ("auto", "always", "never")
+#: Default ``[metrics] per_node_series_max_nodes`` (nodes).
+DEFAULT_PER_NODE_SERIES_MAX_NODES = 5000
 
 
 def _ratio_option(optional: bool) -> _Validator:
@@ -642,6 +650,35 @@ class Settings:
             used when [metrics] port is set); the default keeps it on the
             loopback interface.""",
             nova="nova-lite only"))
+    # -- fleet-sized reads: API paging and the metrics' per-node series --------
+    api_max_limit: int = attrs.field(
+        default=DEFAULT_MAX_LIMIT, validator=_int_option(1, MAX_MAX_LIMIT),
+        metadata=option("api", "max_limit", """
+            Most items one page of a paged API list gives (/v1/hypervisors):
+            a request without limit gets this many, and a limit above it is
+            refused (400).  A client pages on with the marker of the next
+            link.""",
+            minimum=1, maximum=MAX_MAX_LIMIT, unit="items",
+            nova="same name and default; a larger limit is refused, not cut"))
+    metrics_per_node_series: str = attrs.field(
+        default="auto", validator=_choice_option(PER_NODE_SERIES),
+        metadata=option("metrics", "per_node_series", """
+            Whether the metrics give the capacity and PCI gauges per node
+            (labelled host and node) or per host (sums over the host's
+            nodes, with a count of its nodes): "always" gives them per
+            node, "never" per host, "auto" per node while the fleet has at
+            most per_node_series_max_nodes nodes and per host beyond, so a
+            scrape stays small and fast at any fleet size.  The gauge
+            nova_lite_per_node_series says which (1 per node, 0 per
+            host).""",
+            kind="string", nova="nova-lite only"))
+    metrics_per_node_series_max_nodes: int = attrs.field(
+        default=DEFAULT_PER_NODE_SERIES_MAX_NODES, validator=_int_option(0, 10 ** 7),
+        metadata=option("metrics", "per_node_series_max_nodes", """
+            Largest fleet (compute node records) for which per_node_series =
+            auto gives per-node series; 5000 nodes are some 100,000 samples
+            (about 10 MB) a scrape.""",
+            minimum=0, maximum=10 ** 7, unit="nodes", nova="nova-lite only"))
     pci_alias: str = attrs.field(
         default="", validator=_pci_alias_option,
         metadata=option("pci", "alias", """

@@ -109,6 +109,22 @@ class MigrationNotFound(NovaLiteError, LookupError):
             f"Migration {migration_uuid} not found" + (f" {where}" if where else ""))
 
 
+class MarkerNotFound(InvalidInput, LookupError):
+    """The marker of a paged list names no record of that list.
+
+    ``marker``: the value given; ``what``: what it should have named
+    (e.g. "compute node uuid").  The message is Nova's ("marker [x] not
+    found") with what the marker must name.
+    """
+
+    def __init__(self, marker: str, what: str) -> None:
+        self.marker = marker
+        self.what = what
+        shown = marker if len(marker) <= 80 else marker[:76] + "..."
+        super().__init__(f"marker [{shown}] not found: no {what} is recorded with it (it "
+                         "may have been deleted since the previous page was listed)")
+
+
 class HostNotFound(NovaLiteError, LookupError):
     """A host has no service and no compute node record."""
 

@@ -7,9 +7,14 @@ resource class), the gauges ``nova_lite_resource_total``, ``_reserved``,
 ``_allocation_ratio``, ``_capacity``, ``_used``, ``_free`` and ``_over``
 (in the class's unit: CPUs, MiB, GiB or units), where capacity is
 ``floor((total - reserved) x ratio)`` as :meth:`~nova_lite.objects.ComputeNode.capacity`
-computes it and free is never negative; then ``nova_lite_service_up`` and
-``nova_lite_service_enabled`` per compute service (up: a heartbeat within
-``service_down_time`` seconds).
+computes it and free is never negative, and the PCI devices per kind
+(``nova_lite_pci_devices``, ``_in_use``, ``_free``); past ``[metrics]
+per_node_series_max_nodes`` nodes (``per_node_series = auto``) they are
+summed per host instead (``nova_lite_host_*``, see
+:mod:`nova_lite.node_metrics`), and ``nova_lite_per_node_series`` says
+which.  Then ``nova_lite_service_up`` and ``nova_lite_service_enabled``
+per compute service (up: a heartbeat within ``service_down_time``
+seconds).
 
 The process-local metrics are fed by the code paths themselves, cheaply:
 
@@ -51,9 +56,9 @@ from typing import TYPE_CHECKING
 import prometheus_client
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
-from prometheus_client.utils import floatToGoString
 
 from nova_lite import cluster, conf, reports
+from nova_lite.node_metrics import NodeCollector, NodeText, node_values
 from nova_lite.web_server import DEFAULT_BIND, BackgroundServer
 
 if TYPE_CHECKING:
@@ -61,7 +66,6 @@ if TYPE_CHECKING:
 
     from nova_lite.conf import Settings
     from nova_lite.db import Store
-    from nova_lite.objects import ComputeNode
 
 LOG = logging.getLogger(__name__)
 
@@ -140,52 +144,6 @@ class ProcessCollector(Collector):
             yield from metric.collect()
 
 
-#: Per-node gauges: (suffix, help).
-_NODE_GAUGES = (
-    ("total", "Total the node offers (inventory total)"),
-    ("reserved", "Reserved for the host (inventory reserved)"),
-    ("allocation_ratio", "Allocation (over-commit) ratio"),
-    ("capacity", "Capacity: floor((total - reserved) x allocation_ratio)"),
-    ("used", "Held by instances and in-progress migrations"),
-    ("free", "max(0, capacity - used): never negative"),
-    ("over", "max(0, used - capacity): held beyond capacity"),
-)
-_UNITS = "in the class's unit: CPUs for VCPU/PCPU, MiB for MEMORY_MB, GiB for DISK_GB"
-_NODE_LABELS = ["host", "node", "resource_class"]
-
-
-def _node_help(suffix: str, text: str) -> str:
-    return f"{text} (no unit)." if suffix == "allocation_ratio" else f"{text} ({_UNITS})."
-
-
-def node_values(node: "ComputeNode") -> Iterator[tuple[str, tuple[float, ...]]]:
-    """``(resource class, (total, reserved, ratio, capacity, used, free, over))`` of
-    each class ``node`` offers or uses, sorted; capacity, free and over as
-    the node's own ``capacity``, ``free`` and ``over`` give them (free never negative)."""
-    for rc in cluster.node_classes(node):
-        inv = node.inventory(rc)
-        yield rc, (inv.total, inv.reserved, float(inv.allocation_ratio), node.capacity(rc),
-                   node.used(rc), node.free(rc), node.over(rc))
-
-
-class NodeCollector(Collector):
-    """Capacity per (host, node, resource class), read from ``cache``
-    (a :class:`~nova_lite.cluster.NodeCache`)."""
-
-    def __init__(self, cache: cluster.NodeCache) -> None:
-        self.cache = cache
-
-    def collect(self) -> Iterator:
-        families = [GaugeMetricFamily(f"{PREFIX}_resource_{suffix}", _node_help(suffix, text),
-                                      labels=_NODE_LABELS) for suffix, text in _NODE_GAUGES]
-        for node in self.cache.nodes():
-            for rc, values in node_values(node):
-                labels = [node.host, node.nodename, rc]
-                for family, amount in zip(families, values):
-                    family.add_metric(labels, amount)
-        yield from families
-
-
 class ServiceCollector(Collector):
     """Compute services up/enabled and the node count, read from ``store``
     (``settings`` gives ``service_down_time``, s; None: the defaults)."""
@@ -237,63 +195,12 @@ class FindingsCollector(Collector):
         yield when
 
 
-def _label_value(value: str) -> str:
-    # As prometheus_client escapes label values in the text format.
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
-
-
-class NodeText:
-    """The text exposition of :class:`NodeCollector`'s families, cached per node.
-
-    Byte for byte what ``prometheus_client.generate_latest`` writes for
-    them (a test holds it to that), but each node's lines are formatted
-    once per generation of the node: a scrape of an unchanged fleet of
-    10,000 nodes joins cached strings instead of formatting 210,000
-    samples again.
-    """
-
-    def __init__(self, cache: cluster.NodeCache) -> None:
-        self.cache = cache
-        self._lines: dict[str, tuple[tuple, tuple[str, ...]]] = {}
-        self._lock = threading.Lock()
-        self._heads = [f"# HELP {PREFIX}_resource_{suffix} {_node_help(suffix, text)}\n"
-                       f"# TYPE {PREFIX}_resource_{suffix} gauge\n"
-                       for suffix, text in _NODE_GAUGES]
-
-    def _node_lines(self, node: "ComputeNode") -> tuple[str, ...]:
-        key = (node.generation, node.host, node.nodename)
-        cached = self._lines.get(node.uuid)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        parts: list[list[str]] = [[] for _ in _NODE_GAUGES]
-        host, name = _label_value(node.host), _label_value(node.nodename)
-        for rc, values in node_values(node):
-            labels = f'{{host="{host}",node="{name}",resource_class="{_label_value(rc)}"}} '
-            for i, (suffix, _), amount in zip(range(len(parts)), _NODE_GAUGES, values):
-                parts[i].append(f"{PREFIX}_resource_{suffix}{labels}"
-                                f"{floatToGoString(amount)}\n")
-        lines = tuple("".join(p) for p in parts)
-        self._lines[node.uuid] = (key, lines)
-        return lines
-
-    def render(self) -> str:
-        """The seven families' text, HELP and TYPE lines included (thread-safe)."""
-        nodes = self.cache.nodes()
-        with self._lock:
-            per_node = [self._node_lines(n) for n in nodes]
-            if len(self._lines) > len(nodes):   # forget nodes that are gone
-                live = {n.uuid for n in nodes}
-                for uuid in [u for u in self._lines if u not in live]:
-                    del self._lines[uuid]
-        return "".join(head + "".join(lines[i] for lines in per_node)
-                       for i, head in enumerate(self._heads))
-
-
 class Exporter:
     """What ``metrics serve``, ``metrics textfile`` and the compute service expose.
 
-    The process metrics, then (given a ``store``) the capacity families of
-    every node (:class:`NodeText`) and the services
+    The process metrics, then (given a ``store``) the capacity and PCI
+    families of every node or host (:class:`~nova_lite.node_metrics.NodeText`,
+    per ``settings``' ``[metrics] per_node_series``) and the services
     (:class:`ServiceCollector`).  :meth:`render` gives the text format.
     """
 
@@ -305,10 +212,33 @@ class Exporter:
         self.nodes: NodeText | None = None
         if store is not None:
             cache = cluster.NodeCache(store)
-            self.nodes = NodeText(cache)
+            self.nodes = NodeText(cache, settings)
             self.services = CollectorRegistry(auto_describe=False)
             self.services.register(ServiceCollector(store, settings, cache))
             self.services.register(FindingsCollector(store))
+
+    def warm_up(self) -> threading.Thread:
+        """Read and format every node once, in a daemon thread, and return it.
+
+        The first read of a large fleet takes seconds (about 20 s at
+        100,000 nodes); done at start, it leaves a scrape that comes later
+        only the changes to read, within Prometheus' scrape timeout.  A
+        scrape that comes meanwhile waits for the read.  A failure is
+        logged, and the first scrape reads again.
+        """
+        def run() -> None:
+            started = time.monotonic()
+            try:
+                if self.nodes is not None:
+                    self.nodes.render()
+            except Exception:   # noqa: BLE001 - the first scrape reads again
+                LOG.warning("Metrics: reading the nodes at start failed; the first "
+                            "scrape reads them", exc_info=True)
+            else:
+                LOG.info("Metrics: nodes read at start in %.1f s", time.monotonic() - started)
+        thread = threading.Thread(target=run, name="metrics-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     def render(self) -> bytes:
         """Every metric in Prometheus' text exposition format (version 0.0.4)."""
@@ -327,7 +257,7 @@ def registry(store: "Store | None" = None,
     reg.register(ProcessCollector())
     if store is not None:
         cache = cluster.NodeCache(store)
-        reg.register(NodeCollector(cache))
+        reg.register(NodeCollector(cache, settings))
         reg.register(ServiceCollector(store, settings, cache))
         reg.register(FindingsCollector(store))
     return reg

@@ -13,6 +13,7 @@ what is held beyond capacity in ``over``.
   ``(total)``, ``(used_now)``, ``(used_max)``, then one per project.
 """
 
+import collections
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -71,13 +72,20 @@ def _live(instances: Iterable["Instance"]) -> list["Instance"]:
 
 def hypervisor_rows(nodes: Iterable["ComputeNode"], services: Iterable["ServiceRecord"],
                     instances: Iterable["Instance"], service_down_time: float,
-                    now: float | None = None) -> list[HypervisorRow]:
+                    now: float | None = None,
+                    running: "Mapping[tuple[str | None, str | None], int] | None" = None
+                    ) -> list[HypervisorRow]:
     """A HypervisorRow per node; ``services``: the compute services' records (state
-    and status as :func:`service_state` gives them at ``now``, epoch s)."""
+    and status as :func:`service_state` gives them at ``now``, epoch s).
+
+    ``running_vms`` counts the ``instances`` that hold resources, or, when
+    ``running`` is given (``{(host, nodename): count}``, as
+    :meth:`Store.count_live_instances <nova_lite.db.store.Store.count_live_instances>`
+    gives it for a page of nodes), comes from it and ``instances`` is not read.
+    """
     by_host = {s.host: s for s in services}
-    running: dict[tuple[str | None, str | None], int] = {}
-    for inst in _live(instances):
-        running[(inst.host, inst.node)] = running.get((inst.host, inst.node), 0) + 1
+    if running is None:
+        running = collections.Counter((i.host, i.node) for i in _live(instances))
     rows = []
     for node in nodes:
         state, status = service_state(by_host.get(node.host), service_down_time, now)

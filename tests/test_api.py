@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 
 import fixtures
+import sqlalchemy
 
 from nova_lite.api import app as api_app
 from nova_lite.api import errors, make_app, openapi, query
@@ -218,12 +219,106 @@ class ApiTests:
             self.assertIn("ghost" if "ghost" in path else "", self.get(path, 404)["error"][
                 "message"])
         for path in ("/v1/findings?node=", "/v1/findings?host=%20", "/v1/cluster?x=1",
-                     "/v1/nodes/h1/explain?verbose=1", "/v1/hypervisors?limit=3"):
+                     "/v1/nodes/h1/explain?verbose=1", "/v1/hypervisors?page=3"):
             self.get(path, 400)
 
     def concrete(self, path, name="h1"):
         """A documented path template with its names filled in (``/`` left as is)."""
         return re.sub(r"\{(node|host)\}", name, path)
+
+    def page_through(self, path):
+        """Every row of a paged list, following its next links; and the pages' sizes."""
+        names, sizes = [], []
+        while path is not None:
+            self.assertLess(len(sizes), 50, "the next links never end")
+            data = self.get(path)
+            validate(self, self.doc["paths"]["/v1/hypervisors"]["get"]["responses"]["200"][
+                "content"]["application/json"]["schema"], data, self.doc)
+            names.extend((r["host"], r["nodename"]) for r in data["hypervisors"])
+            sizes.append(len(data["hypervisors"]))
+            links = data["hypervisors_links"]
+            self.assertLessEqual(len(links), 1)
+            path = links[0]["href"] if links else None
+            if links:
+                self.assertEqual("next", links[0]["rel"])
+                self.assertEqual(data["hypervisors"][-1]["uuid"], urllib.parse.parse_qs(
+                    urllib.parse.urlsplit(path).query)["marker"][0])
+        return names, sizes
+
+    def test_hypervisors_page_by_limit_and_marker_in_host_and_name_order(self):
+        self.make_tracker("fake.multinode", settings=self.settings_, store=self.writer,
+                          host="h0", nodes=["n-c", "n-a", "n-b", "n-d"])
+        everything = [("h0", "n-a"), ("h0", "n-b"), ("h0", "n-c"), ("h0", "n-d"),
+                      ("h1", "h1"), ("h2", "h2")]
+        self.assertEqual((everything, [6]), self.page_through("/v1/hypervisors"))
+        for limit, sizes in ((1, [1] * 6), (4, [4, 2]), (5, [5, 1]), (6, [6]), (7, [6])):
+            self.assertEqual((everything, sizes),
+                             self.page_through(f"/v1/hypervisors?limit={limit}"), limit)
+        # The figures of a page are those of the whole list.
+        whole = self.get("/v1/hypervisors")["hypervisors"]
+        by_uuid = {r["uuid"]: r for r in whole}
+        marker = whole[3]["uuid"]
+        page = self.get(f"/v1/hypervisors?marker={marker}&limit=1")["hypervisors"]
+        self.assertEqual([by_uuid[whole[4]["uuid"]]], page)
+        self.assertEqual(1, page[0]["running_vms"])   # h1 holds the claim of setUp
+        # A claim moves its node's row on the next page read.
+        self.rt1.instance_claim(base.instance(base.flavor(vcpus=3, memory_mb=10)), "h1")
+        moved = self.get(f"/v1/hypervisors?marker={marker}&limit=1")["hypervisors"][0]
+        self.assertEqual((page[0]["vcpus_used"] + 3, 2),
+                         (moved["vcpus_used"], moved["running_vms"]))
+        # After the last node: an empty page with no next link.
+        self.assertEqual({"hypervisors": [], "hypervisors_links": []},
+                         self.get(f"/v1/hypervisors?marker={whole[-1]['uuid']}"))
+
+    def test_a_page_comes_from_the_node_cache_read_at_start(self):
+        statements = []
+        sqlalchemy.event.listen(self.reader.db.engine, "before_cursor_execute",
+                                lambda conn, cursor, text, *args: statements.append(text))
+        app = make_app(self.reader, self.settings_)
+        app.warm_up().join(timeout=60)   # the cache reads every node once
+        self.assertTrue([t for t in statements if "FROM inventories" in t])
+        statements.clear()
+        server = BackgroundServer(app).start()
+        self.addCleanup(server.stop)
+        status, _, body = request(server.url + "/v1/hypervisors?limit=1")
+        self.assertEqual((200, 1), (status, len(json.loads(body)["hypervisors"])))
+        self.assertEqual([], [t for t in statements if "FROM inventories" in t
+                              or "FROM allocations" in t])
+        instances = [t for t in statements if "FROM instances" in t]
+        self.assertEqual(1, len(instances), statements)
+        self.assertIn("GROUP BY", instances[0])
+        self.assertIn("count(*)", instances[0])
+
+    def test_bad_limit_or_unknown_marker_is_a_400_naming_it(self):
+        for limit in ("0", "-1", "abc", "1.5", "1e3", " 1", "+1", "0x10", "1001", "١",
+                      "9" * 40):
+            message = self.get("/v1/hypervisors?limit=" + urllib.parse.quote(limit),
+                               400)["error"]["message"]
+            self.assertIn("'limit'", message, limit)
+            self.assertIn("1000", message)
+        self.assertIn("'limit'", self.get("/v1/hypervisors?limit=1&limit=2", 400)[
+            "error"]["message"])
+        for marker in ("ghost", "h1", "1b8fab8e-0000-0000-0000-000000000000"):
+            message = self.get(f"/v1/hypervisors?marker={marker}", 400)["error"]["message"]
+            self.assertIn("'marker'", message)
+            self.assertIn(f"marker [{marker}] not found", message)
+
+    def test_default_page_size_and_maximum_are_api_max_limit(self):
+        settings = self.settings(reserved_host_memory_mb=0, api_max_limit=1)
+        server = BackgroundServer(make_app(self.reader, settings)).start()
+        self.addCleanup(server.stop)
+        status, _, body = request(server.url + "/v1/hypervisors")
+        data = json.loads(body)
+        self.assertEqual((200, 1), (status, len(data["hypervisors"])))
+        self.assertEqual("/v1/hypervisors?limit=1&marker=" + data["hypervisors"][0]["uuid"],
+                         data["hypervisors_links"][0]["href"])
+        status, _, body = request(server.url + "/v1/hypervisors?limit=2")
+        self.assertEqual(400, status)
+        self.assertIn("from 1 to 1 ([api] max_limit)", json.loads(body)["error"]["message"])
+        doc = json.loads(request(server.url + "/v1/openapi.json")[2])
+        limit = [p for p in doc["paths"]["/v1/hypervisors"]["get"]["parameters"]
+                 if p["name"] == "limit"][0]
+        self.assertEqual((1, 1), (limit["schema"]["maximum"], limit["schema"]["default"]))
 
     def test_unknown_host_or_node_in_any_query_parameter_is_404(self):
         before = snapshot(self.writer)

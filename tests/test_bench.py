@@ -17,13 +17,13 @@ import fixtures
 import testtools
 
 from bench import api, audit, builds, claims, cluster_work, common, concurrency, fleet, \
-    nova_compare, references, run_all, scheduler, summary
+    nova_compare, paging, references, run_all, scheduler, summary
 from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCENARIOS = (claims, audit, fleet, concurrency, references, api, metrics_bench, nova_compare,
-             cluster_work)
+SCENARIOS = (claims, audit, fleet, concurrency, references, api, metrics_bench, paging,
+             nova_compare, cluster_work)
 
 
 def _command(*args):
@@ -146,17 +146,35 @@ class TestScenarios(testtools.TestCase):
         self.assertEqual(2, figures["scrape"]["runs"])
         self.assertGreater(figures["after_change_ms"], 0)
 
+    def test_hypervisors_page_and_per_host_scrape_over_http(self):
+        figures = self.run_case(paging, store="sqlite-file", nodes=3, repeat=2)
+        self.assertEqual((3, False, 1), (figures["api"]["page_rows"],
+                                         figures["api"]["next_link"],
+                                         figures["api"]["middle_rows"]))
+        self.assertEqual(2, figures["api"]["first_page"]["runs"])
+        # 3 nodes: per node under the default [metrics] per_node_series.
+        self.assertEqual((1, 0), (figures["metrics"]["per_node_series"],
+                                  figures["metrics"]["hosts"]))
+        self.assertEqual(2, figures["metrics"]["scrape"]["runs"])
+
     def test_summary_rows_of_the_web_scenarios(self):
         report = {"scenarios": {
             "api": {"results": [{"store": "sqlite-file", "nodes": 10000, "after_change_ms": 9,
                                  "steady": {"median_ms": 3.0}}]},
             "metrics": {"results": [{"store": "sqlite-file", "nodes": 10000,
-                                     "scrape": {"median_ms": 500.0}}]}}}
+                                     "scrape": {"median_ms": 500.0}}]},
+            "paging": {"results": [{"store": "postgresql", "nodes": 100000,
+                                    "api": {"middle_page": {"median_ms": 94.2}},
+                                    "metrics": {"scrape": {"median_ms": 403.5}}}]}}}
         header, lines = summary.table(report)
         self.assertIn(["API /v1/cluster, steady", "10,000 nodes", "sqlite-file", "3.0 ms",
                        "<= 50 ms (median)", ""], lines)
         self.assertIn(["Metrics scrape, steady", "10,000 nodes", "sqlite-file", "500 ms",
                        "<= 1,000 ms (median)", ""], lines)
+        self.assertIn(["API /v1/hypervisors, a page of 1,000, steady", "100,000 nodes",
+                       "postgresql", "94.2 ms", "<= 100 ms (median)", ""], lines)
+        self.assertIn(["Metrics scrape per host, steady", "100,000 nodes", "postgresql",
+                       "404 ms", "<= 2,000 ms (median)", ""], lines)
 
     def test_summary_rows_beside_nova(self):
         report = {"scenarios": {"nova_compare": {"results": [
@@ -329,7 +347,8 @@ class TestCommands(testtools.TestCase):
         self.assertEqual(2, status)
         self.assertIn("nope", err)
         self.assertEqual(("claims", "audit", "fleet", "concurrency", "references", "api",
-                          "metrics", "nova_compare", "cluster_work"), run_all.SCENARIOS)
+                          "metrics", "paging", "nova_compare", "cluster_work"),
+                         run_all.SCENARIOS)
 
     def test_summary_of_a_run(self):
         out = self.useFixture(fixtures.TempDir()).join("run.json")

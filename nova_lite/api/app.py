@@ -9,7 +9,7 @@ Routes (every one GET or HEAD; any other method is answered 405):
 ``/static/favicon.svg``                the page's icon
 ``/v1/openapi.json``                   the OpenAPI 3 document of these routes
 ``/v1/cluster``                        totals per resource class over every node
-``/v1/hypervisors``                    one row per compute node (``hypervisor list``)
+``/v1/hypervisors``                    a page of compute nodes (``hypervisor list``)
 ``/v1/hypervisors/statistics``         totals (``hypervisor stats``)
 ``/v1/hypervisors/{node}``             one node per resource class (``hypervisor show``)
 ``/v1/hosts``                          per host: its nodes' totals per class, service state
@@ -18,6 +18,13 @@ Routes (every one GET or HEAD; any other method is answered 405):
 ``/v1/nodes/{node}/explain``           why a node's free is what it is (``node explain``)
 ``/v1/findings``                       the audit's leak findings (``audit``, records only)
 =====================================  ============================================
+
+``/v1/hypervisors`` pages as Nova's lists do: ``limit`` (1 to ``[api]
+max_limit``, default ``max_limit``) nodes sorted by host and node name,
+after the node whose uuid is ``marker``; ``hypervisors_links`` holds a
+``next`` link while more follow.  The page comes from the node cache
+(:class:`~nova_lite.cluster.NodeCache`), its running guests from one
+grouped count of the page's hosts.
 
 Errors are JSON ``{"error": {"code": N, "title": ..., "message": ...}}``
 (:mod:`nova_lite.api.errors`): 404 for an unknown node, host or path (in
@@ -32,7 +39,9 @@ written: the store should be opened read-only.
 
 import importlib.resources
 import logging
+import threading
 import time
+import urllib.parse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +53,10 @@ from werkzeug.wrappers import Request, Response
 
 from nova_lite import cluster, explain, leaks, reports
 from nova_lite.api import openapi, query
-from nova_lite.api.errors import UnknownName, database_failure, echo, error_response
+from nova_lite.api.errors import (
+    BadQuery, UnknownName, database_failure, echo, error_response)
 from nova_lite.api.errors import json_response
-from nova_lite.exception import InvalidInput, NodeNotFound, StoreError
+from nova_lite.exception import InvalidInput, MarkerNotFound, NodeNotFound, StoreError
 from nova_lite.findings import TASKS_WAITING
 
 if TYPE_CHECKING:
@@ -78,6 +88,9 @@ ROUTES = (
 
 #: Query parameters each endpoint accepts (any other is a 400).
 QUERY = query.QUERY
+
+#: Rows of gone nodes the hypervisor row cache may hold before it is pruned.
+ROW_CACHE_SLACK = 10000
 
 #: How many known hosts a 404 for an unknown host lists.
 KNOWN_SHOWN = 20
@@ -120,10 +133,29 @@ class ApiApp:
         self.store = store
         self.settings = settings
         self.cache = cluster.NodeCache(store)
+        # node uuid -> ((generation, host, name), the figures of its hypervisor row)
+        self._rows: dict[str, tuple[tuple[int, str, str], dict[str, Any]]] = {}
+        self._rows_limit = ROW_CACHE_SLACK
         self.url_map = Map([Rule(path, endpoint=endpoint, methods=["GET"])
                             for path, endpoint in ROUTES], strict_slashes=False)
         self._static = {endpoint: (static_file(name), ctype)
                         for endpoint, (name, ctype) in STATIC.items()}
+
+    def warm_up(self) -> threading.Thread:
+        """Read every node record into the node cache once, in a daemon thread,
+        and return it: the first read of a large fleet takes seconds (about
+        20 s at 100,000 nodes), which the first request then does not wait
+        for unless it comes meanwhile.  A failure is logged; the first
+        request reads again."""
+        def run() -> None:
+            try:
+                self.cache.nodes()
+            except Exception:   # noqa: BLE001 - the first request reads again
+                LOG.warning("API: reading the nodes at start failed; the first request "
+                            "reads them", exc_info=True)
+        thread = threading.Thread(target=run, name="api-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     # -- WSGI ---------------------------------------------------------------------
     def __call__(self, environ: "WSGIEnvironment",
@@ -141,7 +173,8 @@ class ApiApp:
         adapter = self.url_map.bind_to_environ(request.environ)
         try:
             endpoint, args = adapter.match()
-            params = query.checked(endpoint, request.args, self._records)
+            params = query.checked(endpoint, request.args, self._records,
+                                   self.settings.api_max_limit)
             return getattr(self, f"get_{endpoint}")(params, **args)
         except http.MethodNotAllowed as exc:
             response = error_response(405, "Method Not Allowed",
@@ -191,17 +224,52 @@ class ApiApp:
         return self._static_response("favicon")
 
     def get_openapi(self, params: dict[str, Any]) -> Response:
-        return json_response(openapi.document())
+        return json_response(openapi.document(self.settings.api_max_limit))
 
     def get_cluster(self, params: dict[str, Any]) -> Response:
         totals = self.cache.totals()
         return json_response(dict(totals.to_dict(), generated_at=time.time()))
 
     def get_hypervisors(self, params: dict[str, Any]) -> Response:
-        rows = reports.hypervisor_rows(self.store.get_compute_nodes(), self._services(),
-                                       self.store.list_instances(),
-                                       self.settings.service_down_time)
-        return json_response({"hypervisors": [attrs.asdict(r) for r in rows]})
+        limit = params.get("limit", self.settings.api_max_limit)
+        try:
+            nodes, more = self.cache.page(limit, params.get("marker"))
+        except MarkerNotFound as exc:
+            raise BadQuery(f"query parameter 'marker': {exc}") from None
+        running = self.store.count_live_instances({n.host for n in nodes})
+        services = {s.host: s for s in self._services()}
+        now = time.time()
+        rows = []
+        for node in nodes:
+            state, status = reports.service_state(services.get(node.host),
+                                                  self.settings.service_down_time, now)
+            rows.append(dict(self._row_figures(node), state=state, status=status,
+                             running_vms=running.get((node.host, node.nodename), 0)))
+        if len(self._rows) > self._rows_limit:
+            self._forget_rows()
+        links = [{"rel": "next", "href": "/v1/hypervisors?" + urllib.parse.urlencode(
+            {"limit": limit, "marker": nodes[-1].uuid})}] if more else []
+        return json_response({"hypervisors": rows, "hypervisors_links": links})
+
+    def _row_figures(self, node: "ComputeNode") -> dict[str, Any]:
+        """The fields of ``node``'s :class:`~nova_lite.reports.HypervisorRow` that
+        come from its record alone, computed once per generation of the node."""
+        key = (node.generation, node.host, node.nodename)
+        cached = self._rows.get(node.uuid)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        row = attrs.asdict(reports.hypervisor_rows([node], (), (), 0, running={})[0])
+        for name in ("state", "status", "running_vms"):
+            del row[name]
+        self._rows[node.uuid] = (key, row)
+        return row
+
+    def _forget_rows(self) -> None:
+        """Drop the cached rows of nodes that are gone; prune again at twice the rest."""
+        live = {n.uuid for n in self.cache.nodes()}
+        for uuid in [u for u in list(self._rows) if u not in live]:
+            self._rows.pop(uuid, None)
+        self._rows_limit = 2 * len(self._rows) + ROW_CACHE_SLACK
 
     def get_hypervisor_stats(self, params: dict[str, Any]) -> Response:
         stats = reports.hypervisor_stats(self.store.get_compute_nodes(),

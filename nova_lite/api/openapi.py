@@ -15,6 +15,7 @@ import attrs
 
 from nova_lite import cluster, explain, leaks, reports
 from nova_lite.api import query
+from nova_lite.conf import DEFAULT_MAX_LIMIT
 
 VERSION = "1.0.0"
 
@@ -118,8 +119,22 @@ def _interval() -> dict[str, Any]:
                        "default": query.DEFAULT_INTERVAL_S}}
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI document, as a dict."""
+#: One link of a paged list (Nova's ``*_links``).
+_LINK = {"type": "object", "required": ["rel", "href"],
+         "properties": {"rel": {"enum": ["next"]}, "href": {"type": "string"}}}
+
+
+def _limit(max_limit: int) -> dict[str, Any]:
+    return {"name": "limit", "in": "query", "required": False,
+            "description": f"Most nodes the page gives: a whole number from 1 to "
+                           f"{max_limit} ([api] max_limit) written as plain decimal "
+                           f"digits, 400 otherwise; default {max_limit}.",
+            "schema": {"type": "integer", "minimum": 1, "maximum": max_limit,
+                       "default": max_limit}}
+
+
+def document(max_limit: int = DEFAULT_MAX_LIMIT) -> dict[str, Any]:
+    """The OpenAPI document, as a dict (``max_limit``: ``[api] max_limit``)."""
     schemas = {
         "ClassTotals": record_schema(cluster.ClassTotals),
         "ClusterTotals": record_schema(cluster.ClusterTotals,
@@ -223,8 +238,20 @@ def document() -> dict[str, Any]:
             "(never negative) and over, in the class's unit (CPUs, MiB, GiB).",
             _ok(_ref(cluster.ClusterTotals), "Totals")),
         "/v1/hypervisors": _get(
-            "Compute nodes", "One row per compute node, as 'hypervisor list'.",
-            _ok(_list_of("hypervisors", reports.HypervisorRow), "Nodes")),
+            "Compute nodes, a page at a time",
+            "One row per compute node, as 'hypervisor list', sorted by host and node "
+            "name: up to limit of them after the node whose uuid is marker.  While more "
+            "follow, hypervisors_links holds a 'next' link (the same limit, the marker of "
+            "this page's last node); it is empty on the last page.  An unknown marker "
+            "(a node deleted since the previous page, say) is a 400.",
+            _ok({"type": "object", "required": ["hypervisors", "hypervisors_links"],
+                 "properties": {"hypervisors": {"type": "array",
+                                                "items": _ref(reports.HypervisorRow)},
+                                "hypervisors_links": {"type": "array", "items": _LINK}}},
+                "Nodes"),
+            [_limit(max_limit), _param(
+                "marker", "query", "The uuid of the last node of the previous page: the "
+                "page starts after it (400 if no compute node has it).")]),
         "/v1/hypervisors/statistics": _get(
             "Totals", "Totals across nodes, as 'hypervisor stats'.",
             _ok({"type": "object", "required": ["hypervisor_statistics"],

@@ -11,7 +11,11 @@ request is answered at once and reads nothing more:
   spaces), else a 400;
 - ``host`` must name a host with a compute service or a compute node
   record, and ``node`` a compute node by name or uuid, else a 404 naming
-  it: an unknown name never reads as an empty, clean answer.
+  it: an unknown name never reads as an empty, clean answer;
+- ``limit`` (the size of a page) is a whole number from 1 to ``[api]
+  max_limit`` written as plain decimal digits, else a 400; ``marker`` (the
+  uuid of the previous page's last item) is checked by the endpoint, which
+  answers a 400 naming it when no item has it (as Nova does).
 """
 
 import re
@@ -19,10 +23,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nova_lite.api.errors import BadQuery, UnknownName, echo
+from nova_lite.conf import DEFAULT_MAX_LIMIT
 
 #: Query parameters each endpoint takes (any other is a 400).
 QUERY = {"page": ("interval",), "hypervisor": ("host",), "explain": ("host",),
-         "findings": ("host", "node")}
+         "findings": ("host", "node"), "hypervisors": ("limit", "marker")}
 
 #: Shortest poll period the page accepts and uses (seconds).
 MIN_INTERVAL_S = 1
@@ -32,6 +37,7 @@ MAX_INTERVAL_S = 3600
 DEFAULT_INTERVAL_S = 5
 
 _DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_interval(text: str) -> float:
@@ -42,6 +48,14 @@ def parse_interval(text: str) -> float:
                        f"{MIN_INTERVAL_S} to {MAX_INTERVAL_S} (such as 5 or 2.5), "
                        f"got {echo(text)}")
     return float(text)
+
+
+def parse_limit(text: str, max_limit: int) -> int:
+    """The page size ``text`` gives; :class:`BadQuery` unless it is 1 to ``max_limit``."""
+    if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= max_limit:
+        raise BadQuery(f"query parameter 'limit' must be a whole number from 1 to "
+                       f"{max_limit} ([api] max_limit), got {echo(text)}")
+    return int(text)
 
 
 def check_host(host: str, services: Iterable[Any], nodes: Iterable[Any]) -> str:
@@ -64,13 +78,15 @@ def check_node(node: str, nodes: Iterable[Any]) -> str:
 
 
 def checked(endpoint: str, args: Any,
-            records: Callable[[], tuple[Iterable[Any], Iterable[Any]]]) -> dict[str, Any]:
+            records: Callable[[], tuple[Iterable[Any], Iterable[Any]]],
+            max_limit: int = DEFAULT_MAX_LIMIT) -> dict[str, Any]:
     """The query of a request to ``endpoint``, every value checked.
 
     ``args``: the request's query (a werkzeug ``MultiDict``); ``records``:
     a callable returning ``(services, nodes)``, called only when a host
-    or node is to be checked.  Returns ``{name: value}`` (``interval`` as
-    a float); raises :class:`BadQuery` (400) or :class:`UnknownName` (404).
+    or node is to be checked; ``max_limit``: the largest ``limit``.
+    Returns ``{name: value}`` (``interval`` as a float, ``limit`` as an
+    int); raises :class:`BadQuery` (400) or :class:`UnknownName` (404).
     """
     allowed = QUERY.get(endpoint, ())
     unknown = sorted(set(args) - set(allowed))
@@ -89,6 +105,8 @@ def checked(endpoint: str, args: Any,
             values[name] = given[0]
     if "interval" in values:
         values["interval"] = parse_interval(values["interval"])
+    if "limit" in values:
+        values["limit"] = parse_limit(values["limit"], max_limit)
     if "host" in values or "node" in values:
         services, nodes = records()
         if "host" in values:
@@ -99,4 +117,4 @@ def checked(endpoint: str, args: Any,
 
 
 __all__ = ["QUERY", "MIN_INTERVAL_S", "MAX_INTERVAL_S", "DEFAULT_INTERVAL_S",
-           "parse_interval", "check_host", "check_node", "checked"]
+           "parse_interval", "parse_limit", "check_host", "check_node", "checked"]

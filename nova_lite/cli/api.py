@@ -18,15 +18,19 @@ DEFAULT_PORT = 8774
 class ServeApi(ServeCommand):
     """Serve the read-only JSON API (/v1/...) and the overview page (/) until SIGTERM.
 
-    The API covers hypervisors, hosts, services, cluster totals, node
+    The API covers hypervisors (a page of at most [api] max_limit at a
+    time, with limit and marker), hosts, services, cluster totals, node
     explain and the audit's findings, described at /v1/openapi.json; the
     page polls it and shows cluster total/used/free/over per resource
     class, a usage bar per host and the findings.  Every route is GET:
-    other methods get 405, and the database is opened read-only.
+    other methods get 405, and the database is opened read-only.  The
+    node records are read once at start, in the background.
     """
 
     default_port = DEFAULT_PORT
     what = "API and overview page"
 
     def make_app(self, store: "Store", settings: "Settings") -> "WSGIApplication":
-        return make_app(store, settings)
+        app = make_app(store, settings)
+        app.warm_up()   # a large fleet's first read, before the first request
+        return app

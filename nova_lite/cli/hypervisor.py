@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from nova_lite import reports
+from nova_lite.cli import paging
 from nova_lite.cli.lookup import child_generations, find_node, node_arguments
 from nova_lite.cli.output import (
     ListColumn, OptionalColumn, PciDevicesColumn, ProvidersColumn, TextColumn)
@@ -37,18 +38,29 @@ class ListHypervisors(Lister):
     status enabled or disabled.  The capacity columns are what can be
     allocated (floor((total - reserved) x ratio)); "Free" is capacity minus
     used, never negative.  The table shows the hostname, host, type, state
-    and status; --long (or -c) adds the amounts.
+    and status; --long (or -c) adds the amounts.  --limit and --marker
+    list one page (sorted by host, then node name; the marker is a node's
+    ID), as the API's /v1/hypervisors pages.
     """
 
     columns = LIST_HEADERS
     default_columns = DEFAULT_HEADERS
 
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
+        paging.add_arguments(parser, "host then node name",
+                             "the node with this uuid (its ID)")
+        return parser
+
     def take_action(self, parsed_args: argparse.Namespace
                     ) -> tuple[tuple[str, ...], list[ListRow]]:
         ctx = self.app.context()
+        limit, marker = paging.page(parsed_args, ctx.settings)
         store = ctx.open_store(must_exist=True, readonly=True)
-        rows = reports.hypervisor_rows(store.get_compute_nodes(), store.list_services(),
-                                       store.list_instances(), ctx.settings.service_down_time)
+        nodes = store.get_compute_nodes(limit=limit, marker=marker)
+        running = store.count_live_instances({n.host for n in nodes})
+        rows = reports.hypervisor_rows(nodes, store.list_services(), (),
+                                       ctx.settings.service_down_time, running=running)
         return LIST_HEADERS, [
             (r.uuid, TextColumn(r.nodename), TextColumn(r.host),
              OptionalColumn(r.hypervisor_type), r.state, r.status,

@@ -27,16 +27,22 @@ class ServeMetrics(ServeCommand):
 
     Per node and resource class: total, reserved, allocation ratio,
     capacity (floor((total - reserved) x ratio)), used, free (never
-    negative) and over; per compute service: up (heartbeat within
+    negative) and over; PCI devices per kind: total, in use and free; per
+    compute service: up (heartbeat within
     service_down_time) and enabled; and the claims and audits of this
-    process.  Read-only: the database is opened read-only.
+    process.  Past [metrics] per_node_series_max_nodes nodes the capacity
+    and PCI gauges are summed per host ([metrics] per_node_series).  The
+    nodes are read once at start, so the first scrape of a large fleet
+    finds them read.  Read-only: the database is opened read-only.
     """
 
     default_port = DEFAULT_PORT
     what = "metrics"
 
     def make_app(self, store: "Store", settings: "Settings") -> "WSGIApplication":
-        return metrics.wsgi_app(metrics.Exporter(store, settings))
+        exporter = metrics.Exporter(store, settings)
+        exporter.warm_up()   # a large fleet's first read, before the first scrape
+        return metrics.wsgi_app(exporter)
 
 
 class WriteMetricsTextfile(typed.Command):

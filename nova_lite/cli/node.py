@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nova_lite import audit, explain, reports
-from nova_lite.cli import typed, views
+from nova_lite.cli import paging, typed, views
 from nova_lite.cli.context import BadArguments
 from nova_lite.cli.lookup import child_generations, find_node, node_arguments
 from nova_lite.cli.output import (
@@ -59,7 +59,8 @@ class ListNodes(Lister):
 
     Usage gives, per resource class, used/capacity, free (never negative)
     and over (held beyond capacity); -f json gives them by name.  --long
-    (or -c) adds the uuid and generation.
+    (or -c) adds the uuid and generation.  --limit and --marker list one
+    page (sorted by host, then node name; the marker is a node's uuid).
     """
 
     columns = LIST_HEADERS
@@ -68,15 +69,19 @@ class ListNodes(Lister):
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--host", metavar="HOST", help="Only the nodes of this host.")
+        paging.add_arguments(parser, "host then node name", "the node with this uuid")
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace
                     ) -> tuple[tuple[str, ...], list[ListRow]]:
-        store = self.app.context().open_store(must_exist=True, readonly=True)
+        ctx = self.app.context()
+        limit, marker = paging.page(parsed_args, ctx.settings)
+        store = ctx.open_store(must_exist=True, readonly=True)
         rows = [(TextColumn(n.host), TextColumn(n.nodename), n.uuid, n.generation,
                  _usage_column(n),
                  OptionalColumn(n.last_error))
-                for n in store.get_compute_nodes(parsed_args.host)]
+                for n in store.get_compute_nodes(parsed_args.host, limit=limit,
+                                                 marker=marker)]
         return LIST_HEADERS, rows
 
 

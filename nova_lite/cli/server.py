@@ -20,7 +20,7 @@ from typing import Any
 
 
 from nova_lite import objects, work
-from nova_lite.cli import flavors, typed
+from nova_lite.cli import flavors, paging, typed
 from nova_lite.cli.context import BadArguments, CliContext, CommandError
 from nova_lite.cli.lookup import find_instance
 from nova_lite.cli.node import CONFIRM_FLAG
@@ -216,6 +216,8 @@ class ListServers(Lister):
     the project and the flavor.  Task is the work recorded for the server's
     host and not finished yet (e.g. "build waiting": its host's compute service has not taken it).
     Live servers only; --all adds deleted and shelved-offloaded ones.
+    --limit and --marker list one page (sorted by ID; the marker is a
+    server's ID).
     """
 
     columns = LIST_HEADERS
@@ -226,15 +228,17 @@ class ListServers(Lister):
         parser.add_argument("--host", metavar="HOST", help="Only servers on this host.")
         parser.add_argument("--all", action="store_true",
                             help="Include deleted and shelved-offloaded servers.")
+        paging.add_arguments(parser, "ID", "the server with this ID")
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace
                     ) -> tuple[tuple[str, ...], list[Row]]:
         ctx = self.app.context()
+        limit, marker = paging.page(parsed_args, ctx.settings)
         store = ctx.open_store(must_exist=True, readonly=True)
         return LIST_HEADERS, _rows(store, store.list_instances(
-            host=parsed_args.host, live_only=not parsed_args.all),
-            ctx.settings.default_availability_zone)
+            host=parsed_args.host, live_only=not parsed_args.all,
+            limit=limit, marker=marker), ctx.settings.default_availability_zone)
 
 
 class ShowServer(ShowOne):

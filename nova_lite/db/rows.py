@@ -371,17 +371,29 @@ def usage_by_node(conn: sa.Connection, where: sa.ColumnElement[bool]) -> dict[st
 
 
 def load_nodes(conn: sa.Connection, host: str | None = None,
-               nodename: str | None = None) -> list[ComputeNode]:
-    """ComputeNode records with inventories and usage, a few queries in all."""
+               nodename: str | None = None, *, limit: int | None = None,
+               after: tuple[str, str] | None = None) -> list[ComputeNode]:
+    """ComputeNode records with inventories and usage, a few queries in all,
+    sorted by (host, nodename).
+
+    ``limit``: at most this many (SQL ``LIMIT``); ``after``: only the nodes
+    whose (host, nodename) sorts after this pair (a keyset ``WHERE`` on the
+    unique (host, nodename) index), so a page reads only its own rows.
+    """
     query = T_NODES.select().order_by(T_NODES.c.host, T_NODES.c.nodename)
     if host is not None:
         query = query.where(T_NODES.c.host == host)
     if nodename is not None:
         query = query.where(T_NODES.c.nodename == nodename)
+    if after is not None:
+        query = query.where(sa.tuple_(T_NODES.c.host, T_NODES.c.nodename) > sa.tuple_(*after))
+    if limit is not None:
+        query = query.limit(limit)
     rows = conn.execute(query).all()
     if not rows:
         return []
-    scope = [r.uuid for r in rows] if nodename is not None else None
+    paged = limit is not None or after is not None
+    scope = [r.uuid for r in rows] if nodename is not None or paged else None
     node_filter = scope_filter(host, scope)
     invs: collections.defaultdict[str, list[Any]] = collections.defaultdict(list)
     for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):

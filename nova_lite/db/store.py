@@ -43,8 +43,8 @@ from nova_lite.db.service_delete import DeletedService
 from nova_lite.db.tasks import TaskQueue
 from nova_lite.db.audit_writes import MissingAllocation
 from nova_lite.exception import (
-    InstanceNotFound, InstanceStateConflict, InvalidInput, MigrationNotFound, NodeNotFound,
-    SchemaOutdated, StoreError)
+    InstanceNotFound, InstanceStateConflict, InvalidInput, MarkerNotFound, MigrationNotFound,
+    NodeNotFound, SchemaOutdated, StoreError)
 from nova_lite.model.plans import ClaimPlan, ClaimRequest
 from nova_lite.model.usage import with_allocations
 from nova_lite.objects import (
@@ -321,16 +321,62 @@ class Store:
             queries.nodes_fingerprint(conn), services.services_fingerprint(conn, binary)))
 
     # -- compute nodes --------------------------------------------------------
-    def get_compute_nodes(self, host: str | None = None) -> list[ComputeNode]:
+    def get_compute_nodes(self, host: str | None = None, *, limit: int | None = None,
+                          marker: str | None = None) -> list[ComputeNode]:
         """Live compute node records (of ``host``, or all), sorted by host and name.
 
+        With ``limit`` and/or ``marker``, one page of them, read alone (a
+        keyset ``WHERE`` on (host, nodename) and ``LIMIT``).
+
         :param host: the host whose nodes to read; None: every host.
+        :param limit: at most this many nodes (>= 1); None: all of them.
+        :param marker: the uuid of the last node of the previous page: only
+            the nodes sorted after it; None: from the first.
         :returns: the :class:`~nova_lite.objects.ComputeNode` records.
-        :raises nova_lite.exception.InvalidInput: for a ``host`` that cannot
-            be looked up.
+        :raises nova_lite.exception.MarkerNotFound: if no node (of ``host``,
+            if given) has the uuid ``marker``.
+        :raises nova_lite.exception.InvalidInput: for a ``host`` or
+            ``marker`` that cannot be looked up, or a ``limit`` below 1.
         """
-        arguments.check_lookup(optional=True, host=host)
-        return self._read("list compute nodes", lambda conn: rows.load_nodes(conn, host))
+        arguments.check_lookup(optional=True, host=host, marker=marker)
+        _check_limit(limit)
+
+        def op(conn: sa.Connection) -> list[ComputeNode]:
+            after = None
+            if marker is not None:
+                query = sa.select(T_NODES.c.host, T_NODES.c.nodename).where(
+                    T_NODES.c.uuid == marker)
+                if host is not None:
+                    query = query.where(T_NODES.c.host == host)
+                found = conn.execute(query).first()
+                if found is None:
+                    raise MarkerNotFound(marker, "compute node uuid" + (
+                        f" on host {host}" if host is not None else ""))
+                after = (found.host, found.nodename)
+            return rows.load_nodes(conn, host, limit=limit, after=after)
+        return self._read("list compute nodes", op)
+
+    def count_live_instances(self, hosts: Collection[str]
+                             ) -> dict[tuple[str | None, str | None], int]:
+        """How many instances that hold resources each node of ``hosts`` has
+        (one grouped count, for a page of nodes).
+
+        :param hosts: the hosts whose nodes to count.
+        :returns: ``{(host, nodename): count}``; nodes with none are absent.
+        """
+        wanted = sorted(set(hosts))
+        for host in wanted:
+            arguments.check_lookup(host=host)
+
+        def op(conn: sa.Connection) -> dict[tuple[str | None, str | None], int]:
+            counts: dict[tuple[str | None, str | None], int] = {}
+            for i in range(0, len(wanted), 500):
+                query = sa.select(T_INST.c.host, T_INST.c.node, sa.func.count()).where(
+                    T_INST.c.host.in_(wanted[i:i + 500]), holds_sql.instance_holds()
+                ).group_by(T_INST.c.host, T_INST.c.node)
+                counts.update({(h, n): int(c) for h, n, c in conn.execute(query)})
+            return counts
+        return self._read("count instances", op) if wanted else {}
 
     def get_compute_node(self, host: str, nodename: str) -> ComputeNode:
         """One node record; raises :class:`NodeNotFound` naming it.
@@ -857,22 +903,39 @@ class Store:
         return self._read(f"get instance {instance_uuid}", op)
 
     def list_instances(self, host: str | None = None, node: str | None = None,
-                       live_only: bool = True) -> list[Instance]:
+                       live_only: bool = True, *, limit: int | None = None,
+                       marker: str | None = None) -> list[Instance]:
         """Instances on ``host``/``node``; ``live_only`` keeps those that hold resources
         (:func:`nova_lite.holds.instance_holds`).
+
+        With ``limit`` and/or ``marker``, one page of them, read alone (a
+        keyset ``WHERE uuid > marker`` and ``LIMIT``).
 
         :param host: the instances of this host only; None: of every host.
         :param node: the instances of this node name only; None: of every
             node.
         :param live_only: only the instances that hold resources.
+        :param limit: at most this many instances (>= 1); None: all.
+        :param marker: the uuid of the last instance of the previous page;
+            it must be a recorded instance.  None: from the first.
         :returns: the instances, sorted by uuid.
+        :raises nova_lite.exception.MarkerNotFound: if no instance is
+            recorded with the uuid ``marker``.
         :raises nova_lite.exception.InvalidInput: for a name that cannot be
-            looked up.
+            looked up, or a ``limit`` below 1.
         """
-        arguments.check_lookup(optional=True, host=host, node=node)
+        arguments.check_lookup(optional=True, host=host, node=node, marker=marker)
+        _check_limit(limit)
 
         def op(conn: sa.Connection) -> list[Instance]:
             query = T_INST.select()
+            if marker is not None:
+                if conn.execute(sa.select(T_INST.c.uuid).where(
+                        T_INST.c.uuid == marker)).first() is None:
+                    raise MarkerNotFound(marker, "instance uuid")
+                query = query.where(T_INST.c.uuid > marker)
+            if limit is not None:
+                query = query.limit(limit)
             if host is not None:
                 query = query.where(T_INST.c.host == host)
             if node is not None:
@@ -994,6 +1057,12 @@ class Store:
         counts = self._write("purge archived rows", lambda conn: archive.purge(conn, before))
         LOG.info("Purged %s", ", ".join(f"{c.rows} {c.table} row(s)" for c in counts))
         return counts
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 1):
+        raise InvalidInput(f"limit must be a whole number of at least 1, got {limit!r}")
 
 
 def _check_history_args(before: float | None, max_rows: int) -> None:
