@@ -6,6 +6,10 @@ labelled by host and node:
 
 - ``nova_lite_resource_{total,reserved,allocation_ratio,capacity,used,free,over}
   {host, node, resource_class}`` (in the class's unit);
+- ``nova_lite_provider_resource_{total,reserved,allocation_ratio,capacity,
+  used,free,over}{host, node, provider, resource_class}``: the same for each
+  class of each of a node's child providers (:mod:`nova_lite.providers`: a
+  GPU's ``VGPU``), ``provider`` naming the child;
 - ``nova_lite_pci_devices``, ``nova_lite_pci_devices_in_use`` and
   ``nova_lite_pci_devices_free`` ``{host, node, vendor_id, product_id,
   dev_type}`` (devices).
@@ -16,6 +20,8 @@ host's nodes, so a scrape grows with the hosts, not the nodes:
 - ``nova_lite_host_compute_nodes{host}``: the host's node records;
 - ``nova_lite_host_resource_{total,reserved,capacity,used,free,over}
   {host, resource_class}`` (a ratio does not sum: none per host);
+- ``nova_lite_host_provider_resource_{total,reserved,capacity,used,free,over}
+  {host, resource_class}``: the same summed over the host's child providers;
 - ``nova_lite_host_pci_devices``, ``_in_use`` and ``_free`` ``{host,
   vendor_id, product_id, dev_type}``.
 
@@ -88,6 +94,9 @@ NODE_FAMILIES = (
              ("host", "node", "resource_class")) for suffix, text in _NODE_GAUGES),
     *(Family(f"{PREFIX}_pci_devices{suffix}", f"{text}, per kind (devices).",
              ("host", "node", *_PCI_KEY)) for suffix, text in _PCI_GAUGES),
+    *(Family(f"{PREFIX}_provider_resource_{suffix}", _resource_help(
+        suffix, text, ", of one child provider of the node (a GPU, say)"),
+             ("host", "node", "provider", "resource_class")) for suffix, text in _NODE_GAUGES),
 )
 #: The families per host, in the order they are written.
 HOST_FAMILIES = (
@@ -99,6 +108,11 @@ HOST_FAMILIES = (
     *(Family(f"{PREFIX}_host_pci_devices{suffix}",
              f"{text}, per kind, summed over the host's nodes (devices).",
              ("host", *_PCI_KEY)) for suffix, text in _PCI_GAUGES),
+    *(Family(f"{PREFIX}_host_provider_resource_{suffix}",
+             _resource_help(suffix, text, ", summed over the child providers of the host's "
+                                          "nodes"),
+             ("host", "resource_class"))
+      for i, (suffix, text) in enumerate(_NODE_GAUGES) if i != _RATIO),
 )
 #: The gauge that says which series a scrape gives.
 MODE_FAMILY = Family(f"{PREFIX}_per_node_series",
@@ -118,6 +132,16 @@ def node_values(node: "ComputeNode") -> Iterator[tuple[str, tuple[float, ...]]]:
         inv = node.inventory(rc)
         yield rc, (inv.total, inv.reserved, float(inv.allocation_ratio), node.capacity(rc),
                    node.used(rc), node.free(rc), node.over(rc))
+
+
+def child_values(node: "ComputeNode"
+                 ) -> Iterator[tuple[str, str, tuple[float, ...]]]:
+    """``(child provider, resource class, (total, reserved, ratio, capacity, used,
+    free, over))`` of each class of each of ``node``'s child providers, sorted."""
+    for line in reports.provider_lines(node):
+        for inv in line.inventories:
+            yield line.name, inv.resource_class, (inv.total, inv.reserved, inv.ratio,
+                                                  inv.capacity, inv.used, inv.free, inv.over)
 
 
 def pci_values(node: "ComputeNode") -> list[tuple[tuple[str, str, str], tuple[int, int, int]]]:
@@ -141,14 +165,23 @@ def node_samples(node: "ComputeNode") -> Samples:
     for kind, counts in pci_values(node):
         for i, count in enumerate(counts):
             out[len(_NODE_GAUGES) + i].append(((node.host, node.nodename, *kind), count))
+    first = len(_NODE_GAUGES) + len(_PCI_GAUGES)
+    for child, rc, values in child_values(node):
+        for i, amount in enumerate(values):
+            out[first + i].append(((node.host, node.nodename, child, rc), amount))
     return out
 
 
 def host_samples(host: str, nodes: Sequence["ComputeNode"]) -> Samples:
     """The samples of :data:`HOST_FAMILIES` for ``host`` and its ``nodes``."""
     resources: dict[str, list[float]] = {}
+    children: dict[str, list[float]] = {}
     pci: dict[tuple[str, str, str], list[int]] = {}
     for node in nodes:
+        for _, rc, values in child_values(node):
+            sums = children.setdefault(rc, [0] * len(_NODE_GAUGES))
+            for i, amount in enumerate(values):
+                sums[i] += amount
         for rc, values in node_values(node):
             sums = resources.setdefault(rc, [0] * len(_NODE_GAUGES))
             for i, amount in enumerate(values):
@@ -163,6 +196,9 @@ def host_samples(host: str, nodes: Sequence["ComputeNode"]) -> Samples:
             out.append([((host, rc), sums[i]) for rc, sums in sorted(resources.items())])
     for i in range(len(_PCI_GAUGES)):
         out.append([((host, *kind), totals[i]) for kind, totals in sorted(pci.items())])
+    for i in range(len(_NODE_GAUGES)):
+        if i != _RATIO:
+            out.append([((host, rc), sums[i]) for rc, sums in sorted(children.items())])
     return out
 
 
@@ -291,5 +327,6 @@ class NodeText:
 
 
 __all__ = ["NodeText", "NodeCollector", "Family", "NODE_FAMILIES", "HOST_FAMILIES",
-           "MODE_FAMILY", "node_values", "pci_values", "node_samples", "host_samples",
+           "MODE_FAMILY", "node_values", "child_values", "pci_values", "node_samples",
+           "host_samples",
            "per_node", "by_host", "AUTO", "ALWAYS", "NEVER"]

@@ -16,6 +16,8 @@ from nova_lite import conf, metrics
 from nova_lite.db.store import COMPUTE_BINARY
 from nova_lite.exception import InvalidConfig
 from nova_lite.objects import PciDevice, PciRequest
+from nova_lite.providers import ChildProvider
+from nova_lite.resources import Inventory
 from tests import base
 from tests.test_metrics import parse, scrape
 
@@ -26,7 +28,9 @@ DEVICES = (PciDevice(address="0000:81:00.0", vendor_id="10de", product_id="1db4"
            PciDevice(address="0000:05:10.0", vendor_id="8086", product_id="1520",
                      dev_type="type-VF", parent_addr="0000:05:00.0"))
 VF = PciRequest(count=1, vendor_id="8086", product_id="1520", dev_type="type-VF")
-#: Nodes of the fleet: h1 has one (with the devices), h2 three.
+#: h1's GPU: a child provider with 2 vGPUs.
+GPU = ChildProvider(name="h1_pci_0000_82_00_0", inventories={"VGPU": Inventory(total=2)})
+#: Nodes of the fleet: h1 has one (with the devices and the GPU), h2 three.
 NODES = 4
 
 
@@ -40,6 +44,7 @@ def node_families(text):
     """The families of the nodes' gauges in ``text``, HELP lines on."""
     return [f for f in text.split("# HELP ") if f.startswith((
         "nova_lite_resource_", "nova_lite_pci_", "nova_lite_host_", "nova_lite_per_node",
+        "nova_lite_provider_",
         "nova_lite_compute_nodes"))]
 
 
@@ -51,10 +56,12 @@ class SeriesTests:
         self.store = self.make_store()
         settings = self.settings(reserved_host_memory_mb=0)
         _, self.rt1 = self.make_tracker(settings=settings, store=self.store, host="h1",
-                                        pci_devices=DEVICES)
+                                        pci_devices=DEVICES, providers=[GPU])
         _, self.rt2 = self.make_tracker("fake.multinode", settings=settings, store=self.store,
                                         host="h2", nodes=["a", "b", "c"])
         self.rt1.instance_claim(base.instance(base.flavor(), pci_requests=(VF,)), "h1")
+        self.rt1.instance_claim(base.instance(base.flavor(
+            extra_specs={"resources:VGPU": "1"})), "h1")
         self.rt2.instance_claim(base.instance(base.flavor(vcpus=2, memory_mb=100)), "b")
         for host in ("h1", "h2"):
             self.store.heartbeat(host, COMPUTE_BINARY)
@@ -64,6 +71,20 @@ class SeriesTests:
         server = metrics.MetricsServer(metrics.Exporter(self.store, settings)).start()
         self.addCleanup(server.stop)
         return parse(scrape(server.port)), server
+
+    def test_child_providers_per_node_and_per_host(self):
+        samples, _ = self.scrape(metrics_per_node_series_max_nodes=NODES)
+        labels = dict(host="h1", node="h1", provider=GPU.name, resource_class="VGPU")
+        self.assertEqual((2, 1, 1, 0), tuple(
+            samples[(f"nova_lite_provider_resource_{k}", frozenset(labels.items()))]
+            for k in ("capacity", "used", "free", "over")))
+        # The node's own gauges hold none of it.
+        self.assertEqual({}, {k: v for k, v in samples_of(
+            samples, "nova_lite_resource_used").items() if dict(k)["resource_class"] == "VGPU"})
+        samples, _ = self.scrape(metrics_per_node_series_max_nodes=NODES - 1)
+        self.assertEqual({(("host", "h1"), ("resource_class", "VGPU")): 1},
+                         samples_of(samples, "nova_lite_host_provider_resource_used"))
+        self.assertEqual({}, samples_of(samples, "nova_lite_provider_resource_used"))
 
     def test_per_node_up_to_the_threshold_with_pci_devices_per_kind(self):
         samples, _ = self.scrape(metrics_per_node_series_max_nodes=NODES)
