@@ -186,6 +186,8 @@ def write_plans(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float,
     Each child provider an allocation lands on moves to its next
     generation (:func:`nova_lite.db.providers.bump_children`).
     """
+    if usage is None and conn.dialect.name == "postgresql" and _pg_on_children(conn, plans, now):
+        return
     for plan in plans:
         if plan.allocation.providers:
             provider_rows.bump_children(conn, plan.allocation.node_uuid,
@@ -226,6 +228,54 @@ def write_plans(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float,
     conn.execute(_PG_ALLOCATION_AND_USAGE, dict(
         allocations[-1], **_prefixed(totals, "u_"), u_node_uuid=node_uuid,
         u_generation=generation))
+
+
+_PG_INSERT_ALLOCATION_IF_NEW = postgresql.insert(T_ALLOC).values(
+    {c.name: sa.bindparam(c.name) for c in T_ALLOC.columns}).on_conflict_do_nothing(
+    index_elements=[T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid])
+
+
+def _pg_on_children(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float) -> bool:
+    """PostgreSQL, a claim decided on the current record that lands amounts on
+    child providers: the children's generations, the new instance's row and
+    its allocation in one round trip.  False (nothing sent) for anything
+    else: a move, several plans, no child.
+
+    Every statement is one that writes nothing where it must not: a child
+    no longer recorded is moved by none (refused below), a known instance
+    is not inserted (it is then guarded and updated as :func:`write_plans`
+    does), an allocation the consumer holds on the node already is not
+    inserted again (the guard then refuses the claim).
+    """
+    if len(plans) != 1 or plans[0].instance is None or plans[0].migration is not None \
+            or not plans[0].allocation.providers:
+        return False
+    plan = plans[0]
+    instance, allocation = plan.instance, plan.allocation
+    assert instance is not None
+    names = sorted(allocation.providers)
+    statements: list[tuple[sa.ClauseElement, Mapping[str, Any] | None]] = [
+        (provider_rows.BUMP_CHILD, provider_rows.bump_values(allocation.node_uuid, name, now))
+        for name in names]
+    statements.append((_INSERT_NEW_INSTANCE["postgresql"], rows.new_instance_values(instance,
+                                                                                 now)))
+    statements.append((_PG_INSERT_ALLOCATION_IF_NEW, rows.allocation_values(allocation, now)))
+    results = conn.execute_together(statements)
+    for name, moved in zip(names, results):
+        if moved.rowcount != 1:
+            raise InvalidInput(f"child provider {name} of node {allocation.node_uuid}, named by "
+                               "this claim, is no longer recorded; nothing was claimed: try "
+                               "again")
+    inserted, allocated = results[-2].rowcount, results[-1].rowcount
+    if not inserted:
+        _guard_instance_claim(conn, instance.uuid)
+        conn.execute(_UPDATE_INSTANCE, dict(rows.instance_values(instance, now),
+                                            key=instance.uuid))
+    if not allocated:
+        raise InvalidInput(f"Instance {instance.uuid} already holds a claim on node "
+                           f"{allocation.node_uuid}; abort it or free the instance before "
+                           "claiming again")
+    return True
 
 
 def _pg_new_instance_with_usage(conn: DirectConnection, plan: ClaimPlan, now: float,

@@ -77,9 +77,14 @@ def sync_children(conn: sa.Connection, node_uuid: str, children: Sequence[ChildP
 
 
 # One statement, compiled once per dialect on the claim's direct path.
-_BUMP_CHILD = T_RP.update().where(
+BUMP_CHILD = T_RP.update().where(
     T_RP.c.uuid == sa.bindparam("child"), T_RP.c.root_uuid == sa.bindparam("root")).values(
     generation=T_RP.c.generation + sa.literal_column("1"), updated_at=sa.bindparam("now"))
+
+
+def bump_values(node_uuid: str, name: str, now: float) -> dict[str, Any]:
+    """The values of :data:`BUMP_CHILD` for child ``name`` of node ``node_uuid``."""
+    return {"child": child_uuid(node_uuid, name), "root": node_uuid, "now": now}
 
 
 def bump_children(conn: Any, node_uuid: str, names: Iterable[str], now: float,
@@ -94,8 +99,7 @@ def bump_children(conn: Any, node_uuid: str, names: Iterable[str], now: float,
     (an allocation removed from a child that is gone).
     """
     for name in sorted(set(names)):
-        moved = conn.execute(_BUMP_CHILD, {"child": child_uuid(node_uuid, name),
-                                           "root": node_uuid, "now": now}).rowcount
+        moved = conn.execute(BUMP_CHILD, bump_values(node_uuid, name, now)).rowcount
         if moved != 1 and not missing_ok:
             raise InvalidInput(f"child provider {name} of node {node_uuid}, named by this "
                                "claim, is no longer recorded; nothing was claimed: try again")
