@@ -21,7 +21,8 @@ from nova_lite.cli.main import main
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store, models
-from nova_lite.exception import InvalidConfig, InvalidInput, InvalidNodeResources
+from nova_lite.exception import (
+    InstanceNotFound, InvalidConfig, InvalidInput, InvalidNodeResources)
 from nova_lite.model.nested import place
 from nova_lite.node_resources import NodeResources
 from nova_lite.providers import ChildProvider, child_uuid
@@ -188,6 +189,24 @@ class ProviderClaims:
         self.assertEqual({}, node.over_classes())
         rows = self.children()
         self.assertEqual((8, 4), (rows[GPU_A].generation, rows[GPU_B].generation))
+
+    def test_a_claim_naming_a_child_with_no_record_is_refused_and_writes_nothing(self):
+        self.claim()   # the tracker now holds the node as recorded
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.resource_providers.delete())
+        inst = base.instance(vgpu_flavor())
+        exc = self.assertRaises(InvalidInput, self.rt.instance_claim, inst, HOST)
+        self.assertIn("is no longer recorded; nothing was claimed", str(exc))
+        self.assertEqual([], self.store.list_allocations(instance_uuid=inst.uuid))
+        self.assertRaises(InstanceNotFound, self.store.get_instance, inst.uuid)
+
+    def test_an_instance_claimed_twice_is_refused_the_second_time(self):
+        claim = self.claim()
+        exc = self.assertRaises(InvalidInput, self.rt.instance_claim,
+                                attrs.evolve(claim.instance, host=None, node=None), HOST)
+        self.assertIn("already holds a claim", str(exc))
+        self.assertEqual(1, sum(per.get("VGPU", 0) for per in
+                                self.node().provider_usage.values()))
 
     def test_a_freed_vgpu_can_be_claimed_again(self):
         claims = [self.claim() for _ in range(12)]
