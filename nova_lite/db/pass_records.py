@@ -14,8 +14,9 @@ takes everything the pass compares against in at most six statements:
    progress (usage is summed from them here, not by the database);
 3. the migrations in progress that touch the host, and those that hold an
    allocation on its nodes;
-4. the host's instances, and those the allocations and migrations above
-   name (with, for a build on the host, its oldest open task);
+4. the host's instances, and those the allocations on its nodes, the
+   allocations of its moves and the migrations above name (with, for a
+   build on the host, its oldest open task);
 5. (a service's pass) every compute service row, joined to its recorded
    findings (their text only for the host's own);
 6. (a service's pass) whether the host has a task to take.
@@ -33,7 +34,7 @@ write-ahead log.
 import collections
 import functools
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -232,8 +233,9 @@ class PassRecords:
         scoped = frozenset(row.uuid for row in self.node_rows.values())
         moving = {u for u, m in self.migrations.items() if holds.migration_holds(m.status)
                   and self.host in (m.source_compute, m.dest_compute)}
-        kept = tuple(a for a in self.allocations
-                     if a.node_uuid in scoped or a.consumer_uuid in moving)
+        kept = tuple(sorted((a for a in self.allocations
+                             if a.node_uuid in scoped or a.consumer_uuid in moving),
+                            key=lambda a: (a.consumer_uuid, a.node_uuid)))
         return RecordsSnapshot(
             host=self.host, nodes=self.nodes, scoped=scoped, allocations=kept,
             instances=self.instances, migrations=self.migrations,
@@ -303,7 +305,7 @@ def _statements(host: str) -> tuple[sa.Select[Any], ...]:
     migrations = T_MIG.select().where(mig_scope).order_by(T_MIG.c.uuid)
     a3, m3 = T_ALLOC.alias("named"), T_MIG.alias("naming")
     named_by_allocations = sa.select(a3.c.instance_uuid).where(sa.or_(
-        a3.c.node_uuid.in_(scoped_uuids), a3.c.consumer_uuid.in_(moving)))
+        a3.c.node_uuid.in_(own_uuids), a3.c.consumer_uuid.in_(moving)))
     named_by_migrations = sa.select(m3.c.instance_uuid).where(sa.or_(
         sa.and_(holds_sql.migration_holds(m3), sa.or_(m3.c.source_compute == host,
                                                       m3.c.dest_compute == host)),
@@ -374,7 +376,7 @@ def read(conn: sa.Connection, host: str, now: float, *,
                       r.inv_step_size, r.inv_allocation_ratio)
             inventories[r.uuid][r.inv_resource_class] = fields
             inv_rows[r.uuid].append(_Inventory(r.inv_resource_class, *fields))
-    for uuid, r in heads.items():
+    for r in heads.values():
         if r.host == host:
             node_rows[r.nodename] = NodeRow(r.uuid, r.nodename, r.generation, r.resources,
                                             r.last_error, bool(r.reported))
