@@ -2,9 +2,10 @@
 that a change still gets written.
 
 A steady pass (the driver reports what is recorded, nothing to repair,
-no work, the same findings) is counted with SQLAlchemy's engine events:
-every statement on the DBAPI cursor (``before_cursor_execute``) and every
-transaction (``begin``/``commit``).  Besides its heartbeat (one upsert)
+no work, the same findings) is counted with SQLAlchemy's engine events
+(:class:`nova_lite.testing.db_cost.DatabaseCost`): every statement on the
+DBAPI cursor (``before_cursor_execute``) and every transaction
+(``begin``/``commit``).  Besides its heartbeat (one upsert)
 it must be ONE read-only transaction of at most six statements, none of
 them locking a row.
 
@@ -25,11 +26,13 @@ import attrs
 import fixtures
 import sqlalchemy as sa
 
-from nova_lite import objects
+from nova_lite import objects, work
 from nova_lite.compute.manager import ComputeService
 from nova_lite.db import models, services
 from nova_lite.findings import UNKNOWN_GUEST
+from nova_lite.testing.db_cost import DatabaseCost
 from nova_lite.virt import loader
+from nova_lite.work import WorkRequest
 from tests import base
 
 NODES = ("a", "b", "c", "d")
@@ -37,55 +40,12 @@ SMALL = base.flavor("m1.small", vcpus=1, memory_mb=256, root_gb=1)
 BIG = base.flavor("m1.big", vcpus=2, memory_mb=512, root_gb=2)
 
 
-@attrs.define
-class Transaction:
-    """The statements of one transaction, and (PostgreSQL) its transaction id
-    at commit (None: it was never assigned one)."""
-
-    statements: list[str] = attrs.field(factory=list)
-    xid: object = "not committed"
-
-    @property
-    def sql(self) -> list[str]:
-        """Its statements but BEGIN (SQLite's, issued on the cursor)."""
-        return [s for s in self.statements if not s.lstrip().upper().startswith("BEGIN")]
-
-
 def count_transactions(test, store):
-    """A list of :class:`Transaction` that grows with every transaction on
-    ``store`` from now on (until the test ends)."""
-    seen: list[Transaction] = []
-    engine = store.db.engine
-    postgresql = engine.dialect.name == "postgresql"
-
-    def begin(conn):
-        if postgresql:   # the driver's BEGIN is implicit there
-            seen.append(Transaction())
-
-    def statement(conn, cursor, text, *args):
-        # SQLite's BEGIN runs on the cursor, from the engine's own begin hook.
-        if not seen or text.lstrip().upper().startswith("BEGIN"):
-            seen.append(Transaction())
-        seen[-1].statements.append(text)
-
-    def commit(conn):
-        if postgresql:
-            # On the transaction's own DBAPI connection, outside SQLAlchemy's
-            # events: not counted as one of its statements.
-            cursor = conn.connection.dbapi_connection.cursor()
-            try:
-                cursor.execute("SELECT txid_current_if_assigned()")
-                seen[-1].xid = cursor.fetchone()[0]
-            finally:
-                cursor.close()
-        else:
-            seen[-1].xid = None
-
-    for name, fn in (("begin", begin), ("before_cursor_execute", statement),
-                     ("commit", commit)):
-        sa.event.listen(engine, name, fn)
-        test.addCleanup(sa.event.remove, engine, name, fn)
-    return seen
+    """The :class:`~nova_lite.testing.db_cost.Transaction` list of ``store`` from
+    now on (it grows until the test ends)."""
+    cost = DatabaseCost(store.db.engine).__enter__()
+    test.addCleanup(cost.__exit__)
+    return cost.transactions
 
 
 class SteadyPassMixin:
@@ -123,9 +83,7 @@ class SteadyPassMixin:
 
     def writes(self, transactions):
         """The statements of ``transactions`` that write, heartbeats aside."""
-        return [s for t in transactions for s in t.sql
-                if s.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
-                and "INTO services" not in s]
+        return [s for t in transactions for s in t.writes if "INTO services" not in s]
 
     def generations(self):
         return {n.nodename: n.generation for n in self.store.get_compute_nodes(self.host)}
@@ -141,16 +99,17 @@ class SteadyPassMixin:
         before = self.generations()
         findings = self.store.recorded_findings(self.host)
         result, seen = self.one_pass()
-        self.assertEqual(2, len(seen), [t.sql for t in seen])
+        self.assertEqual(2, len(seen), [t.statements for t in seen])
         beat, read = seen
-        self.assertEqual(1, len(beat.sql), beat.sql)
-        self.assertIn("INSERT INTO services", beat.sql[0])
-        self.assertLessEqual(len(read.sql), 6, read.sql)
-        for text in read.sql:
+        self.assertEqual(1, len(beat.statements), beat.statements)
+        self.assertIn("INSERT INTO services", beat.statements[0])
+        self.assertLessEqual(len(read.statements), 6, read.statements)
+        for text in read.statements:
             self.assertTrue(text.lstrip().startswith("SELECT"), text)
             self.assertNotIn("FOR UPDATE", text)
             self.assertNotIn("FOR SHARE", text)
         self.assertIsNone(read.xid)
+        self.assertEqual(0, read.rows_written)
         # It did its whole job all the same.
         self.assertEqual(NODES, result.audited)
         self.assertEqual({}, result.failed)
@@ -158,12 +117,19 @@ class SteadyPassMixin:
         self.assertEqual(findings, self.store.recorded_findings(self.host))
         self.assertEqual(findings[0].findings, result.findings)
 
+    def test_a_steady_pass_without_its_heartbeat_is_one_transaction(self):
+        with DatabaseCost(self.store.db.engine) as cost:
+            self.svc.run_once(beat=False)
+        self.assertEqual(1, len(cost.transactions))
+        self.assertLessEqual(cost.statements, 6)
+        self.assertEqual((0, 0), (cost.rows_written, cost.xids))
+
     def test_a_steady_audit_of_the_tracker_alone_is_one_read(self):
         seen = count_transactions(self, self.store)
         audit = self.svc.tracker.update_available_resource()
         self.assertFalse(audit.wrote)
-        self.assertEqual(1, len(seen), [t.sql for t in seen])
-        self.assertLessEqual(len(seen[0].sql), 4, seen[0].sql)
+        self.assertEqual(1, len(seen), [t.statements for t in seen])
+        self.assertLessEqual(len(seen[0].statements), 4, seen[0].statements)
         self.assertIsNone(seen[0].xid)
         tracked = {n: self.svc.tracker.get_node(n) for n in NODES}
         for name, node in tracked.items():
@@ -184,7 +150,7 @@ class SteadyPassMixin:
     # -- a change is written ------------------------------------------------
     def assertWritten(self, seen):
         written = self.writes(seen)
-        self.assertTrue(written, [t.sql for t in seen])
+        self.assertTrue(written, [t.statements for t in seen])
         return written
 
     def test_an_inventory_change_is_written(self):
@@ -262,8 +228,6 @@ class SteadyPassMixin:
         self.steady()
 
     def test_work_waiting_is_done_in_the_pass(self):
-        from nova_lite import work
-        from nova_lite.work import WorkRequest
         (task,) = self.store.tasks.record([WorkRequest(host=self.host, kind=work.AUDIT,
                                                        params={})])
         self.one_pass()
@@ -331,7 +295,7 @@ class HeartbeatMixin:
         beat = store.heartbeat(self.host)
         self.assertEqual(2, beat.report_count)
         self.assertEqual(1, len(seen))
-        self.assertEqual(1, len(seen[0].sql), seen[0].sql)
+        self.assertEqual(1, len(seen[0].statements), seen[0].statements)
 
     def test_only_the_heartbeat_transaction_skips_the_wait_for_its_flush(self):
         store = self.make_store()

@@ -103,9 +103,11 @@ class ComputeService:
         return sorted(s.host for s in self.store.list_services(binary=COMPUTE_BINARY)
                       if not s.disabled and s.is_up(self.settings.service_down_time, now))
 
-    def run_once(self) -> PassResult:
+    def run_once(self, beat: bool = True) -> PassResult:
         """One pass: heartbeat, builds that will not finish, the work waiting for
         this host, audit, orphans, findings.  Returns a :class:`PassResult`.
+        With ``beat`` False the pass does not beat (its caller did, or
+        measures the pass alone).
 
         After the heartbeat the pass reads what it compares against in one
         read-only transaction (:meth:`~nova_lite.db.store.Store.pass_records`);
@@ -116,7 +118,7 @@ class ComputeService:
         after it read the records again."""
         if self._first_beat_done:
             self._first_beat_done = False   # run() beat for this first pass
-        else:
+        elif beat:
             self.beat(only_if_due=False)
         records = self._read_records()
         changed = self._check_builds(records)
