@@ -337,9 +337,10 @@ def _service_statements(host: str, binary: str, now: float) -> tuple[sa.Select[A
     return services, work_waiting
 
 
-def _usage(allocs: Iterable[Any]) -> dict[str, tuple[dict[str, int], list[Any], set[str]]]:
-    """``{node_uuid: usage triple}`` summed from allocation rows, as
-    :func:`nova_lite.db.rows.usage_by_node` sums them in the database."""
+def _usage(allocs: Iterable[Any]) -> dict[str, Any]:
+    """``{node_uuid: (amounts, numa_placements, pci_in_use, provider_usage)}`` summed
+    from allocation rows, as :func:`nova_lite.db.rows.usage_by_node` sums them in
+    the database."""
     totals: dict[str, dict[str, int]] = collections.defaultdict(
         lambda: {rc: 0 for rc, _ in rows.STD_COLUMNS})
     extras: dict[str, list[Any]] = collections.defaultdict(list)
@@ -347,16 +348,19 @@ def _usage(allocs: Iterable[Any]) -> dict[str, tuple[dict[str, int], list[Any], 
         sums = totals[r.node_uuid]
         for rc, col in rows.STD_COLUMNS:
             sums[rc] += getattr(r, col)
-        if r.other is not None or r.numa_topology is not None or r.pci_devices is not None:
+        if r.other is not None or r.numa_topology is not None or \
+                r.pci_devices is not None or r.providers is not None:
             extras[r.node_uuid].append(r)
-    usage: dict[str, tuple[dict[str, int], list[Any], set[str]]] = {}
+    usage: dict[str, Any] = {}
     for node_uuid, sums in totals.items():
         amounts = {rc: int(n) for rc, n in sums.items() if n}
         numa: list[Any] = []
         pci: set[str] = set()
+        nested: dict[str, dict[str, int]] = {}
         for r in extras.get(node_uuid, ()):
-            rows._add_extras(amounts, numa, pci, r.other, r.numa_topology, r.pci_devices)
-        usage[node_uuid] = (amounts, numa, pci)
+            rows._add_extras(amounts, numa, pci, nested, r.other, r.numa_topology,
+                             r.pci_devices, r.providers)
+        usage[node_uuid] = (amounts, numa, pci, nested)
     return usage
 
 

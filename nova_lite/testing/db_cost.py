@@ -118,7 +118,8 @@ class DatabaseCost:
             cursor = conn.connection.dbapi_connection.cursor()   # type: ignore[union-attr]
             try:
                 cursor.execute("SELECT txid_current_if_assigned()")
-                xid = cursor.fetchone()[0]
+                row = cursor.fetchone()
+                xid = None if row is None else row[0]
             finally:
                 cursor.close()
         self.transactions[-1].xid = xid
