@@ -86,7 +86,7 @@ class PassRecords:
     ``nodes``: the ComputeNode records of those and of the other end of
     each of the host's moves, with their usage; ``inventories``:
     ``{node_uuid: {class: fields}}`` as stored
-    (:data:`nova_lite.db.audit_writes.INV_FIELDS`); ``allocations``,
+    (``audit_writes.INV_FIELDS``); ``allocations``,
     ``instances``, ``migrations``, ``migration_times``: as in a
     :class:`~nova_lite.db.snapshot.RecordsSnapshot` of the host (and the
     allocations on the other ends).  A service's pass also has
@@ -123,7 +123,7 @@ class PassRecords:
                             ) -> list[MissingAllocation]:
         """The consumers on the host's nodes (``only`` these names, if given) that
         hold no allocation there, as
-        :func:`nova_lite.db.audit_writes.missing_allocations` finds them."""
+        ``audit_writes.missing_allocations`` finds them."""
         found: list[MissingAllocation] = []
         for inst in sorted(self.instances.values(), key=lambda i: i.uuid):
             if inst.host != self.host or inst.node is None or not self._in(inst.node, only):
@@ -146,7 +146,7 @@ class PassRecords:
 
     def stale_allocations(self, only: Collection[str] | None = None) -> list[Allocation]:
         """The allocations on the host's nodes (``only`` these names, if given) that no
-        live record backs, as :func:`nova_lite.db.audit_writes.reconcile_allocations`
+        live record backs, as ``audit_writes.reconcile_allocations``
         finds them."""
         names = {row.uuid: row.nodename for row in self.node_rows.values()}
         stale: list[Allocation] = []
@@ -171,7 +171,7 @@ class PassRecords:
         """What :meth:`~nova_lite.db.store.Store.record_audit` would change for these
         arguments, on these records: a short reason, or None when it would write
         nothing.  ``known_texts``: the host's report texts
-        (:func:`nova_lite.db.audit_writes.report_text`)."""
+        (``audit_writes.report_text``)."""
         for audit in audits:
             row = self.node_rows.get(audit.nodename)
             if row is None:
@@ -199,7 +199,7 @@ class PassRecords:
 
     def audited_nodes(self, audits: Iterable["AuditedNode"]) -> dict[str, ComputeNode]:
         """``{nodename: ComputeNode}`` of the audited nodes, as
-        :func:`nova_lite.db.audit_writes.audited_nodes` gives them after a pass
+        ``audit_writes.audited_nodes`` gives them after a pass
         that changed nothing."""
         by_uuid = {n.uuid: n for n in self.nodes}
         found: dict[str, ComputeNode] = {}

@@ -481,7 +481,7 @@ class Store:
     def pass_records(self, host: str, *, service: bool = False) -> pass_read.PassRecords:
         """What one periodic pass of ``host`` compares against, read in one
         read-only transaction of at most six statements (four without
-        ``service``): a :class:`~nova_lite.db.pass_read.PassRecords`.
+        ``service``): a :class:`~nova_lite.db.pass_records.PassRecords`.
 
         A pass that finds these records agree with what its driver reports
         writes nothing (see :meth:`audit_differs`); only a difference opens a
@@ -788,7 +788,7 @@ class Store:
         :param refresh_after: seconds after which unchanged findings are
             written again anyway (their time moves on); None: never.
         :param last: the record as a pass read it already (a
-            :class:`~nova_lite.db.pass_read.FindingsRow` with its text, or
+            :class:`~nova_lite.db.pass_records.FindingsRow` with its text, or
             None: no record); default: read it here.
         :returns: True if written, False if unchanged.
         """
