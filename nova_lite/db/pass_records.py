@@ -41,7 +41,7 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite import holds, work
-from nova_lite.db import audit_writes, holds_sql, models, rows
+from nova_lite.db import audit_writes, holds_sql, models, rows, serialize as ser
 from nova_lite.db.audit_writes import MissingAllocation
 from nova_lite.db.services import ServiceRecord
 from nova_lite.db.snapshot import RecordsSnapshot
@@ -99,16 +99,42 @@ class PassRecords:
     host: str
     read_at: float
     node_rows: dict[str, NodeRow]
-    nodes: tuple[ComputeNode, ...]
     inventories: dict[str, dict[str, tuple[Any, ...]]]
-    allocations: tuple[Allocation, ...]
-    instances: dict[str, Instance]
     migrations: dict[str, Migration]
     migration_times: dict[str, tuple[float, float]]
+    #: ``{node_uuid: (amounts, numa_placements, pci_in_use, provider_usage)}``.
+    usage: dict[str, Any]
+    # The rows as read: parsed into records only when asked (a steady audit
+    # of a node with thousands of instances never parses them).
+    node_heads: tuple["_NodeHead", ...] = attrs.field(repr=False, eq=False)
+    allocation_rows: tuple[Any, ...] = attrs.field(repr=False, eq=False)
+    instance_rows: tuple[Any, ...] = attrs.field(repr=False, eq=False)
     services: dict[str, ServiceRecord] | None = None
     findings: dict[str, FindingsRow] | None = None
     builds: tuple[Building, ...] | None = None
     has_work: bool | None = None
+
+    @functools.cached_property
+    def nodes(self) -> tuple[ComputeNode, ...]:
+        """The ComputeNode records read, sorted by host and name."""
+        return tuple(rows._node(head, [_Inventory(rc, *fields) for rc, fields in
+                                       self.inventories.get(head.uuid, {}).items()],
+                                self.usage.get(head.uuid, rows.NO_USAGE))
+                     for head in self.node_heads)
+
+    @functools.cached_property
+    def allocations(self) -> tuple[Allocation, ...]:
+        """The allocations read, by node and consumer."""
+        return tuple(rows.allocation_from_row(r) for r in self.allocation_rows)
+
+    @functools.cached_property
+    def instances(self) -> dict[str, Instance]:
+        """``{uuid: Instance}`` of the instances read."""
+        return {r.uuid: rows.instance_from_row(r) for r in self.instance_rows}
+
+    @functools.cached_property
+    def _instance_rows(self) -> dict[str, Any]:
+        return {r.uuid: r for r in self.instance_rows}
 
     # -- the audit -----------------------------------------------------------
     def _in(self, nodename: str | None, only: Collection[str] | None) -> bool:
@@ -125,23 +151,25 @@ class PassRecords:
         hold no allocation there, as
         ``audit_writes.missing_allocations`` finds them."""
         found: list[MissingAllocation] = []
-        for inst in sorted(self.instances.values(), key=lambda i: i.uuid):
-            if inst.host != self.host or inst.node is None or not self._in(inst.node, only):
+        for r in self.instance_rows:   # by uuid
+            if r.host != self.host or r.node is None or not self._in(r.node, only):
                 continue
-            if not holds.instance_holds(inst.vm_state, inst.task_state, placed=True):
+            if not holds.instance_holds(r.vm_state, r.task_state, placed=True):
                 continue
-            node_uuid = self.node_uuid(inst.node)
-            if (inst.uuid, node_uuid) not in self._allocation_keys:
-                found.append(MissingAllocation(inst, node_uuid, inst.node, inst.numa_topology))
+            node_uuid = self.node_uuid(r.node)
+            if (r.uuid, node_uuid) not in self._allocation_keys:
+                inst = rows.instance_from_row(r)
+                found.append(MissingAllocation(inst, node_uuid, r.node, inst.numa_topology))
         for mig in sorted(self.migrations.values(), key=lambda m: m.uuid):
             if mig.dest_compute != self.host or not holds.migration_holds(mig.status) \
                     or not self._in(mig.dest_node, only):
                 continue
             node_uuid = self.node_uuid(mig.dest_node)
             if (mig.uuid, node_uuid) not in self._allocation_keys:
-                owner = self.instances.get(mig.instance_uuid)
-                found.append(MissingAllocation(mig, node_uuid, mig.dest_node,
-                                               None if owner is None else owner.numa_topology))
+                owner = self._instance_rows.get(mig.instance_uuid)
+                found.append(MissingAllocation(
+                    mig, node_uuid, mig.dest_node,
+                    None if owner is None else ser.numa_from_json(owner.numa_topology)))
         return found
 
     def stale_allocations(self, only: Collection[str] | None = None) -> list[Allocation]:
@@ -150,18 +178,19 @@ class PassRecords:
         finds them."""
         names = {row.uuid: row.nodename for row in self.node_rows.values()}
         stale: list[Allocation] = []
-        for alloc in self.allocations:
-            nodename = names.get(alloc.node_uuid)
+        for r in self.allocation_rows:
+            nodename = names.get(r.node_uuid)
             if nodename is None or not self._in(nodename, only):
                 continue
-            if alloc.consumer_type == "instance":
-                inst = self.instances.get(alloc.consumer_uuid)
-                backed = inst is not None and holds.instance_holds_on(inst, self.host, nodename)
+            if r.consumer_type == "instance":
+                inst = self._instance_rows.get(r.consumer_uuid)
+                backed = inst is not None and (inst.host, inst.node) == (self.host, nodename) \
+                    and holds.instance_holds(inst.vm_state, inst.task_state, placed=True)
             else:
-                mig = self.migrations.get(alloc.consumer_uuid)
+                mig = self.migrations.get(r.consumer_uuid)
                 backed = mig is not None and holds.migration_holds(mig.status)
             if not backed:
-                stale.append(alloc)
+                stale.append(rows.allocation_from_row(r))
         return stale
 
     def audit_differs(self, audits: Sequence["AuditedNode"],
@@ -199,18 +228,21 @@ class PassRecords:
 
     def audited_nodes(self, audits: Iterable["AuditedNode"]) -> dict[str, ComputeNode]:
         """``{nodename: ComputeNode}`` of the audited nodes, as
-        ``audit_writes.audited_nodes`` gives them after a pass
-        that changed nothing."""
-        by_uuid = {n.uuid: n for n in self.nodes}
+        ``audit_writes.audited_nodes`` gives them after a pass that changed
+        nothing: the reports and inventories as the driver gave them (not
+        parsed back from their rows), the generations, errors and usage as
+        read."""
         found: dict[str, ComputeNode] = {}
         for audit in sorted(audits, key=lambda a: a.nodename):
             row = self.node_rows[audit.nodename]
-            node = by_uuid[row.uuid]
-            used = dict(node.usage)
+            used, numa, pci, nested = self.usage.get(row.uuid, rows.NO_USAGE)
             inventories = {rc: attrs.evolve(inv, used=used[rc]) if used.get(rc) else inv
                            for rc, inv in audit.inventories.items()}
-            found[audit.nodename] = attrs.evolve(
-                node, inventories=inventories, resources=audit.resources)
+            found[audit.nodename] = ComputeNode(
+                uuid=row.uuid, host=self.host, nodename=audit.nodename,
+                generation=row.generation, inventories=inventories, usage=used,
+                resources=audit.resources, numa_placements=tuple(numa), pci_in_use=pci,
+                provider_usage=nested, last_error=row.last_error, reported=row.reported)
         return found
 
     def allocations_on(self, node_uuid: str) -> list[Allocation]:
@@ -261,7 +293,7 @@ class PassRecords:
 
     @functools.cached_property
     def _allocation_keys(self) -> frozenset[tuple[str, str]]:
-        return frozenset((a.consumer_uuid, a.node_uuid) for a in self.allocations)
+        return frozenset((r.consumer_uuid, r.node_uuid) for r in self.allocation_rows)
 
 
 def _moves_of(host: str) -> sa.ColumnElement[bool]:
@@ -286,10 +318,15 @@ def _node_scope(host: str) -> sa.ColumnElement[bool]:
 def _statements(host: str) -> tuple[sa.Select[Any], ...]:
     """The four statements every pass reads (see the module's docstring)."""
     scope = _node_scope(host)
+    # One row per (node, inventory); the node's report (its largest column)
+    # only on the first row of each node, which the order below puts first.
+    first = sa.func.row_number().over(partition_by=T_NODES.c.uuid,
+                                      order_by=T_INV.c.resource_class) == 1
     nodes = sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename,
-                      T_NODES.c.generation, T_NODES.c.resources, T_NODES.c.last_error,
-                      T_NODES.c.reported, *[c.label(f"inv_{c.name}") for c in (
-                          T_INV.c.resource_class, *audit_writes.INV_FIELDS)]).select_from(
+                      T_NODES.c.generation,
+                      sa.case((first, T_NODES.c.resources), else_=None).label("resources"),
+                      T_NODES.c.last_error, T_NODES.c.reported, T_INV.c.resource_class,
+                      *audit_writes.INV_FIELDS).select_from(
         T_NODES.outerjoin(T_INV, T_INV.c.node_uuid == T_NODES.c.uuid)).where(scope).order_by(
         T_NODES.c.host, T_NODES.c.nodename, T_INV.c.resource_class)
     scoped_uuids = sa.select(T_NODES.c.uuid).where(scope)
@@ -371,32 +408,32 @@ def read(conn: sa.Connection, host: str, now: float, *,
     node_sql, alloc_sql, mig_sql, inst_sql = _statements(host)
     node_rows: dict[str, NodeRow] = {}
     heads: dict[str, Any] = {}
-    inv_rows: dict[str, list[Any]] = collections.defaultdict(list)
-    inventories: dict[str, dict[str, tuple[Any, ...]]] = collections.defaultdict(dict)
-    for r in conn.execute(node_sql):
-        heads.setdefault(r.uuid, r)
-        if r.inv_resource_class is not None:
-            fields = (r.inv_total, r.inv_reserved, r.inv_min_unit, r.inv_max_unit,
-                      r.inv_step_size, r.inv_allocation_ratio)
-            inventories[r.uuid][r.inv_resource_class] = fields
-            inv_rows[r.uuid].append(_Inventory(r.inv_resource_class, *fields))
-    for r in heads.values():
-        if r.host == host:
-            node_rows[r.nodename] = NodeRow(r.uuid, r.nodename, r.generation, r.resources,
-                                            r.last_error, bool(r.reported))
-    alloc_rows = conn.execute(alloc_sql).all()
-    usage = _usage(a for a in alloc_rows if a.node_uuid in heads)
-    nodes = tuple(rows._node(r, inv_rows.get(uuid, ()), usage.get(uuid, rows.NO_USAGE))
-                  for uuid, r in heads.items())
+    inventories: dict[str, dict[str, tuple[Any, ...]]] = {}
+    # Plain tuples: (uuid, host, nodename, generation, resources, last_error,
+    # reported, resource_class, *INV_FIELDS).
+    for r in conn.execute(node_sql).tuples():
+        uuid = r[0]
+        if uuid not in heads:
+            heads[uuid] = _NodeHead(*r[:7])
+            inventories[uuid] = {}
+        if r[7] is not None:
+            inventories[uuid][r[7]] = r[8:]
+    for head in heads.values():
+        if head.host == host:
+            node_rows[head.nodename] = NodeRow(head.uuid, head.nodename, head.generation,
+                                               head.resources, head.last_error,
+                                               bool(head.reported))
+    alloc_rows = tuple(conn.execute(alloc_sql).all())
     mig_rows = conn.execute(mig_sql).all()
-    inst_rows = conn.execute(inst_sql).all()
+    inst_rows = tuple(conn.execute(inst_sql).all())
     records = PassRecords(
-        host=host, read_at=now, node_rows=node_rows, nodes=nodes,
-        inventories={u: dict(i) for u, i in inventories.items()},
-        allocations=tuple(rows.allocation_from_row(r) for r in alloc_rows),
-        instances={r.uuid: rows.instance_from_row(r) for r in inst_rows},
+        host=host, read_at=now, node_rows=node_rows,
+        inventories=inventories,
         migrations={r.uuid: rows.migration_from_row(r) for r in mig_rows},
-        migration_times={r.uuid: (r.created_at, r.updated_at) for r in mig_rows})
+        migration_times={r.uuid: (r.created_at, r.updated_at) for r in mig_rows},
+        usage=_usage(a for a in alloc_rows if a.node_uuid in heads),
+        node_heads=tuple(heads.values()),
+        allocation_rows=alloc_rows, instance_rows=inst_rows)
     if service_binary is None:
         return records
     svc_sql, work_sql = _service_statements(host, service_binary, now)
@@ -411,6 +448,19 @@ def read(conn: sa.Connection, host: str, now: float, *,
                    for r in inst_rows if r.host == host and r.vm_state == holds.BUILDING)
     return attrs.evolve(records, services=services, findings=findings, builds=builds,
                         has_work=conn.execute(work_sql).first() is not None)
+
+
+@attrs.frozen
+class _NodeHead:
+    """A node row as :func:`nova_lite.db.rows._node` reads it."""
+
+    uuid: str
+    host: str
+    nodename: str
+    generation: int
+    resources: str | None
+    last_error: str | None
+    reported: bool
 
 
 @attrs.frozen
