@@ -266,7 +266,8 @@ class ResourceTracker:
             _log_final_view(node)
             if node.over_classes():
                 accounting.log_over_capacity(
-                    node, records.allocations_on(node.uuid) if differs is None
+                    node, records.allocations_on(node.uuid)
+                    if differs is None and records.services is not None
                     else self.store.list_allocations(node_uuid=node.uuid))
         marked = False
         for name, reason in failed.items():

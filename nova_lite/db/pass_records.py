@@ -21,6 +21,12 @@ takes everything the pass compares against in at most six statements:
    findings (their text only for the host's own);
 6. (a service's pass) whether the host has a task to take.
 
+A tracker's audit on its own (no service: no leak search) reads five
+statements instead, which return no row of a steady node's consumers: the
+node rows with their inventories, their usage summed by the database, the
+stale allocations, and the instances and the migrations without their
+allocation.
+
 The pass then compares in memory (:meth:`PassRecords.audit_differs`,
 :meth:`PassRecords.snapshot`, ...).  Only what differs opens a writing
 transaction, which locks and re-checks under the lock as it always did
@@ -109,6 +115,10 @@ class PassRecords:
     node_heads: tuple["_NodeHead", ...] = attrs.field(repr=False, eq=False)
     allocation_rows: tuple[Any, ...] = attrs.field(repr=False, eq=False)
     instance_rows: tuple[Any, ...] = attrs.field(repr=False, eq=False)
+    #: The missing and stale allocations, when the database found them (a
+    #: tracker's read); None: worked out from the rows (a service's).
+    missing: tuple[MissingAllocation, ...] | None = None
+    stale: tuple["StaleAllocation", ...] | None = None
     services: dict[str, ServiceRecord] | None = None
     findings: dict[str, FindingsRow] | None = None
     builds: tuple[Building, ...] | None = None
@@ -134,7 +144,8 @@ class PassRecords:
 
     @functools.cached_property
     def _instance_rows(self) -> dict[str, Any]:
-        return {r.uuid: r for r in self.instance_rows}
+        uuid = _INST["uuid"]
+        return {r[uuid]: r for r in self.instance_rows}
 
     # -- the audit -----------------------------------------------------------
     def _in(self, nodename: str | None, only: Collection[str] | None) -> bool:
@@ -148,50 +159,70 @@ class PassRecords:
     def missing_allocations(self, only: Collection[str] | None = None
                             ) -> list[MissingAllocation]:
         """The consumers on the host's nodes (``only`` these names, if given) that
-        hold no allocation there, as
-        ``audit_writes.missing_allocations`` finds them."""
+        hold no allocation there, as ``audit_writes.missing_allocations`` finds
+        them."""
+        return [m for m in self._missing if self._in(m.nodename, only)]
+
+    def stale_allocations(self, only: Collection[str] | None = None
+                          ) -> list["StaleAllocation"]:
+        """The allocations on the host's nodes (``only`` these names, if given) that
+        no live record backs, as ``audit_writes.reconcile_allocations`` finds
+        them."""
+        return [a for a in self._stale if self._in(a.nodename, only)]
+
+    @functools.cached_property
+    def _missing(self) -> tuple[MissingAllocation, ...]:
+        if self.missing is not None:
+            return self.missing
         found: list[MissingAllocation] = []
+        uuid, host, node, vm_state, task_state = (_INST[k] for k in (
+            "uuid", "host", "node", "vm_state", "task_state"))
+        held = self._allocation_keys
         for r in self.instance_rows:   # by uuid
-            if r.host != self.host or r.node is None or not self._in(r.node, only):
+            if r[host] != self.host or r[node] is None:
                 continue
-            if not holds.instance_holds(r.vm_state, r.task_state, placed=True):
+            if not holds.instance_holds(r[vm_state], r[task_state], placed=True):
                 continue
-            node_uuid = self.node_uuid(r.node)
-            if (r.uuid, node_uuid) not in self._allocation_keys:
+            node_uuid = self.node_uuid(r[node])
+            if (r[uuid], node_uuid) not in held:
                 inst = rows.instance_from_row(r)
-                found.append(MissingAllocation(inst, node_uuid, r.node, inst.numa_topology))
+                found.append(MissingAllocation(inst, node_uuid, r[node], inst.numa_topology))
         for mig in sorted(self.migrations.values(), key=lambda m: m.uuid):
-            if mig.dest_compute != self.host or not holds.migration_holds(mig.status) \
-                    or not self._in(mig.dest_node, only):
+            if mig.dest_compute != self.host or not holds.migration_holds(mig.status):
                 continue
             node_uuid = self.node_uuid(mig.dest_node)
-            if (mig.uuid, node_uuid) not in self._allocation_keys:
+            if (mig.uuid, node_uuid) not in held:
                 owner = self._instance_rows.get(mig.instance_uuid)
                 found.append(MissingAllocation(
                     mig, node_uuid, mig.dest_node,
                     None if owner is None else ser.numa_from_json(owner.numa_topology)))
-        return found
+        return tuple(found)
 
-    def stale_allocations(self, only: Collection[str] | None = None) -> list[Allocation]:
-        """The allocations on the host's nodes (``only`` these names, if given) that no
-        live record backs, as ``audit_writes.reconcile_allocations``
-        finds them."""
+    @functools.cached_property
+    def _stale(self) -> tuple["StaleAllocation", ...]:
+        if self.stale is not None:
+            return self.stale
         names = {row.uuid: row.nodename for row in self.node_rows.values()}
-        stale: list[Allocation] = []
+        consumer, node_uuid, kind = (_ALLOC[k] for k in (
+            "consumer_uuid", "node_uuid", "consumer_type"))
+        host, node, vm_state, task_state = (_INST[k] for k in (
+            "host", "node", "vm_state", "task_state"))
+        found: list[StaleAllocation] = []
         for r in self.allocation_rows:
-            nodename = names.get(r.node_uuid)
-            if nodename is None or not self._in(nodename, only):
+            nodename = names.get(r[node_uuid])
+            if nodename is None:
                 continue
-            if r.consumer_type == "instance":
-                inst = self._instance_rows.get(r.consumer_uuid)
-                backed = inst is not None and (inst.host, inst.node) == (self.host, nodename) \
-                    and holds.instance_holds(inst.vm_state, inst.task_state, placed=True)
+            if r[kind] == "instance":
+                inst = self._instance_rows.get(r[consumer])
+                backed = inst is not None and (inst[host], inst[node]) == (
+                    self.host, nodename) and holds.instance_holds(
+                    inst[vm_state], inst[task_state], placed=True)
             else:
-                mig = self.migrations.get(r.consumer_uuid)
+                mig = self.migrations.get(r[consumer])
                 backed = mig is not None and holds.migration_holds(mig.status)
             if not backed:
-                stale.append(rows.allocation_from_row(r))
-        return stale
+                found.append(StaleAllocation(r[consumer], r[node_uuid], nodename, r[kind]))
+        return tuple(found)
 
     def audit_differs(self, audits: Sequence["AuditedNode"],
                       known_texts: dict[str, tuple[NodeResources, str]],
@@ -293,7 +324,23 @@ class PassRecords:
 
     @functools.cached_property
     def _allocation_keys(self) -> frozenset[tuple[str, str]]:
-        return frozenset((r.consumer_uuid, r.node_uuid) for r in self.allocation_rows)
+        consumer, node_uuid = _ALLOC["consumer_uuid"], _ALLOC["node_uuid"]
+        return frozenset((r[consumer], r[node_uuid]) for r in self.allocation_rows)
+
+
+@attrs.frozen
+class StaleAllocation:
+    """An allocation on one of the host's nodes that no live record backs."""
+
+    consumer_uuid: str
+    node_uuid: str
+    nodename: str
+    consumer_type: str
+
+
+#: Column positions in the rows of the allocations and instances statements.
+_ALLOC = {c.name: i for i, c in enumerate(T_ALLOC.c)}
+_INST = {c.name: i for i, c in enumerate(T_INST.c)}
 
 
 def _moves_of(host: str) -> sa.ColumnElement[bool]:
@@ -315,20 +362,26 @@ def _node_scope(host: str) -> sa.ColumnElement[bool]:
     return sa.or_(T_NODES.c.host == host, end.exists())
 
 
-def _statements(host: str) -> tuple[sa.Select[Any], ...]:
-    """The four statements every pass reads (see the module's docstring)."""
-    scope = _node_scope(host)
-    # One row per (node, inventory); the node's report (its largest column)
-    # only on the first row of each node, which the order below puts first.
+def _nodes_statement(scope: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """The node rows ``scope`` picks, one row per (node, inventory); the node's
+    report (its largest column) only on the first row of each node, which the
+    order puts first."""
     first = sa.func.row_number().over(partition_by=T_NODES.c.uuid,
                                       order_by=T_INV.c.resource_class) == 1
-    nodes = sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename,
-                      T_NODES.c.generation,
-                      sa.case((first, T_NODES.c.resources), else_=None).label("resources"),
-                      T_NODES.c.last_error, T_NODES.c.reported, T_INV.c.resource_class,
-                      *audit_writes.INV_FIELDS).select_from(
+    return sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename,
+                     T_NODES.c.generation,
+                     sa.case((first, T_NODES.c.resources), else_=None).label("resources"),
+                     T_NODES.c.last_error, T_NODES.c.reported, T_INV.c.resource_class,
+                     *audit_writes.INV_FIELDS).select_from(
         T_NODES.outerjoin(T_INV, T_INV.c.node_uuid == T_NODES.c.uuid)).where(scope).order_by(
         T_NODES.c.host, T_NODES.c.nodename, T_INV.c.resource_class)
+
+
+def _statements(host: str) -> tuple[sa.Select[Any], ...]:
+    """The four statements of a service's pass before its services' (see the
+    module's docstring)."""
+    scope = _node_scope(host)
+    nodes = _nodes_statement(scope)
     scoped_uuids = sa.select(T_NODES.c.uuid).where(scope)
     own_uuids = sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)
     moving = sa.select(T_MIG.c.uuid).where(_moves_of(host))
@@ -378,51 +431,108 @@ def _usage(allocs: Iterable[Any]) -> dict[str, Any]:
     """``{node_uuid: (amounts, numa_placements, pci_in_use, provider_usage)}`` summed
     from allocation rows, as :func:`nova_lite.db.rows.usage_by_node` sums them in
     the database."""
-    totals: dict[str, dict[str, int]] = collections.defaultdict(
-        lambda: {rc: 0 for rc, _ in rows.STD_COLUMNS})
+    node_uuid = _ALLOC["node_uuid"]
+    std = [(rc, _ALLOC[col]) for rc, col in rows.STD_COLUMNS]
+    other, numa_col, pci_col, providers = (_ALLOC[k] for k in (
+        "other", "numa_topology", "pci_devices", "providers"))
+    totals: dict[str, dict[str, int]] = {}
     extras: dict[str, list[Any]] = collections.defaultdict(list)
     for r in allocs:
-        sums = totals[r.node_uuid]
-        for rc, col in rows.STD_COLUMNS:
-            sums[rc] += getattr(r, col)
-        if r.other is not None or r.numa_topology is not None or \
-                r.pci_devices is not None or r.providers is not None:
-            extras[r.node_uuid].append(r)
+        sums = totals.get(r[node_uuid])
+        if sums is None:
+            sums = totals[r[node_uuid]] = {rc: 0 for rc, _ in std}
+        for rc, i in std:
+            sums[rc] += r[i]
+        if r[other] is not None or r[numa_col] is not None or \
+                r[pci_col] is not None or r[providers] is not None:
+            extras[r[node_uuid]].append(r)
     usage: dict[str, Any] = {}
-    for node_uuid, sums in totals.items():
+    for uuid, sums in totals.items():
         amounts = {rc: int(n) for rc, n in sums.items() if n}
         numa: list[Any] = []
         pci: set[str] = set()
         nested: dict[str, dict[str, int]] = {}
-        for r in extras.get(node_uuid, ()):
-            rows._add_extras(amounts, numa, pci, nested, r.other, r.numa_topology,
-                             r.pci_devices, r.providers)
-        usage[node_uuid] = (amounts, numa, pci, nested)
+        for r in extras.get(uuid, ()):
+            rows._add_extras(amounts, numa, pci, nested, r[other], r[numa_col],
+                             r[pci_col], r[providers])
+        usage[uuid] = (amounts, numa, pci, nested)
     return usage
 
 
-def read(conn: sa.Connection, host: str, now: float, *,
-         service_binary: str | None = None) -> PassRecords:
-    """The :class:`PassRecords` of ``host`` on ``conn``: four statements, six with
-    ``service_binary`` (a service's pass: its services, findings and work)."""
-    node_sql, alloc_sql, mig_sql, inst_sql = _statements(host)
-    node_rows: dict[str, NodeRow] = {}
-    heads: dict[str, Any] = {}
+def _read_nodes(conn: sa.Connection, host: str, statement: sa.Select[Any]
+                ) -> tuple[dict[str, "_NodeHead"], dict[str, dict[str, tuple[Any, ...]]],
+                           dict[str, NodeRow]]:
+    """(heads by uuid, inventories by uuid, the host's NodeRow by name)."""
+    heads: dict[str, _NodeHead] = {}
     inventories: dict[str, dict[str, tuple[Any, ...]]] = {}
     # Plain tuples: (uuid, host, nodename, generation, resources, last_error,
     # reported, resource_class, *INV_FIELDS).
-    for r in conn.execute(node_sql).tuples():
+    for r in conn.execute(statement).tuples():
         uuid = r[0]
         if uuid not in heads:
             heads[uuid] = _NodeHead(*r[:7])
             inventories[uuid] = {}
         if r[7] is not None:
             inventories[uuid][r[7]] = r[8:]
-    for head in heads.values():
-        if head.host == host:
-            node_rows[head.nodename] = NodeRow(head.uuid, head.nodename, head.generation,
-                                               head.resources, head.last_error,
-                                               bool(head.reported))
+    node_rows = {head.nodename: NodeRow(head.uuid, head.nodename, head.generation,
+                                        head.resources, head.last_error, bool(head.reported))
+                 for head in heads.values() if head.host == host}
+    return heads, inventories, node_rows
+
+
+def _read_for_tracker(conn: sa.Connection, host: str, now: float) -> PassRecords:
+    """A tracker's read: the host's node rows; usage, stale and missing
+    allocations as the database sums and finds them (no row of a steady
+    node's consumers is read)."""
+    heads, inventories, node_rows = _read_nodes(
+        conn, host, _nodes_statement(T_NODES.c.host == host))
+    mine = T_ALLOC.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host))
+    sums = sa.select(T_ALLOC.c.node_uuid, *[sa.func.sum(T_ALLOC.c[col]) for _, col in
+                                            rows.STD_COLUMNS],
+                     *[sa.null() for _ in _EXTRAS]).where(mine).group_by(T_ALLOC.c.node_uuid)
+    extras = sa.select(T_ALLOC.c.node_uuid, *[sa.literal(0) for _ in rows.STD_COLUMNS],
+                       *[T_ALLOC.c[col] for col in _EXTRAS]).where(
+        mine, sa.text(f"({models.EXTRAS_PREDICATE})"))
+    usage: dict[str, Any] = {}
+    for node_uuid, *values in conn.execute(sa.union_all(sums, extras)).tuples():
+        amounts, numa, pci, nested = usage.setdefault(node_uuid, ({}, [], set(), {}))
+        for (rc, _), n in zip(rows.STD_COLUMNS, values):
+            if n:
+                amounts[rc] = amounts.get(rc, 0) + int(n)
+        if any(v is not None for v in values[len(rows.STD_COLUMNS):]):
+            rows._add_extras(amounts, numa, pci, nested, *values[len(rows.STD_COLUMNS):])
+    kinds = ("instance", "migration")
+    stale = tuple(StaleAllocation(consumer, node_uuid, nodename, kind)
+                  for consumer, node_uuid, nodename, kind in conn.execute(sa.union_all(*[
+                      q.add_columns(sa.literal(k).label("kind"))
+                      for q, k in zip(audit_writes.stale_queries(host), kinds)])).tuples())
+    return PassRecords(
+        host=host, read_at=now, node_rows=node_rows, inventories=inventories,
+        migrations={}, migration_times={}, usage=usage, node_heads=tuple(heads.values()),
+        allocation_rows=(), instance_rows=(),
+        missing=tuple(audit_writes.missing_allocations(conn, host)), stale=stale)
+
+
+#: The allocation columns a node's usage cannot be summed from in SQL alone,
+#: in the order of :func:`nova_lite.db.rows._add_extras`.
+_EXTRAS = ("other", "numa_topology", "pci_devices", "providers")
+
+
+def read(conn: sa.Connection, host: str, now: float, *,
+         service_binary: str | None = None) -> PassRecords:
+    """The :class:`PassRecords` of ``host`` on ``conn``.
+
+    With ``service_binary`` (a service's pass) the six statements of the
+    module's docstring: every row a leak search reads too.  Without it (a
+    tracker's audit alone) five statements that read no row of a steady
+    node's consumers: the node rows with their inventories, their usage
+    summed, the stale allocations, and the instances and the migrations that
+    lost their allocation.
+    """
+    if service_binary is None:
+        return _read_for_tracker(conn, host, now)
+    node_sql, alloc_sql, mig_sql, inst_sql = _statements(host)
+    heads, inventories, node_rows = _read_nodes(conn, host, node_sql)
     alloc_rows = tuple(conn.execute(alloc_sql).all())
     mig_rows = conn.execute(mig_sql).all()
     inst_rows = tuple(conn.execute(inst_sql).all())
@@ -431,11 +541,9 @@ def read(conn: sa.Connection, host: str, now: float, *,
         inventories=inventories,
         migrations={r.uuid: rows.migration_from_row(r) for r in mig_rows},
         migration_times={r.uuid: (r.created_at, r.updated_at) for r in mig_rows},
-        usage=_usage(a for a in alloc_rows if a.node_uuid in heads),
+        usage=_usage(a for a in alloc_rows if a[_ALLOC["node_uuid"]] in heads),
         node_heads=tuple(heads.values()),
         allocation_rows=alloc_rows, instance_rows=inst_rows)
-    if service_binary is None:
-        return records
     svc_sql, work_sql = _service_statements(host, service_binary, now)
     services: dict[str, ServiceRecord] = {}
     findings: dict[str, FindingsRow] = {}

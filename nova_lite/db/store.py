@@ -480,8 +480,9 @@ class Store:
 
     def pass_records(self, host: str, *, service: bool = False) -> pass_read.PassRecords:
         """What one periodic pass of ``host`` compares against, read in one
-        read-only transaction of at most six statements (four without
-        ``service``): a :class:`~nova_lite.db.pass_records.PassRecords`.
+        read-only transaction of six statements (five without ``service``,
+        which read no row of a steady node's consumers): a
+        :class:`~nova_lite.db.pass_records.PassRecords`.
 
         A pass that finds these records agree with what its driver reports
         writes nothing (see :meth:`audit_differs`); only a difference opens a
