@@ -265,6 +265,17 @@ class SteadyPassMixin:
             self.assertEqual(
                 self.store.hosts_needing_findings(host, 60, 60, now=records.read_at),
                 records.hosts_needing_findings(60, 60, services.COMPUTE_BINARY))
+            # A tracker's own read lets the database find them: the same.
+            alone = self.store.pass_records(host)
+            self.assertEqual(sorted(records.missing_allocations(), key=_missing_key),
+                             sorted(alone.missing_allocations(), key=_missing_key))
+            self.assertEqual(sorted(records.stale_allocations()),
+                             sorted(alone.stale_allocations()))
+            self.assertEqual(records.node_rows, alone.node_rows)
+            self.assertEqual({u: records.inventories[u] for u in alone.inventories},
+                             alone.inventories)
+            self.assertEqual({u: records.usage[u] for u in alone.usage}, alone.usage)
+            self.assertEqual([n for n in records.nodes if n.host == host], list(alone.nodes))
         records = self.store.pass_records(self.host, service=True)
         self.assertIn(away.uuid, records.migrations)
         self.assertIn(here.uuid, records.migrations)
