@@ -21,8 +21,8 @@ if __package__ in (None, ""):   # run as a file: python bench/run_all.py
 from bench import common  # noqa: E402
 
 #: Scenario modules, in the order they run.
-SCENARIOS = ("claims", "audit", "fleet", "concurrency", "references", "api", "metrics",
-             "paging", "nova_compare", "cluster_work")
+SCENARIOS = ("claims", "audit", "fleet", "steady_pass", "concurrency", "references", "api",
+             "metrics", "paging", "nova_compare", "cluster_work")
 
 
 def run_scenario(name, extra_args=(), timeout=None):

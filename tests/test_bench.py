@@ -17,13 +17,13 @@ import fixtures
 import testtools
 
 from bench import api, audit, builds, claims, cluster_work, common, concurrency, fleet, \
-    nova_compare, paging, references, run_all, scheduler, summary
+    nova_compare, paging, references, run_all, scheduler, steady_pass, summary
 from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCENARIOS = (claims, audit, fleet, concurrency, references, api, metrics_bench, paging,
-             nova_compare, cluster_work)
+SCENARIOS = (claims, audit, fleet, steady_pass, concurrency, references, api, metrics_bench,
+             paging, nova_compare, cluster_work)
 
 
 def _command(*args):
@@ -124,6 +124,23 @@ class TestScenarios(testtools.TestCase):
         self.assertEqual(3, figures["audited"])
         self.assertEqual(0, figures["failed"])
         self.assertEqual(2, figures["steady_pass"]["runs"])
+
+    def test_steady_pass_on_a_sqlite_file(self):
+        figures = self.run_case(steady_pass, store="sqlite-file", nodes=2, repeat=2)
+        self.assertEqual((1, 0, 0, 0), (figures["transactions"], figures["rows_written"],
+                                        figures["xids"], figures["row_locks"]))
+        self.assertLessEqual(figures["statements"], 6)
+        self.assertEqual((1, 1), (figures["heartbeat_transactions"],
+                                  figures["heartbeat_statements"]))
+        self.assertNotIn("wal_bytes_min", figures)
+
+    def test_steady_pass_on_postgresql(self):
+        self.use_postgresql()
+        figures = self.run_case(steady_pass, store="postgresql", nodes=2, repeat=2)
+        self.assertEqual((1, 0), (figures["transactions"], figures["xids"]))
+        self.assertEqual(1, figures["heartbeat_xids"])
+        # Server-wide: the other tests' writes count too, so only its presence.
+        self.assertGreaterEqual(figures["wal_bytes_min"], 0)
 
     def test_fleet_of_ironic_nodes(self):
         if importlib.util.find_spec("nova_lite_ironic") is None:
@@ -346,8 +363,9 @@ class TestCommands(testtools.TestCase):
         status, _, err = _command("bench.run_all", "--only", "nope")
         self.assertEqual(2, status)
         self.assertIn("nope", err)
-        self.assertEqual(("claims", "audit", "fleet", "concurrency", "references", "api",
-                          "metrics", "paging", "nova_compare", "cluster_work"),
+        self.assertEqual(("claims", "audit", "fleet", "steady_pass", "concurrency",
+                          "references", "api", "metrics", "paging", "nova_compare",
+                          "cluster_work"),
                          run_all.SCENARIOS)
 
     def test_summary_of_a_run(self):

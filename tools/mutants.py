@@ -160,6 +160,20 @@ MUTANTS = {
         "nova_lite/db/claim_writes.py",
         "        if plan.allocation.providers:\n",
         "        if False:\n"),
+    "steady-pass-skips-change": (
+        "the periodic pass takes a node whose inventories changed for a steady one and "
+        "writes nothing",
+        "nova_lite/db/pass_records.py",
+        "            if wanted != self.inventories.get(row.uuid, {}):\n",
+        "            if False:\n"),
+    "steady-pass-writes": (
+        "the periodic pass opens its writing transaction (locking the host's node rows) "
+        "when nothing changed",
+        "nova_lite/db/pass_records.py",
+        "            return f\"{len(missing)} consumer(s) without their allocation\"\n"
+        "        return None\n",
+        "            return f\"{len(missing)} consumer(s) without their allocation\"\n"
+        "        return \"always\"\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -194,6 +208,8 @@ GUARDS = {
     "child-room-ignored": ("tests.test_providers.TestProviderClaimsSQLite",
                            "tests.test_providers.TestConcurrentProviderClaimsPostgreSQL"),
     "child-generation-kept": ("tests.test_providers.TestProviderClaimsPostgreSQL",),
+    "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
+    "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

@@ -28,7 +28,8 @@ from nova_lite import audit as audit_views
 from nova_lite import conf, leaks, metrics, provider_config
 from nova_lite.compute.resource_tracker import ResourceTracker, check_service_arguments
 from nova_lite.compute.worker import Worker
-from nova_lite.db.store import COMPUTE_BINARY, Store
+from nova_lite.db.pass_records import PassRecords
+from nova_lite.db.store import COMPUTE_BINARY, UNREAD, Store
 from nova_lite.exception import InstanceNotFound, NovaLiteError
 from nova_lite.findings import HEALABLE, UNKNOWN_GUEST, Finding, tasks_waiting
 from nova_lite.objects import DELETED
@@ -102,52 +103,94 @@ class ComputeService:
         return sorted(s.host for s in self.store.list_services(binary=COMPUTE_BINARY)
                       if not s.disabled and s.is_up(self.settings.service_down_time, now))
 
-    def run_once(self) -> PassResult:
+    def run_once(self, beat: bool = True) -> PassResult:
         """One pass: heartbeat, builds that will not finish, the work waiting for
-        this host, audit, orphans, findings.  Returns a :class:`PassResult`."""
+        this host, audit, orphans, findings.  Returns a :class:`PassResult`.
+        With ``beat`` False the pass does not beat (its caller did, or
+        measures the pass alone).
+
+        After the heartbeat the pass reads what it compares against in one
+        read-only transaction (:meth:`~nova_lite.db.store.Store.pass_records`);
+        a pass that finds nothing changed (same reports, nothing stale or
+        missing, no build to give up, no work, no orphan to delete, the same
+        findings) writes nothing and reads nothing more.  Each part that
+        finds a difference writes it in its own transaction, and the parts
+        after it read the records again."""
         if self._first_beat_done:
             self._first_beat_done = False   # run() beat for this first pass
-        else:
+        elif beat:
             self.beat(only_if_due=False)
-        self._check_builds()
-        self.do_work()
-        audit = self.tracker.update_available_resource()
+        records = self._read_records()
+        changed = self._check_builds(records)
+        changed |= bool(self.do_work(records))
+        if changed and records is not None:
+            records = self._read_records()
+        audit = self.tracker.update_available_resource(records=records)
         if audit.skipped is not None:
             # The driver could not list its nodes: every record would look orphaned.
             return PassResult(skipped=audit.skipped)
-        deleted, kept = self._handle_orphans(set(audit.audited) | set(audit.failed))
+        current = None if audit.wrote else records
+        deleted, kept = self._handle_orphans(set(audit.audited) | set(audit.failed), current)
         return PassResult(audited=audit.audited, failed=audit.failed,
                           orphans_deleted=tuple(deleted), orphans_kept=tuple(kept),
-                          findings=self.record_findings())
+                          findings=self.record_findings(None if deleted else current))
 
-    def _check_builds(self) -> None:
+    def _read_records(self) -> PassRecords | None:
+        """This host's records for one pass (None if they could not be read:
+        logged, each part of the pass then reads what it needs itself)."""
         try:
-            self.worker.check_builds()
+            return self.store.pass_records(self.host, service=True)
+        except NovaLiteError as exc:
+            LOG.warning("Host %s: reading its records failed in this pass: %s", self.host, exc)
+            return None
+
+    def _check_builds(self, records: PassRecords | None = None) -> bool:
+        """Give up the builds that will not finish; returns whether any was."""
+        try:
+            return bool(self.worker.check_builds(None if records is None else records.builds))
         except NovaLiteError as exc:
             LOG.warning("Host %s: checking its builds failed in this pass: %s", self.host, exc)
+            return True   # it may have written some
 
-    def do_work(self) -> int:
+    def do_work(self, records: PassRecords | None = None) -> int:
         """Take back work a dead worker of this host left running (first call
         only), then do every task waiting for this host; returns how many were
-        done.  A failure to reach the records is logged, not raised."""
+        done.  With ``records`` (this pass's) saying no task waits, none is
+        looked for.  A failure to reach the records is logged, not raised."""
         try:
             if not self._recovered:
                 self.worker.recover()
                 self._recovered = True
+            elif records is not None and records.has_work is False:
+                return 0
             return len(self.worker.run_pending())
         except NovaLiteError as exc:
             LOG.warning("Host %s: doing its work failed in this pass: %s", self.host, exc)
             return 0
 
-    def record_findings(self) -> tuple[Finding, ...] | None:
+    def record_findings(self, records: PassRecords | None = None
+                        ) -> tuple[Finding, ...] | None:
         """Search this host's records for leaks and record what was found; returns
-        the findings (None if the search failed: logged, the last record stays)."""
+        the findings (None if the search failed: logged, the last record stays).
+
+        ``records``: this host's records as the pass read them, current (None:
+        read them here, in one read-only transaction).  Unchanged findings
+        are not written again."""
         guests, error = audit_views.list_guests(self.driver, self.settings.driver_timeout)
         if error is not None:
             LOG.debug("Host %s: guests not compared in this leak search: %s", self.host, error)
         try:
-            report = leaks.find_leaks(self.store, self.settings, host=self.host, guests=guests)
-            self.store.record_findings(self.host, report.findings)
+            if records is None:
+                records = self.store.pass_records(self.host, service=True)
+            report = leaks.findings_from(records.snapshot(), self.settings, guests=guests)
+            for finding in report.findings:
+                LOG.info("Leak audit: %s %s on %s/%s: %s", finding.kind, finding.subject,
+                         finding.host, finding.nodename, finding.detail)
+            assert records.services is not None and records.findings is not None
+            # The host's own record was read with its service's row.
+            last = records.findings.get(self.host) if self.host in records.services \
+                else UNREAD
+            self.store.record_findings(self.host, report.findings, last=last)
         except NovaLiteError as exc:
             LOG.warning("Leak search of host %s failed in this pass: %s", self.host, exc)
             return None
@@ -155,18 +198,22 @@ class ComputeService:
             if finding.kind in HEALABLE:
                 LOG.warning("Host %s: %s %s: %s", self.host, finding.kind, finding.subject,
                             finding.detail)
-        self._running_deleted([f.subject for f in report.findings if f.kind == UNKNOWN_GUEST])
-        self._record_for_down_hosts()
+        self._running_deleted([f.subject for f in report.findings if f.kind == UNKNOWN_GUEST],
+                              records)
+        self._record_for_down_hosts(records)
         return report.findings
 
-    def _running_deleted(self, unknown_guests: list[str]) -> list[str]:
+    def _running_deleted(self, unknown_guests: list[str],
+                         records: PassRecords | None = None) -> list[str]:
         """Apply ``running_deleted_instance_action`` to the guests this host's
-        driver runs whose instance is recorded deleted; returns their uuids."""
+        driver runs whose instance is recorded deleted; returns their uuids.
+        An instance the pass's ``records`` hold is not read again."""
         action = self.settings.running_deleted_instance_action
         found: list[str] = []
         for uuid in unknown_guests:
+            inst = None if records is None else records.instances.get(uuid)
             try:
-                inst = self.store.get_instance(uuid)
+                inst = inst or self.store.get_instance(uuid)
             except (InstanceNotFound, NovaLiteError):
                 continue
             if inst.vm_state != DELETED:
@@ -187,7 +234,7 @@ class ComputeService:
                             self.host, uuid, exc)
         return found
 
-    def _record_for_down_hosts(self) -> None:
+    def _record_for_down_hosts(self, records: PassRecords | None = None) -> None:
         """Record the findings of hosts whose compute service is down, when no live
         service did within the last pass interval: their leaks (instances deleted
         while they were down) show in every process's metrics too.  Guests are not
@@ -196,11 +243,16 @@ class ComputeService:
         read lists just those hosts; only when there are some, one more counts the
         open work of every host, and one reads the heartbeats when any of them has
         work waiting.  A peer's record is rewritten once an interval, so the others
-        skip it meanwhile."""
+        skip it meanwhile.  With the pass's ``records`` (they hold every service
+        and its findings' record) the first read is not needed."""
         interval = self.settings.update_resources_interval
         try:
-            down = self.store.hosts_needing_findings(
-                self.host, self.settings.service_down_time, interval)
+            if records is not None and records.services is not None:
+                down = records.hosts_needing_findings(
+                    self.settings.service_down_time, interval, COMPUTE_BINARY)
+            else:
+                down = self.store.hosts_needing_findings(
+                    self.host, self.settings.service_down_time, interval)
             waiting = self.store.tasks.waiting_by_host() if down else {}
             stalled = set(down) & set(waiting)
             beats = {s.host: s.updated_at for s in self.store.list_services()
@@ -217,10 +269,16 @@ class ComputeService:
         except NovaLiteError as exc:
             LOG.warning("Leak search of the hosts that are down failed in this pass: %s", exc)
 
-    def _handle_orphans(self, reported: Collection[str]) -> tuple[list[str], list[str]]:
+    def _handle_orphans(self, reported: Collection[str], records: PassRecords | None = None
+                        ) -> tuple[list[str], list[str]]:
+        """Delete the node records the driver neither reports nor still has (it
+        says so), keep the others; returns (deleted, kept) names.  ``records``:
+        the host's records, current (None: read them)."""
         deleted: list[str] = []
         kept: list[str] = []
-        for node in self.store.get_compute_nodes(self.host):
+        nodes = self.store.get_compute_nodes(self.host) if records is None \
+            else records.host_nodes
+        for node in nodes:
             if node.nodename in reported:
                 continue
             try:

@@ -19,6 +19,8 @@ from nova_lite.compute import accounting, node_checks, placement
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveClaim, NopClaim
 from nova_lite.compute.driver_calls import DriverCaller
 from nova_lite.compute.locks import NodeLocks
+from nova_lite.db.audit_writes import MissingAllocation
+from nova_lite.db.pass_records import PassRecords
 from nova_lite.db.store import AuditedNode, Store
 from nova_lite.exception import DriverNotReady, InstanceNotFound, InvalidInput, NodeNotFound
 from nova_lite.model.decide import NodeClaims
@@ -47,6 +49,9 @@ class AuditResult:
     skipped: str | None = None
     #: ``{nodename: generation}`` of the audited nodes as recorded by this pass.
     generations: dict[str, int] = attrs.field(factory=dict)
+    #: Whether the pass wrote to the records (False: the records agreed with
+    #: the driver's reports, and the pass only read them).
+    wrote: bool = False
 
 
 @attrs.frozen
@@ -160,7 +165,8 @@ class ResourceTracker:
         return node
 
     # -- the audit ---------------------------------------------------------------
-    def update_available_resource(self, nodename: str | None = None) -> AuditResult:
+    def update_available_resource(self, nodename: str | None = None, *,
+                                  records: PassRecords | None = None) -> AuditResult:
         """Audit every node (or just ``nodename``) and record the result.
 
         Driver calls run outside the locks and every transaction, each with
@@ -175,19 +181,30 @@ class ResourceTracker:
         names, nothing is recorded and the result's ``skipped`` says why.
         Its duration feeds ``nova_lite_audit_duration_seconds``.
 
+        The records are first read and compared, in one read-only transaction
+        (:meth:`~nova_lite.db.store.Store.pass_records`, or ``records`` when
+        the caller read them already): when they agree with every report
+        (same reports and inventories, nothing stale, nothing missing, no
+        node to mark) nothing is written and no row is locked.  Otherwise one
+        writing transaction (:meth:`~nova_lite.db.store.Store.record_audit`)
+        locks the host's node rows, checks again and writes what differs.
+
         :param nodename: audit this node only; None: every node the driver
             lists.
+        :param records: this host's records as the caller's pass read them;
+            None: read them here.
         :returns: the nodes recorded, and those skipped with the reason.
         :raises nova_lite.exception.InvalidInput: for a ``nodename`` that is
             not a recordable name.
         """
         started = time.monotonic()
         try:
-            return self._update_available_resource(nodename)
+            return self._update_available_resource(nodename, records)
         finally:
             metrics.record_audit_duration(metrics.RESOURCE_AUDIT, time.monotonic() - started)
 
-    def _update_available_resource(self, nodename: str | None) -> AuditResult:
+    def _update_available_resource(self, nodename: str | None,
+                                   records: PassRecords | None) -> AuditResult:
         failed: dict[str, str] = {}
         listed: frozenset[str] | None = None
         if nodename is not None:
@@ -210,10 +227,11 @@ class ResourceTracker:
             listed = frozenset(names)
         outcomes = self._calls.map(self.driver.get_available_resource, names,
                                    what="get_available_resource")
+        if records is None:
+            records = self.store.pass_records(self.host)
         if self.provider_configs.uuids and self._recorded_uuids is None:
             # Once: a node reported without a uuid is matched by its record's.
-            self._recorded_uuids = {n.nodename: n.uuid
-                                    for n in self.store.get_compute_nodes(self.host)}
+            self._recorded_uuids = {name: row.uuid for name, row in records.node_rows.items()}
         audits: list[AuditedNode] = []
         for outcome in outcomes:
             name = outcome.item
@@ -232,24 +250,47 @@ class ResourceTracker:
                          for a in audits)
             self._warn_unmatched(nodes)
         only = None if nodename is None else [nodename]
-        rebuilt = self._rebuild_missing(only)
+        rebuilt = self._rebuild_missing(only, records.missing_allocations(only))
+        differs = self.store.audit_differs(records, audits, listed, only)
         with self._locks.holding(a.nodename for a in audits):
-            recorded = self.store.record_audit(self.host, audits, rebuilt, listed=listed,
-                                               only=only)
-            self._nodes.update(recorded)
+            if differs is None:
+                # Nothing to write: the records as read are the audit's view.
+                recorded = records.audited_nodes(audits)
+                self._adopt_audited(recorded)
+            else:
+                LOG.debug("Audit of host %s writes: %s", self.host, differs)
+                recorded = self.store.record_audit(self.host, audits, rebuilt, listed=listed,
+                                                   only=only)
+                self._nodes.update(recorded)
         for node in recorded.values():
             _log_final_view(node)
             if node.over_classes():
                 accounting.log_over_capacity(
-                    node, self.store.list_allocations(node_uuid=node.uuid))
+                    node, records.allocations_on(node.uuid)
+                    if differs is None and records.services is not None
+                    else self.store.list_allocations(node_uuid=node.uuid))
+        marked = False
         for name, reason in failed.items():
             if node_checks.storable(name):
-                self._mark_failed(name, reason)
+                marked |= self._mark_failed(name, reason, records)
         if listed is not None:
             for gone in set(self._nodes) - listed:
                 del self._nodes[gone]
         return AuditResult(audited=tuple(sorted(recorded)), failed=failed,
-                           generations={name: n.generation for name, n in recorded.items()})
+                           generations={name: n.generation for name, n in recorded.items()},
+                           wrote=differs is not None or marked)
+
+    def _adopt_audited(self, recorded: Mapping[str, ComputeNode]) -> None:
+        """Track the nodes of an audit that wrote nothing (the node locks held).
+
+        They were read before the driver's reports: a claim committed since
+        left a newer record tracked here, which stays.
+        """
+        for name, node in recorded.items():
+            tracked = self._nodes.get(name)
+            if tracked is None or tracked.uuid != node.uuid or \
+                    node.generation >= tracked.generation:
+                self._nodes[name] = node
 
     def _audit_entry(self, nodename: str, report: object) -> AuditedNode:
         if isinstance(report, dict):
@@ -293,24 +334,35 @@ class ResourceTracker:
                         where, self.host)
         self._unmatched_warned = set(unmatched)
 
-    def _mark_failed(self, nodename: str, reason: str) -> None:
-        # Mark the record even when this tracker has not loaded it yet
-        # (after a restart, or a node that vanished and came back).
-        self.store.set_node_error(self.host, nodename, reason)
+    def _mark_failed(self, nodename: str, reason: str, records: PassRecords) -> bool:
+        """Mark the node's record with ``reason``; returns whether that wrote.
+
+        Marked even when this tracker has not loaded it yet (after a restart,
+        or a node that vanished and came back); a record already marked with
+        this reason (or no record) is left alone.
+        """
+        row = records.node_rows.get(nodename)
+        wrote = row is not None and row.last_error != reason.replace("\x00", "\\x00")
+        if wrote:
+            self.store.set_node_error(self.host, nodename, reason)
         node = self._nodes.get(nodename)
         if node is not None:
             self._nodes[nodename] = attrs.evolve(node, last_error=reason)
+        return wrote
 
-    def _rebuild_missing(self, nodenames: Sequence[str] | None = None
+    def _rebuild_missing(self, nodenames: Sequence[str] | None = None,
+                         missing: Sequence[MissingAllocation] | None = None
                          ) -> dict[tuple[str, str], Allocation]:
         """``{(consumer_uuid, nodename): Allocation}`` for the consumers whose
-        allocation is missing, worked out before the audit's transaction.
+        allocation is missing (``missing``, as the pass read them; None: read
+        them now), worked out before the audit's transaction.
 
         The driver's overhead estimates run here, outside every lock and
         transaction, each with ``driver_timeout``; a consumer whose
         estimate fails is repaired by a later pass.
         """
-        missing = self.store.missing_allocations(self.host, nodenames)
+        if missing is None:
+            missing = self.store.missing_allocations(self.host, nodenames)
         if not missing:
             return {}
         outcomes = self._calls.map(

@@ -23,7 +23,7 @@ back.
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -33,6 +33,7 @@ from nova_lite.compute.worker_identity import WorkerIdentity, is_gone
 from nova_lite.conf import Settings
 from nova_lite.db.listen import WorkListener
 from nova_lite.db.store import Store
+from nova_lite.db.tasks import Building
 from nova_lite.exception import NovaLiteError, StoreError
 from nova_lite.work import Task
 
@@ -142,15 +143,18 @@ class Worker:
                         task.instance_uuid or task.host, task.taken_by)
         return back
 
-    def check_builds(self) -> list[str]:
+    def check_builds(self, builds: Iterable[Building] | None = None) -> list[str]:
         """Record in error (claim given back) the builds of this host that will
         not finish: past ``instance_build_timeout`` (when set), or with no open
-        task for longer than :data:`HANDOVER_GRACE` seconds.  Returns their
-        uuids."""
+        task for longer than :data:`HANDOVER_GRACE` seconds.  ``builds``: the
+        host's builds as a pass read them (None: read them here).  Returns
+        their uuids."""
         now = self.clock()
         timeout = self.settings.instance_build_timeout
         failed: list[str] = []
-        for build in self.store.tasks.building_on(self.host):
+        if builds is None:
+            builds = self.store.tasks.building_on(self.host)
+        for build in builds:
             age = now - build.created_at
             if timeout and age > timeout:
                 reason = (f"build timed out: still building after {age:.0f} s "

@@ -354,6 +354,25 @@ def missing_allocations(conn: sa.Connection, host: str,
     return found
 
 
+def stale_queries(host: str) -> tuple[sa.Select[Any], sa.Select[Any]]:
+    """The allocations on ``host``'s nodes that no live record backs: (those of
+    instances, those of migrations), each selecting (consumer_uuid, node_uuid,
+    nodename)."""
+    stale_instance = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
+                               T_NODES.c.nodename).select_from(
+        T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(
+            T_INST, T_INST.c.uuid == T_ALLOC.c.consumer_uuid)).where(
+        T_NODES.c.host == host, T_ALLOC.c.consumer_type == "instance",
+        sa.not_(holds_sql.instance_holds_on(T_NODES)))
+    stale_migration = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
+                                T_NODES.c.nodename).select_from(
+        T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(
+            T_MIG, T_MIG.c.uuid == T_ALLOC.c.consumer_uuid)).where(
+        T_NODES.c.host == host, T_ALLOC.c.consumer_type == "migration",
+        sa.or_(T_MIG.c.uuid.is_(None), sa.not_(holds_sql.migration_holds())))
+    return stale_instance, stale_migration
+
+
 def reconcile_allocations(conn: sa.Connection, host: str,
                           rebuilt: Mapping[tuple[str, str], Allocation],
                           nodenames: Iterable[str] | None = None) -> set[str]:
@@ -374,19 +393,7 @@ def reconcile_allocations(conn: sa.Connection, host: str,
     Returns the uuids of the nodes whose allocations changed.
     """
     changed: set[str] = set()
-    stale_instance = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
-                               T_NODES.c.nodename).select_from(
-        T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(
-            T_INST, T_INST.c.uuid == T_ALLOC.c.consumer_uuid)).where(
-        T_NODES.c.host == host, T_ALLOC.c.consumer_type == "instance",
-        sa.not_(holds_sql.instance_holds_on(T_NODES)))
-    stale_migration = sa.select(T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid,
-                                T_NODES.c.nodename).select_from(
-        T_ALLOC.join(T_NODES, T_NODES.c.uuid == T_ALLOC.c.node_uuid).outerjoin(
-            T_MIG, T_MIG.c.uuid == T_ALLOC.c.consumer_uuid)).where(
-        T_NODES.c.host == host, T_ALLOC.c.consumer_type == "migration",
-        sa.or_(T_MIG.c.uuid.is_(None), sa.not_(holds_sql.migration_holds())))
-    for query, kind in ((stale_instance, "instance"), (stale_migration, "migration")):
+    for query, kind in zip(stale_queries(host), ("instance", "migration")):
         if nodenames is not None:
             query = query.where(T_NODES.c.nodename.in_(list(nodenames)))
         for consumer, node_uuid, nodename in conn.execute(query).all():

@@ -98,25 +98,38 @@ def beat(conn: Connection, host: str, binary: str, now: float) -> ServiceRecord:
 
     One statement on either backend: an insert that, on the (host, binary)
     conflict, updates the existing row instead, returning the row.  On
-    PostgreSQL the transaction commits without waiting for its WAL flush
-    (``synchronous_commit = off``, for this transaction only): a server
-    crash may lose the last beats, which the next beat, at most
-    ``report_interval`` seconds later, replaces.
+    PostgreSQL the same statement sets ``synchronous_commit = off`` for its
+    transaction only (``set_config(..., true)``, as ``SET LOCAL`` would), so
+    the beat commits without waiting for its WAL to reach the disk: a server
+    crash may lose the last beats (at most a fraction of a second of them),
+    which only makes the service look down a little earlier than it would
+    have; the next beat, at most ``report_interval`` seconds later, replaces
+    them.  Nothing else is written in that transaction.
     """
-    if conn.dialect.name == "postgresql":
-        conn.execute(_ASYNC_COMMIT)
     row = conn.execute(_BEAT[conn.dialect.name], {
         "host": host, "binary": binary, "now": now}).one()
     return ServiceRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
 
 
-def _beat(insert: Any) -> sa.Insert:
+def _beat(insert: Any, async_commit: bool = False) -> sa.Insert:
     """The heartbeat upsert built with a dialect's ``insert`` (it has
-    ``on_conflict_do_update``)."""
+    ``on_conflict_do_update``); with ``async_commit`` (PostgreSQL) it also
+    turns ``synchronous_commit`` off for its own transaction."""
     now = sa.bindparam("now", type_=sa.Float)
-    stmt = insert(T_SVC).values(
-        host=sa.bindparam("host"), binary=sa.bindparam("binary"), created_at=now,
-        updated_at=now, report_count=1, disabled=False)
+    if async_commit:
+        # The row comes from a one-row SELECT over set_config(): it runs
+        # before the row is inserted, within the statement.
+        setting = sa.select(sa.func.set_config("synchronous_commit", "off", sa.true())
+                            .label("synchronous_commit")).subquery("async_commit")
+        row = sa.select(sa.bindparam("host", type_=sa.String),
+                        sa.bindparam("binary", type_=sa.String), now, now,
+                        sa.literal(1), sa.false()).select_from(setting)
+        stmt = insert(T_SVC).from_select(
+            ["host", "binary", "created_at", "updated_at", "report_count", "disabled"], row)
+    else:
+        stmt = insert(T_SVC).values(
+            host=sa.bindparam("host"), binary=sa.bindparam("binary"), created_at=now,
+            updated_at=now, report_count=1, disabled=False)
     return stmt.on_conflict_do_update(
         index_elements=[T_SVC.c.host, T_SVC.c.binary],
         set_={"updated_at": stmt.excluded.updated_at,
@@ -124,9 +137,9 @@ def _beat(insert: Any) -> sa.Insert:
 
 
 # Built once per backend: every service beats every report_interval.
-_BEAT = {"sqlite": _beat(sqlite_insert), "postgresql": _beat(postgresql_insert)}
-#: Only the heartbeat's transaction skips the wait for the WAL flush.
-_ASYNC_COMMIT = sa.text("SET LOCAL synchronous_commit = off")
+# Only the heartbeat's transaction skips the wait for the WAL flush.
+_BEAT = {"sqlite": _beat(sqlite_insert),
+         "postgresql": _beat(postgresql_insert, async_commit=True)}
 
 
 def set_disabled(conn: Connection, host: str, binary: str, disabled: bool,

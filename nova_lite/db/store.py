@@ -30,6 +30,7 @@ from nova_lite.db import providers as provider_rows
 from nova_lite.db import (
     archive, arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models,
     queries, rows, services, snapshot)
+from nova_lite.db import pass_records as pass_read
 from nova_lite.findings import Finding, RecordedFindings
 from nova_lite.db.direct import DirectConnection
 from nova_lite.db.engine import (
@@ -66,6 +67,9 @@ _T = TypeVar("_T")
 #: ``migration_status`` of :meth:`Store.release`: one ``(migration_uuid,
 #: status)`` pair, or a list of them.
 MigrationStatus = tuple[str, str] | list[tuple[str, str]]
+
+#: ``last`` of :meth:`Store.record_findings` when the caller did not read it.
+UNREAD = object()
 
 
 @attrs.frozen
@@ -474,6 +478,49 @@ class Store:
         return self._read(f"find missing allocations of host {host}",
                           lambda conn: audit_writes.missing_allocations(conn, host, nodenames))
 
+    def pass_records(self, host: str, *, service: bool = False) -> pass_read.PassRecords:
+        """What one periodic pass of ``host`` compares against, read in one
+        read-only transaction of six statements (five without ``service``,
+        which read no row of a steady node's consumers): a
+        :class:`~nova_lite.db.pass_records.PassRecords`.
+
+        A pass that finds these records agree with what its driver reports
+        writes nothing (see :meth:`audit_differs`); only a difference opens a
+        writing transaction, which locks and checks again.
+
+        :param host: the host whose pass it is.
+        :param service: also read what a compute service's pass needs (every
+            compute service, the recorded findings, the host's builds and
+            whether it has work waiting).
+        :returns: the records, read at one moment.
+        :raises nova_lite.exception.InvalidInput: for a name that cannot be
+            looked up.
+        """
+        arguments.check_lookup(host=host)
+        if not self.schema.current:
+            self._read("records of a pass", lambda conn: None)   # SchemaOutdated, named
+        now = time.time()
+        binary = COMPUTE_BINARY if service else None
+        return self.db.read_snapshot(
+            f"read the records of a pass of host {host}",
+            lambda conn: pass_read.read(conn, host, now, service_binary=binary))
+
+    def audit_differs(self, records: pass_read.PassRecords, audits: Sequence[AuditedNode],
+                      listed: Collection[str] | None = None,
+                      only: Iterable[str] | None = None) -> str | None:
+        """Whether :meth:`record_audit` of these arguments would change ``records``
+        (read by :meth:`pass_records`): a short reason, or None when it would
+        write nothing.  No I/O.
+
+        :param records: the host's records, as read.
+        :param audits: as for :meth:`record_audit`.
+        :param listed: as for :meth:`record_audit`.
+        :param only: as for :meth:`record_audit`.
+        :returns: why the records differ, or None.
+        """
+        return records.audit_differs(audits, self._report_texts[records.host], listed,
+                                     None if only is None else list(only))
+
     def record_audit(self, host: str, audits: Sequence[AuditedNode],
                      rebuilt: Mapping[tuple[str, str], Allocation] | None = None,
                      listed: Collection[str] | None = None,
@@ -725,7 +772,8 @@ class Store:
     def record_findings(self, host: str, findings: Iterable[Finding],
                         recorded_at: float | None = None,
                         recorded_by: str | None = None,
-                        refresh_after: float | None = None) -> bool:
+                        refresh_after: float | None = None,
+                        last: "pass_read.FindingsRow | None | object" = UNREAD) -> bool:
         """Record ``host``'s findings (:class:`~nova_lite.findings.Finding` records)
         as found at ``recorded_at`` (epoch s, default now) by the service of host
         ``recorded_by`` (default ``host`` itself), replacing the last record.
@@ -740,15 +788,21 @@ class Store:
         :param recorded_by: the host whose service searched; None: ``host``.
         :param refresh_after: seconds after which unchanged findings are
             written again anyway (their time moves on); None: never.
+        :param last: the record as a pass read it already (a
+            :class:`~nova_lite.db.pass_records.FindingsRow` with its text, or
+            None: no record); default: read it here.
         :returns: True if written, False if unchanged.
         """
         recorded_at = time.time() if recorded_at is None else recorded_at
         recorded_by = host if recorded_by is None else recorded_by
-        text = json.dumps([f.to_dict() for f in findings], sort_keys=True)
-        last = self._read(f"read the findings of host {host}", lambda conn: conn.execute(
-            sa.select(T_FIND.c.findings, T_FIND.c.recorded_by, T_FIND.c.recorded_at).where(
-                T_FIND.c.host == host)).first())
-        if last is not None and (last.findings, last.recorded_by) == (text, recorded_by) and (
+        text = pass_read.findings_text(findings)
+        if last is UNREAD or (isinstance(last, pass_read.FindingsRow) and last.text is None):
+            found = self._read(f"read the findings of host {host}", lambda conn: conn.execute(
+                sa.select(T_FIND.c.findings, T_FIND.c.recorded_by, T_FIND.c.recorded_at)
+                .where(T_FIND.c.host == host)).first())
+            last = None if found is None else pass_read.FindingsRow(*found)
+        if isinstance(last, pass_read.FindingsRow) and \
+                (last.text, last.recorded_by) == (text, recorded_by) and (
                 refresh_after is None or recorded_at - last.recorded_at < refresh_after):
             return False   # unchanged: a steady pass writes nothing
 

@@ -1,0 +1,333 @@
+"""What a compute service's pass costs the database when nothing changed, and
+that a change still gets written.
+
+A steady pass (the driver reports what is recorded, nothing to repair,
+no work, the same findings) is counted with SQLAlchemy's engine events
+(:class:`nova_lite.testing.db_cost.DatabaseCost`): every statement on the
+DBAPI cursor (``before_cursor_execute``) and every transaction
+(``begin``/``commit``).  Besides its heartbeat (one upsert)
+it must be ONE read-only transaction of at most six statements, none of
+them locking a row.
+
+On PostgreSQL "read-only" is checked where it is decided, inside the
+transaction: at its commit ``txid_current_if_assigned()`` is NULL.  A
+transaction gets a transaction id at its first write (a row changed or
+locked); one that never gets one writes no WAL record of its own, and its
+commit writes no commit record and waits for no WAL flush.  That is
+deterministic, unlike the server-wide WAL position, which the other tests
+sharing the server move at any time (the benchmark measures WAL bytes,
+bench/steady_pass.py).
+"""
+
+import logging
+import re
+import time
+
+import attrs
+import fixtures
+import sqlalchemy as sa
+
+from nova_lite import objects, work
+from nova_lite.compute.manager import ComputeService
+from nova_lite.db import models, services
+from nova_lite.findings import UNKNOWN_GUEST
+from nova_lite.testing.db_cost import DatabaseCost
+from nova_lite.virt import loader
+from nova_lite.work import WorkRequest
+from tests import base
+
+NODES = ("a", "b", "c", "d")
+#: Any of PostgreSQL's row-locking clauses.
+ROW_LOCK = re.compile(r"\bFOR\s+(NO\s+KEY\s+UPDATE|UPDATE|KEY\s+SHARE|SHARE)\b", re.I)
+SMALL = base.flavor("m1.small", vcpus=1, memory_mb=256, root_gb=1)
+BIG = base.flavor("m1.big", vcpus=2, memory_mb=512, root_gb=2)
+
+
+def count_transactions(test, store):
+    """The :class:`~nova_lite.testing.db_cost.Transaction` list of ``store`` from
+    now on (it grows until the test ends)."""
+    cost = DatabaseCost(store.db.engine).__enter__()
+    test.addCleanup(cost.__exit__)
+    return cost.transactions
+
+
+class SteadyPassMixin:
+    """A host of several nodes with instances, a resize in progress and guests,
+    passed over until steady."""
+
+    def setUp(self):
+        super().setUp()
+        self.store = self.make_store()
+        self.settings_ = self.settings(reserved_host_memory_mb=0)
+        self.driver = loader.load_driver("fake.multinode", settings=self.settings_,
+                                         nodes=list(NODES))
+        self.addCleanup(self.driver.destroy_all)
+        self.svc = ComputeService(self.host, self.driver, store=self.store,
+                                  settings=self.settings_)
+        self.svc.run_once()
+        rt = self.svc.tracker
+        self.instances = []
+        for node in NODES:
+            for _ in range(2):
+                inst = rt.instance_claim(base.instance(SMALL), node).instance
+                self.driver.spawn(inst)
+                self.instances.append(inst)
+        self.migration = rt.resize_claim(self.instances[0], BIG, "b").migration
+        self.steady()
+
+    def steady(self):
+        """Pass until a pass writes nothing (at most three passes)."""
+        for _ in range(3):
+            seen = count_transactions(self, self.store)
+            self.svc.run_once()
+            if not self.writes(seen):
+                return
+        self.fail("the passes never settle")
+
+    def writes(self, transactions):
+        """The statements of ``transactions`` that write, heartbeats aside."""
+        return [s for t in transactions for s in t.writes if "INTO services" not in s]
+
+    def generations(self):
+        return {n.nodename: n.generation for n in self.store.get_compute_nodes(self.host)}
+
+    def one_pass(self):
+        """One pass; returns (its result, its transactions)."""
+        seen = count_transactions(self, self.store)
+        result = self.svc.run_once()
+        return result, list(seen)
+
+    # -- a steady pass --------------------------------------------------------
+    def test_a_steady_pass_is_a_heartbeat_and_one_read_only_transaction(self):
+        before = self.generations()
+        findings = self.store.recorded_findings(self.host)
+        result, seen = self.one_pass()
+        self.assertEqual(2, len(seen), [t.statements for t in seen])
+        beat, read = seen
+        self.assertEqual(1, len(beat.statements), beat.statements)
+        self.assertIn("INSERT INTO services", beat.statements[0])
+        self.assertLessEqual(len(read.statements), 6, read.statements)
+        for text in read.statements:
+            self.assertTrue(text.lstrip().startswith("SELECT"), text)
+            self.assertIsNone(ROW_LOCK.search(text), text)
+            self.assertNotIn("pg_advisory", text)
+        self.assertIsNone(read.xid)
+        self.assertEqual(0, read.rows_written)
+        # It did its whole job all the same.
+        self.assertEqual(NODES, result.audited)
+        self.assertEqual({}, result.failed)
+        self.assertEqual(before, self.generations())
+        self.assertEqual(findings, self.store.recorded_findings(self.host))
+        self.assertEqual(findings[0].findings, result.findings)
+
+    def test_a_steady_pass_without_its_heartbeat_is_one_transaction(self):
+        with DatabaseCost(self.store.db.engine) as cost:
+            self.svc.run_once(beat=False)
+        self.assertEqual(1, len(cost.transactions))
+        self.assertLessEqual(cost.statements, 6)
+        self.assertEqual((0, 0), (cost.rows_written, cost.xids))
+
+    def test_a_steady_audit_of_the_tracker_alone_is_one_read(self):
+        seen = count_transactions(self, self.store)
+        audit = self.svc.tracker.update_available_resource()
+        self.assertFalse(audit.wrote)
+        self.assertEqual(1, len(seen), [t.statements for t in seen])
+        self.assertLessEqual(len(seen[0].statements), 5, seen[0].statements)
+        self.assertIsNone(seen[0].xid)
+        tracked = {n: self.svc.tracker.get_node(n) for n in NODES}
+        for name, node in tracked.items():
+            recorded = self.store.get_compute_node(self.host, name)
+            self.assertEqual((recorded.generation, dict(recorded.usage)),
+                             (node.generation, dict(node.usage)))
+
+    def test_a_failing_node_is_marked_once(self):
+        self.driver.inject_fault("c", RuntimeError("hypervisor gone"))
+        first, seen = self.one_pass()
+        self.assertIn("c", first.failed)
+        self.assertTrue(self.writes(seen))
+        second, seen = self.one_pass()
+        self.assertIn("c", second.failed)
+        self.assertEqual([], self.writes(seen))
+        self.assertIn("hypervisor gone", self.store.get_compute_node(self.host, "c").last_error)
+
+    # -- a change is written ------------------------------------------------
+    def assertWritten(self, seen):
+        written = self.writes(seen)
+        self.assertTrue(written, [t.statements for t in seen])
+        return written
+
+    def test_an_inventory_change_is_written(self):
+        before = self.generations()
+        self.driver.set_node_size("a", memory_mb=4096)
+        _, seen = self.one_pass()
+        self.assertWritten(seen)
+        after = self.generations()
+        self.assertEqual(before["a"] + 1, after["a"])
+        self.assertEqual({n: before[n] for n in "bcd"}, {n: after[n] for n in "bcd"})
+        self.assertEqual(4096, self.store.get_compute_node(
+            self.host, "a").inventories["MEMORY_MB"].total)
+        self.steady()
+
+    def test_an_inventory_change_with_the_same_report_is_written(self):
+        # The operator reserves memory for the host (and restarts the service):
+        # every report is the same, every inventory changes.
+        before = self.generations()
+        self.svc.tracker.settings = attrs.evolve(self.settings_, reserved_host_memory_mb=128)
+        _, seen = self.one_pass()
+        self.assertWritten(seen)
+        self.assertEqual({n: g + 1 for n, g in before.items()}, self.generations())
+        self.assertEqual(128, self.store.get_compute_node(
+            self.host, "c").inventories["MEMORY_MB"].reserved)
+        self.steady()
+
+    def test_a_new_node_is_recorded(self):
+        self.driver.set_nodes([*NODES, "e"])
+        result, seen = self.one_pass()
+        self.assertWritten(seen)
+        self.assertIn("e", result.audited)
+        self.assertEqual("e", self.store.get_compute_node(self.host, "e").nodename)
+        self.steady()
+
+    def test_a_vanished_node_is_marked_and_its_orphan_record_deleted(self):
+        for inst in self.instances[6:]:
+            self.svc.tracker.update_usage(attrs.evolve(inst, vm_state=objects.DELETED))
+        self.driver.set_nodes(NODES[:3])
+        result, seen = self.one_pass()
+        self.assertWritten(seen)
+        self.assertEqual(("d",), result.orphans_deleted)
+        self.assertEqual(sorted(NODES[:3]),
+                         [n.nodename for n in self.store.get_compute_nodes(self.host)])
+        self.steady()
+
+    def test_a_leaked_allocation_is_freed(self):
+        gone = self.instances[2]
+        base.write_instance_row(self.store, attrs.evolve(gone, vm_state=objects.DELETED))
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        _, seen = self.one_pass()
+        self.assertWritten(seen)
+        self.assertIn(gone.uuid, log.output)
+        self.assertEqual([], self.store.list_allocations(instance_uuid=gone.uuid))
+        self.steady()
+
+    def test_a_missing_allocation_is_restored(self):
+        lost = self.instances[4]
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.allocations.delete().where(
+                models.allocations.c.consumer_uuid == lost.uuid))
+        _, seen = self.one_pass()
+        self.assertWritten(seen)
+        self.assertEqual(1, len(self.store.list_allocations(instance_uuid=lost.uuid)))
+        self.steady()
+
+    def test_a_new_finding_is_recorded(self):
+        stray = base.instance(SMALL, host=self.host, node="a")
+        self.driver.spawn(stray)   # a guest no instance record backs
+        result, seen = self.one_pass()
+        self.assertTrue(any("host_findings" in s for s in self.writes(seen)), seen)
+        self.assertIn((UNKNOWN_GUEST, stray.uuid),
+                      [(f.kind, f.subject) for f in result.findings])
+        recorded, = self.store.recorded_findings(self.host)
+        self.assertEqual(result.findings, recorded.findings)
+        self.steady()
+
+    def test_work_waiting_is_done_in_the_pass(self):
+        (task,) = self.store.tasks.record([WorkRequest(host=self.host, kind=work.AUDIT,
+                                                       params={})])
+        self.one_pass()
+        self.assertEqual(work.DONE, self.store.tasks.get(task.id).state)
+
+    # -- the read agrees with the other readers ----------------------------
+    def test_the_records_agree_with_the_snapshot_and_the_queries(self):
+        other = ComputeService("host2", loader.load_driver(
+            "fake.multinode", settings=self.settings(host="host2",
+                                                     reserved_host_memory_mb=0),
+            nodes=["x", "y"]), store=self.store, settings=self.settings_)
+        other.run_once()
+        # A move to the other host, one from it, a stale and a missing allocation.
+        away = other.tracker.resize_claim(self.instances[3], SMALL, "x").migration
+        incoming = other.tracker.instance_claim(base.instance(SMALL), "y").instance
+        here = self.svc.tracker.resize_claim(incoming, BIG, "c").migration
+        base.write_instance_row(self.store, attrs.evolve(self.instances[5],
+                                                         vm_state=objects.DELETED))
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.allocations.delete().where(
+                models.allocations.c.consumer_uuid == self.instances[6].uuid))
+            # A service that went down long ago.
+            now = time.time()
+            conn.execute(models.services.insert().values(
+                host="gone", binary=services.COMPUTE_BINARY, created_at=now - 3600,
+                updated_at=now - 3600, report_count=1, disabled=False))
+        for host in (self.host, "host2"):
+            records = self.store.pass_records(host, service=True)
+            snapshot = self.store.records_snapshot(host)
+            self.assertEqual(attrs.evolve(snapshot, read_at=0),
+                             attrs.evolve(records.snapshot(), read_at=0))
+            self.assertEqual(
+                sorted(self.store.missing_allocations(host), key=_missing_key),
+                sorted(records.missing_allocations(), key=_missing_key))
+            self.assertEqual(
+                self.store.hosts_needing_findings(host, 60, 60, now=records.read_at),
+                records.hosts_needing_findings(60, 60, services.COMPUTE_BINARY))
+            # A tracker's own read lets the database find them: the same.
+            alone = self.store.pass_records(host)
+            self.assertEqual(sorted(records.missing_allocations(), key=_missing_key),
+                             sorted(alone.missing_allocations(), key=_missing_key))
+            self.assertEqual(sorted(records.stale_allocations()),
+                             sorted(alone.stale_allocations()))
+            self.assertEqual(records.node_rows, alone.node_rows)
+            self.assertEqual({u: records.inventories[u] for u in alone.inventories},
+                             alone.inventories)
+            self.assertEqual({u: records.usage[u] for u in alone.usage}, alone.usage)
+            self.assertEqual([n for n in records.nodes if n.host == host], list(alone.nodes))
+        records = self.store.pass_records(self.host, service=True)
+        self.assertIn(away.uuid, records.migrations)
+        self.assertIn(here.uuid, records.migrations)
+        self.assertEqual([self.instances[5].uuid],
+                         [a.consumer_uuid for a in records.stale_allocations()])
+        self.assertEqual(["gone"], records.hosts_needing_findings(
+            60, 60, services.COMPUTE_BINARY))
+
+
+def _missing_key(missing):
+    return (missing.consumer.uuid, missing.node_uuid or "")
+
+
+class TestSteadyPassSQLite(SteadyPassMixin, base.OnSQLiteFile, base.TestCase):
+    pass
+
+
+class TestSteadyPassPostgreSQL(SteadyPassMixin, base.OnPostgreSQL, base.TestCase):
+    pass
+
+
+class HeartbeatMixin:
+
+    def test_a_heartbeat_is_one_statement(self):
+        store = self.make_store()
+        store.heartbeat(self.host)
+        seen = count_transactions(self, store)
+        beat = store.heartbeat(self.host)
+        self.assertEqual(2, beat.report_count)
+        self.assertEqual(1, len(seen))
+        self.assertEqual(1, len(seen[0].statements), seen[0].statements)
+
+    def test_only_the_heartbeat_transaction_skips_the_wait_for_its_flush(self):
+        store = self.make_store()
+        if store.db.dialect != "postgresql":
+            self.skipTest("synchronous_commit is PostgreSQL's")
+
+        def beat_then_show(conn):
+            services.beat(conn, self.host, services.COMPUTE_BINARY, time.time())
+            return conn.execute(sa.text("SHOW synchronous_commit")).scalar()
+
+        self.assertEqual("off", store.db.write("beat", beat_then_show))
+        self.assertEqual("on", store.db.read("show", lambda conn: conn.execute(
+            sa.text("SHOW synchronous_commit")).scalar()))
+
+
+class TestHeartbeatSQLite(HeartbeatMixin, base.OnSQLiteFile, base.TestCase):
+    pass
+
+
+class TestHeartbeatPostgreSQL(HeartbeatMixin, base.OnPostgreSQL, base.TestCase):
+    pass
