@@ -153,8 +153,9 @@ MUTANTS = {
     "child-room-ignored": (
         "a claim lands a child provider's class on a child whatever room it has left",
         "nova_lite/model/nested.py",
-        "            problems = amount_problems({rc: inv}, {rc: used}, {rc: amount})\n",
-        "            problems = []\n"),
+        "            if amount <= free and free > best_free "
+        "and inv.unit_problem(amount) is None:\n",
+        "            if free > best_free and inv.unit_problem(amount) is None:\n"),
     "child-generation-kept": (
         "a claim that lands amounts on a child provider leaves the child's generation as it was",
         "nova_lite/db/claim_writes.py",
