@@ -29,6 +29,11 @@ TARGETS = {
        for store in ("sqlite-file", "postgresql")},
     **{("metrics scrape per host", 100000, store): "<= 2,000 ms (median)"
        for store in ("sqlite-file", "postgresql")},
+    **{("claim on a child", 1000, store): "<= 1.5 times a plain claim (median)"
+       for store in ("sqlite-file", "postgresql")},
+    ("scheduler vgpu", 10000, "sqlite-file"): "<= 2 times the plain flavor (median)",
+    **{("steady pass statements", nodes, store): "<= 6 in 1 transaction"
+       for nodes in (1, 100) for store in ("sqlite-file", "postgresql")},
     ("cluster build to active", 10000, "listen"): "<= 100 ms (median)",
     ("cluster builds", 10000, 1): ">= 500/s",
     ("cluster builds", 10000, 10): ">= 500/s",
@@ -48,6 +53,10 @@ def _fmt(value, unit):
         return f"{value:,.0f}/s"
     if unit == "MiB":
         return f"{value:,.0f} MiB"
+    if unit == "times":
+        return f"{value:,.2f} times"
+    if unit == "statements":
+        return f"{value:,.0f} statements"
     return f"{value:,.1f} ms" if value < 100 else f"{value:,.0f} ms"
 
 
@@ -60,6 +69,23 @@ def rows(report):
             out[("claims", r["claims"], r["store"])] = (
                 "Claims, one process", f"{r['claims']:,} claims", r["store"],
                 r["claims_per_s"], "/s", r.get("peak_rss_mib"))
+        if "child_over_root_p50" in r:
+            out[("claim on a child", r["claims"], r["store"])] = (
+                "Claim on a child provider (8 GPUs), over a plain claim",
+                f"{r['claims']:,} claims", r["store"], r["child_over_root_p50"], "times",
+                r.get("peak_rss_mib"))
+    for r in scenarios.get("scheduler", {}).get("results", ()):
+        if "vgpu_ratio" in r:
+            out[("scheduler vgpu", r["hosts"], r["store"])] = (
+                "Scheduler, 2 traits + VGPU=1 (8 GPUs per node), over the plain flavor",
+                f"{r['hosts']:,} hosts", r["store"], r["vgpu_ratio"], "times",
+                r.get("peak_rss_mib"))
+    for r in scenarios.get("steady_pass", {}).get("results", ()):
+        if "statements" in r:
+            out[("steady pass statements", r["nodes"], r["store"])] = (
+                f"Steady pass, statements ({r['transactions']} transaction(s))",
+                f"{r['nodes']:,} nodes", r["store"], r["statements"], "statements",
+                r.get("peak_rss_mib"))
     for r in scenarios.get("audit", {}).get("results", ()):
         if "audit" in r:
             out[("audit", r["instances"], r["store"])] = (

@@ -314,6 +314,24 @@ class TestScenarios(testtools.TestCase):
             ["Builds to active, 4 operators", size, "postgresql, batches of 10", "612/s",
              ">= 500/s", ""]], lines)
 
+    def test_summary_rows_of_child_providers_and_the_steady_pass(self):
+        report = {"scenarios": {
+            "claims": {"results": [{"store": "postgresql", "claims": 1000, "vgpu": True,
+                                    "child_over_root_p50": 1.31}]},
+            "scheduler": {"results": [{"store": "sqlite-file", "hosts": 10000,
+                                       "vgpu_ratio": 0.89, "steady_median_ms": 20.0}]},
+            "steady_pass": {"results": [{"store": "sqlite-file", "nodes": 100,
+                                         "transactions": 1, "statements": 6}]}}}
+        header, lines = summary.table(report)
+        self.assertEqual([
+            ["Claim on a child provider (8 GPUs), over a plain claim", "1,000 claims",
+             "postgresql", "1.31 times", "<= 1.5 times a plain claim (median)", ""],
+            ["Scheduler, 2 traits + VGPU=1 (8 GPUs per node), over the plain flavor",
+             "10,000 hosts", "sqlite-file", "0.89 times", "<= 2 times the plain flavor (median)",
+             ""],
+            ["Steady pass, statements (1 transaction(s))", "100 nodes", "sqlite-file",
+             "6 statements", "<= 6 in 1 transaction", ""]], lines)
+
     def test_concurrency_on_postgresql(self):
         self.use_postgresql()
         figures = self.run_case(concurrency, store="postgresql", layout="shared-node",
