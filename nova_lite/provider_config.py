@@ -36,6 +36,7 @@ import attrs
 
 from nova_lite.exception import InvalidInput, ProviderConfigError
 from nova_lite.objects import NodeResources
+from nova_lite.providers import NODE_CLASSES, child_uuid
 from nova_lite.provider_yaml import (  # noqa: F401 - public names here too
     COMPUTE_NODE, MAX_AMOUNT, SCHEMA, SCHEMA_VERSIONS, Document, read_document)
 from nova_lite.resources import STANDARD_CLASSES, Inventory
@@ -150,11 +151,58 @@ class ProviderConfigs:
             report = attrs.evolve(report, traits=report.traits | entry.traits)
         return report, inventories
 
-    def unmatched(self, nodes: Mapping[str, str | None]) -> list[ProviderEntry]:
-        """The entries naming none of ``nodes`` (``{nodename: uuid or None}``)."""
-        uuids = {u.lower() for u in nodes.values() if u}
+    def child_entry(self, node_uuid: str | None, name: str) -> ProviderEntry | None:
+        """The entry naming child provider ``name`` of a node (by name, or by its
+        uuid when the node's is known), or None; ``$COMPUTE_NODE`` never applies
+        to a child."""
+        by_name = self.names.get(name)
+        by_uuid = self.uuids.get(child_uuid(node_uuid, name)) if node_uuid else None
+        if by_name is not None and by_uuid is not None and by_name is not by_uuid:
+            raise ProviderConfigError(by_uuid.source, [
+                f"{by_uuid.label} names child provider {name!r}, which {by_name.where} "
+                "names too; a provider may be configured by one entry only"])
+        return by_name or by_uuid
+
+    def apply_to_children(self, nodename: str, node_uuid: str | None,
+                          report: NodeResources) -> NodeResources:
+        """``report`` with each child provider an entry names given the entry's
+        traits and classes (as Nova lets provider.yaml name a GPU's provider).
+
+        :raises nova_lite.exception.ProviderConfigError: if an entry gives a
+            child a class the driver reports for it, or one of the node's
+            own classes.
+        """
+        if not report.providers:
+            return report
+        children = []
+        changed = False
+        for child in report.providers:
+            entry = self.child_entry(node_uuid, child.name)
+            if entry is None:
+                children.append(child)
+                continue
+            clash = sorted(entry.inventories.keys() & child.inventories.keys())
+            own = sorted(entry.inventories.keys() & NODE_CLASSES)
+            if clash or own:
+                raise ProviderConfigError(entry.source, [
+                    f"{entry.label} adds resource class {', '.join(clash or own)} to child "
+                    f"provider {child.name!r} of node {nodename!r}, "
+                    + ("whose driver reports it" if clash else "a class of the node itself")
+                    + "; a provider.yaml may only add classes the driver does not report"])
+            children.append(attrs.evolve(child, traits=child.traits | entry.traits,
+                                         inventories={**child.inventories,
+                                                      **entry.inventories}))
+            changed = True
+        return attrs.evolve(report, providers=children) if changed else report
+
+    def unmatched(self, nodes: Mapping[str, str | None],
+                  children: Mapping[str, str | None] | None = None) -> list[ProviderEntry]:
+        """The entries naming none of ``nodes`` (``{nodename: uuid or None}``) nor
+        of ``children`` (``{child provider name: its uuid or None}``)."""
+        providers = {**nodes, **(children or {})}
+        uuids = {u.lower() for u in providers.values() if u}
         return [e for e in self.entries() if e.identifier != COMPUTE_NODE
-                and e.identifier not in (uuids if e.by == "uuid" else nodes)]
+                and e.identifier not in (uuids if e.by == "uuid" else providers)]
 
 
 #: No provider.yaml at all.

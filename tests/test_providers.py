@@ -32,6 +32,7 @@ from nova_lite.testing import databases
 from nova_lite.virt import loader
 from nova_lite.virt.fake import FakeDriver
 from tests import base
+from tests.test_provider_config import ConfigDir, document, provider
 
 HOST = "gpuhost"
 VGPUS = "nvidia-35:8,nvidia-36:4"
@@ -314,6 +315,34 @@ class ProviderClaims:
         report = leaks.find_leaks(self.store, self.conf, host=HOST)
         self.assertEqual([("over_capacity", f"{GPU_A}/VGPU", {"VGPU": 2})],
                          [(f.kind, f.subject, dict(f.resources)) for f in report.findings])
+
+    def test_provider_yaml_gives_one_gpu_a_trait_a_flavor_can_ask_for(self):
+        config = self.useFixture(ConfigDir())
+        config.write("gpus.yaml", document(
+            provider(f"name: {GPU_A}", traits=["CUSTOM_GOLD_GPU"])))
+        settings = self.settings(host=HOST, reserved_host_memory_mb=0,
+                                 provider_config_location=config.path,
+                                 sections={"fake": {"vgpus": VGPUS}})
+        rt = ResourceTracker(HOST, self.driver, store=self.store, settings=settings)
+        rt.update_available_resource()
+        self.assertEqual(["CUSTOM_GOLD_GPU", "CUSTOM_NVIDIA_35"],
+                         json.loads(self.children()[GPU_A].traits))
+        self.assertEqual(1, self.children()[GPU_A].generation)
+        flavor = vgpu_flavor(CUSTOM_GOLD_GPU="required")
+        for _ in range(3):
+            claim = rt.instance_claim(base.instance(flavor), HOST)
+            self.assertEqual([GPU_A], list(claim.allocation.providers))
+        # A class the driver reports for a child may not be added again: that
+        # node's audit fails, naming the file, the child and the class.
+        self.driver.set_node_providers(HOST, [
+            ChildProvider(name="fpga0", inventories={"CUSTOM_SLICE": Inventory(total=2)})])
+        config.write("gpus.yaml", document(provider("name: fpga0",
+                                                    {"CUSTOM_SLICE": {"total": 1}})))
+        rt = ResourceTracker(HOST, self.driver, store=self.store, settings=settings)
+        failed = rt.update_available_resource().failed
+        self.assertIn("adds resource class CUSTOM_SLICE to child provider 'fpga0'",
+                      failed[HOST])
+        self.assertIn("gpus.yaml", failed[HOST])
 
     def test_a_gpu_the_driver_stops_reporting_leaves_the_records(self):
         self.claim()

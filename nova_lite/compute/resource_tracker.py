@@ -28,6 +28,7 @@ from nova_lite.model.plans import ClaimAsk, ClaimPlan
 from nova_lite.model.usage import synced
 from nova_lite.objects import (
     Allocation, ComputeNode, Flavor, Instance, Migration, NodeResources)
+from nova_lite.providers import child_uuid
 from nova_lite.traits import node_traits
 from nova_lite.virt.driver import ComputeDriver
 
@@ -248,7 +249,10 @@ class ResourceTracker:
             nodes = {name: self._node_uuid(name, None) for name in listed}
             nodes.update((a.nodename, self._node_uuid(a.nodename, a.node_uuid))
                          for a in audits)
-            self._warn_unmatched(nodes)
+            children = {child.name: child_uuid(nodes[a.nodename], child.name)
+                        if nodes[a.nodename] else None
+                        for a in audits for child in a.resources.providers}
+            self._warn_unmatched(nodes, children)
         only = None if nodename is None else [nodename]
         rebuilt = self._rebuild_missing(only, records.missing_allocations(only))
         differs = self.store.audit_differs(records, audits, listed, only)
@@ -306,8 +310,10 @@ class ResourceTracker:
         inventories: Mapping[str, accounting.Inventory] = accounting.build_inventories(
             report, self.settings)
         if self.provider_configs:
+            node_uuid = self._node_uuid(nodename, report.uuid)
             report, inventories = self.provider_configs.apply(
-                nodename, self._node_uuid(nodename, report.uuid), report, inventories)
+                nodename, node_uuid, report, inventories)
+            report = self.provider_configs.apply_to_children(nodename, node_uuid, report)
         LOG.info("Node %s/%s hypervisor view: vcpus=%d used=%d memory=%dMB used=%dMB "
                  "disk=%dGB used=%dGB disk_available_least=%s", self.host, nodename,
                  report.vcpus, report.vcpus_used, report.memory_mb, report.memory_mb_used,
@@ -325,10 +331,11 @@ class ResourceTracker:
             return node.uuid
         return (self._recorded_uuids or {}).get(nodename)
 
-    def _warn_unmatched(self, nodes: Mapping[str, str | None]) -> None:
+    def _warn_unmatched(self, nodes: Mapping[str, str | None],
+                        children: Mapping[str, str | None] | None = None) -> None:
         """One WARNING per provider.yaml entry that names none of ``nodes`` (as
         Nova warns of each absent provider); again if it matched meanwhile."""
-        unmatched = {e.where: e for e in self.provider_configs.unmatched(nodes)}
+        unmatched = {e.where: e for e in self.provider_configs.unmatched(nodes, children)}
         for where in unmatched.keys() - self._unmatched_warned:
             LOG.warning("Provider config %s names no node of host %s; it is ignored",
                         where, self.host)
