@@ -365,7 +365,9 @@ def usage_by_node(conn: sa.Connection, where: sa.ColumnElement[bool]) -> dict[st
                        T_ALLOC.c.pci_devices, T_ALLOC.c.providers).where(
         where, sa.text(f"({models.EXTRAS_PREDICATE})"))
     for node_uuid, other, numa_json, pci_json, providers_json in conn.execute(extras):
-        amounts, numa, pci, nested = usage[node_uuid]
+        # A node with only extras has no sums row when its allocations hold
+        # none of the standard columns' classes.
+        amounts, numa, pci, nested = usage.setdefault(node_uuid, ({}, [], set(), {}))
         _add_extras(amounts, numa, pci, nested, other, numa_json, pci_json, providers_json)
     return usage
 

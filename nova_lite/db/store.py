@@ -212,6 +212,14 @@ class Store:
                 "command that writes) first")
         return self.db.read(op, fn)
 
+    def _read_snapshot(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
+        """:meth:`_read` with every statement seeing one snapshot (a node's
+        usage is summed in one statement and its extras read in another: a
+        claim committing between them must not be half seen)."""
+        if not self.schema.current:
+            return self._read(op, fn)   # refuses, naming the schema
+        return self.db.read_snapshot(op, fn)
+
     def __repr__(self) -> str:
         return f"Store({self.db.redacted_url!r})"
 
@@ -358,7 +366,7 @@ class Store:
                         f" on host {host}" if host is not None else ""))
                 after = (found.host, found.nodename)
             return rows.load_nodes(conn, host, limit=limit, after=after)
-        return self._read("list compute nodes", op)
+        return self._read_snapshot("list compute nodes", op)
 
     def count_live_instances(self, hosts: Collection[str]
                              ) -> dict[tuple[str | None, str | None], int]:
@@ -394,8 +402,8 @@ class Store:
             looked up.
         """
         arguments.check_lookup(host=host, nodename=nodename)
-        for node in self._read(f"get compute node {nodename}",
-                                 lambda conn: rows.load_nodes(conn, host, nodename)):
+        for node in self._read_snapshot(f"get compute node {nodename}",
+                                        lambda conn: rows.load_nodes(conn, host, nodename)):
             return node
         raise NodeNotFound(nodename, host)
 
