@@ -25,8 +25,10 @@ instance of its own marked deleted without freeing it, for heal to find).
 Each churn worker first makes two consumers that live all along and that no
 other worker touches (an unshelve placed but not spawned, a move in
 progress), so that the last heal pass always has live consumers to leave
-alone.  Its ``setup-split`` gives each host one node; both services beat.
-:mod:`tests.reliability.healer` heals beside it, in processes of its own.
+alone, and one leak holding a vGPU, so that heal always frees one on a
+GPU (half the later leaks hold one too).  Its ``setup-split`` gives each
+host one node; both services beat.  :mod:`tests.reliability.healer` heals
+beside it, in processes of its own.
 
 Every operation is logged whether it was admitted, refused (with the
 generation its final decision saw) or failed with an error (which must have
@@ -41,11 +43,12 @@ import time
 import uuid
 
 import attrs
+import sqlalchemy as sa
 
 from nova_lite import conf, objects
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import Store
+from nova_lite.db import Store, models
 from nova_lite.exception import NovaLiteError
 from nova_lite.providers import NODE_CLASSES, ChildProvider
 from nova_lite.resources import Inventory
@@ -103,6 +106,18 @@ def child_request(flavor):
         if key.startswith("resources:") and key[len("resources:"):] not in NODE_CLASSES:
             out[key[len("resources:"):]] = int(value)
     return out
+
+
+def node_owners(store):
+    """``{nodename: host}`` of the compute node records, from one statement.
+
+    Only the owners: a worker asks whose tracker ends a move, and reads no
+    usage for it (``Store.get_compute_nodes`` sums a node's usage over two
+    statements, which on PostgreSQL may see two states beside a claim).
+    """
+    T = models.compute_nodes
+    return store.db.read("chaos node owners", lambda conn: {
+        r.nodename: r.host for r in conn.execute(sa.select(T.c.nodename, T.c.host))})
 
 
 def settings(host, **extra):
@@ -269,16 +284,18 @@ class Worker(EventLog):
         if stored is not None:
             self._spawn(self.random.choice(HOSTS), stored)
 
-    def leak(self):
-        """Claim an instance of our own, then mark it deleted without freeing it."""
+    def leak(self, flavor=None):
+        """Claim an instance of our own (of ``flavor``, default a small one with
+        or without a vGPU), then mark it deleted without freeing it; returns the claim."""
         claim = self.claim(project=LEAK_PROJECT,
-                           flavor=self.random.choice((FLAVORS[0], VGPU_FLAVORS[0])))
+                           flavor=flavor or self.random.choice((FLAVORS[0], VGPU_FLAVORS[0])))
         if claim is None:
-            return
+            return None
         started = time.time()
         write_instance_row(self.store, attrs.evolve(claim.instance, vm_state=objects.DELETED))
         self.write(op="leak", instance=claim.instance.uuid, result="ok", started=started,
                    ended=time.time())
+        return claim
 
     def heartbeat(self):
         for host in HOSTS:
@@ -329,8 +346,7 @@ class Worker(EventLog):
         confirm = self.random.random() < 0.5
         node, flavor = ((migration.source_node, migration.old_flavor) if confirm
                         else (migration.dest_node, migration.new_flavor))
-        owner = next((n.host for n in self.store.get_compute_nodes() if n.nodename == node),
-                     HOSTS[0])
+        owner = node_owners(self.store).get(node, HOSTS[0])
         rt = self.trackers.get(owner, self.trackers[HOSTS[0]])
         self._released("confirm" if confirm else "revert", stored.uuid,
                        lambda: rt.drop_move_claim(stored, node, flavor))
@@ -371,7 +387,8 @@ class Worker(EventLog):
     def keep(self):
         """Start a churn with two consumers heal must never free, that no other
         worker touches: an unshelve placed but not spawned (task ``unshelving``)
-        and a move in progress.  Deletes make room where a claim is refused."""
+        and a move in progress; then leak an instance holding a vGPU.  Deletes
+        make room where a claim is refused."""
         placed = self._with_room(lambda: self.claim(project=KEPT_PROJECT, flavor=FLAVORS[0]))
         if placed is not None:
             uuid_ = placed.instance.uuid
@@ -382,6 +399,8 @@ class Worker(EventLog):
         if moved is not None:
             self._with_room(lambda: self.resize(self.store.get_instance(moved.instance.uuid),
                                                 flavor=FLAVORS[0]))
+        # And one leak on a GPU, so heal always has a vGPU to free.
+        self._with_room(lambda: self.leak(flavor=VGPU_FLAVORS[0]))
 
     def _with_room(self, attempt, tries=8):
         """``attempt()`` until it gives a claim, deleting an instance after each refusal."""
