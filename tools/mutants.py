@@ -207,8 +207,10 @@ GUARDS = {
     "compute-node-entry-wins": ("tests.test_provider_config.ApplyTests",
                                 "tests.test_provider_config.TrackerTests"),
     "child-room-ignored": ("tests.test_providers.TestProviderClaimsSQLite",
-                           "tests.test_providers.TestConcurrentProviderClaimsPostgreSQL"),
-    "child-generation-kept": ("tests.test_providers.TestProviderClaimsPostgreSQL",),
+                           "tests.test_providers.TestConcurrentProviderClaimsPostgreSQL",
+                           f"{_HISTORY}.TestChaosSQLite"),
+    "child-generation-kept": ("tests.test_providers.TestProviderClaimsPostgreSQL",
+                              f"{_HISTORY}.TestChaosPostgreSQL"),
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
 }

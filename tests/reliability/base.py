@@ -18,6 +18,7 @@ import testtools
 
 from nova_lite.db import models
 from nova_lite.objects import MIGRATION_IN_PROGRESS
+from nova_lite.providers import NODE_CLASSES
 from nova_lite.testing import databases
 from tests.reliability.history import holds_resources
 
@@ -37,9 +38,13 @@ def dump(store, exclude=()):
 
 
 def requested(flavor):
-    """``{rc: amount}`` a flavor asks for with zero overhead (the model's view)."""
+    """``{rc: amount}`` a flavor asks for with zero overhead (the model's view),
+    with the classes its ``resources:<RC>`` extra specs ask of child providers."""
     amounts = {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb,
                "DISK_GB": flavor.root_gb + flavor.ephemeral_gb + math.ceil(flavor.swap / 1024)}
+    for key, value in (flavor.extra_specs or {}).items():
+        if key.startswith("resources:") and key[len("resources:"):] not in NODE_CLASSES:
+            amounts[key[len("resources:"):]] = int(value)
     return {rc: n for rc, n in amounts.items() if n}
 
 
@@ -61,8 +66,12 @@ def record_problems(store, host=None):
       a shelved-offloaded one placed by an unshelve claim too), or an
       in-progress migration, on a recorded node that holds no allocation
       there, or more than one (lost or double);
-    - an allocation whose amounts differ from its consumer's flavor;
-    - a node whose stored usage differs from the sum of its allocations.
+    - an allocation whose amounts differ from its consumer's flavor, or whose
+      amounts on child providers (``providers``) differ from its amounts of
+      the classes only children offer;
+    - a node whose stored usage differs from the sum of its allocations (the
+      classes its child providers hold apart), or whose ``provider_usage``
+      differs from the sum of its allocations' ``providers``.
     """
     problems = []
     nodes = {n.uuid: n for n in store.get_compute_nodes(host)}
@@ -72,6 +81,7 @@ def record_problems(store, host=None):
     allocations = store.list_allocations()
     held = collections.Counter()
     sums = collections.defaultdict(dict)
+    child_sums = collections.defaultdict(dict)   # node uuid -> {child: {rc: n}}
     for alloc in allocations:
         node = nodes.get(alloc.node_uuid)
         if node is None:
@@ -79,7 +89,16 @@ def record_problems(store, host=None):
                 problems.append(f"allocation {alloc.consumer_uuid} on missing node "
                                 f"{alloc.node_uuid}")
             continue
-        add_amounts(sums[node.uuid], alloc.resources)
+        landed = {}
+        for name, per in alloc.providers.items():
+            add_amounts(child_sums[node.uuid].setdefault(name, {}), per)
+            add_amounts(landed, per)
+        own = add_amounts(dict(alloc.resources), landed, sign=-1)
+        if any(n < 0 for n in own.values()):
+            problems.append(f"allocation of {alloc.consumer_uuid} on {node.nodename} holds "
+                            f"{dict(alloc.resources)} but lands more on its children: "
+                            f"{dict(alloc.providers)}")
+        add_amounts(sums[node.uuid], own)
         held[(alloc.consumer_uuid, node.uuid)] += 1
         if alloc.consumer_type == "instance":
             inst = instances.get(alloc.consumer_uuid)
@@ -129,6 +148,11 @@ def record_problems(store, host=None):
         if dict(node.usage) != sums.get(node.uuid, {}):
             problems.append(f"node {node.nodename} usage {dict(node.usage)} != sum of its "
                             f"allocations {sums.get(node.uuid, {})}")
+        children = {name: per for name, per in child_sums.get(node.uuid, {}).items() if per}
+        recorded = {name: dict(per) for name, per in node.provider_usage.items() if per}
+        if recorded != children:
+            problems.append(f"node {node.nodename} child usage {recorded} != sum of its "
+                            f"allocations' providers {children}")
     problems += usage_row_problems(store, nodes)
     return problems
 
@@ -150,7 +174,8 @@ def usage_row_problems(store, nodes=None):
                 models.allocations.c.node_uuid == row.node_uuid,
                 sa.or_(models.allocations.c.other.is_not(None),
                        models.allocations.c.numa_topology.is_not(None),
-                       models.allocations.c.pci_devices.is_not(None)))).scalar()
+                       models.allocations.c.pci_devices.is_not(None),
+                       models.allocations.c.providers.is_not(None)))).scalar()
             columns = ("vcpu", "pcpu", "memory_mb", "disk_gb")
             sums = conn.execute(sa.select(*[sa.func.coalesce(sa.func.sum(
                 models.allocations.c[c]), 0) for c in columns]).where(

@@ -10,6 +10,14 @@ the other host (the driver reports a node uuid that does not depend on the
 host, as a bare-metal node's does).  ``setup`` records both nodes on the
 first host and prints their audit events, for the checker.
 
+Every node has two GPUs (child resource providers of ``VGPU`` inventory,
+:data:`GPUS`: small and unequal, so they fill and claims are refused); a
+third of the flavors ask ``resources:VGPU``, which a claim lands on one
+GPU.  Each claim logs the child amounts it asked (``child_amounts``) and
+where they landed (``providers``, the allocation's); each audit logs the
+GPUs' capacities it reported (``children``), and an audit now and then
+shrinks or grows a GPU (:data:`GPU_SIZES`) as it does the node.
+
 ``churn`` is the mix run beside heal: no audits (an audit repairs
 allocations too, which the history could not account for), unshelves that
 stay offloaded with any task state until a later ``spawn``, and leaks (an
@@ -17,8 +25,10 @@ instance of its own marked deleted without freeing it, for heal to find).
 Each churn worker first makes two consumers that live all along and that no
 other worker touches (an unshelve placed but not spawned, a move in
 progress), so that the last heal pass always has live consumers to leave
-alone.  Its ``setup-split`` gives each host one node; both services beat.
-:mod:`tests.reliability.healer` heals beside it, in processes of its own.
+alone, and one leak holding a vGPU, so that heal always frees one on a
+GPU (half the later leaks hold one too).  Its ``setup-split`` gives each
+host one node; both services beat.  :mod:`tests.reliability.healer` heals
+beside it, in processes of its own.
 
 Every operation is logged whether it was admitted, refused (with the
 generation its final decision saw) or failed with an error (which must have
@@ -33,12 +43,15 @@ import time
 import uuid
 
 import attrs
+import sqlalchemy as sa
 
 from nova_lite import conf, objects
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import Store
+from nova_lite.db import Store, models
 from nova_lite.exception import NovaLiteError
+from nova_lite.providers import NODE_CLASSES, ChildProvider
+from nova_lite.resources import Inventory
 from nova_lite.virt.fake import FakeMultiNodeDriver
 from tests.base import write_instance_row
 from tests.reliability import history
@@ -56,8 +69,16 @@ KEPT_PROJECT = "chaos-kept"
 UNSHELVE_TASKS = ("spawning", "unshelving", None)
 #: The size of each node of a churn (one per host).
 CHURN_SIZE = dict(vcpus=24, memory_mb=24576, local_gb=240)
+#: vGPUs of each GPU of a chaos node (``{GPU: vGPUs}``), named ``<node>_<GPU>``.
+GPUS = {"gpu0": 3, "gpu1": 2}
+#: What an audit reports of the GPUs: mostly :data:`GPUS`, now and then one shrunk or grown.
+GPU_SIZES = [GPUS, GPUS, GPUS, {"gpu0": 1, "gpu1": 2}, {"gpu0": 3, "gpu1": 4},
+             {"gpu0": 2, "gpu1": 1}]
 FLAVORS = [objects.Flavor(name=f"chaos.{v}.{m}.{d}", vcpus=v, memory_mb=m, root_gb=d)
            for v, m, d in ((1, 512, 5), (1, 1024, 10), (2, 2048, 10), (4, 4096, 20))]
+#: Flavors asking vGPUs (an amount lands whole on one GPU); half the claims use one.
+VGPU_FLAVORS = [objects.Flavor(name=f"chaos.vgpu{g}", vcpus=1, memory_mb=512, root_gb=5,
+                               extra_specs={"resources:VGPU": str(g)}) for g in (1, 2)]
 
 
 class SharedNodesDriver(FakeMultiNodeDriver):
@@ -65,6 +86,38 @@ class SharedNodesDriver(FakeMultiNodeDriver):
 
     def node_uuid(self, nodename):
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"nova-lite-chaos/{nodename}"))
+
+
+def gpus(node, sizes=GPUS):
+    """The child providers of ``node``: one GPU of ``VGPU`` inventory per item of ``sizes``."""
+    return [ChildProvider(name=f"{node}_{gpu}", inventories={"VGPU": Inventory(total=n)})
+            for gpu, n in sorted(sizes.items())]
+
+
+def child_capacity(node, sizes):
+    """``{child name: {rc: capacity}}`` an audit of ``node`` with GPUs ``sizes`` records."""
+    return {f"{node}_{gpu}": {"VGPU": n} for gpu, n in sorted(sizes.items())}
+
+
+def child_request(flavor):
+    """``{rc: amount}`` of ``flavor``'s classes only children offer (its ``resources:`` specs)."""
+    out = {}
+    for key, value in (flavor.extra_specs or {}).items():
+        if key.startswith("resources:") and key[len("resources:"):] not in NODE_CLASSES:
+            out[key[len("resources:"):]] = int(value)
+    return out
+
+
+def node_owners(store):
+    """``{nodename: host}`` of the compute node records, from one statement.
+
+    Only the owners: a worker asks whose tracker ends a move, and reads no
+    usage for it (``Store.get_compute_nodes`` sums a node's usage over two
+    statements, which on PostgreSQL may see two states beside a claim).
+    """
+    T = models.compute_nodes
+    return store.db.read("chaos node owners", lambda conn: {
+        r.nodename: r.host for r in conn.execute(sa.select(T.c.nodename, T.c.host))})
 
 
 def settings(host, **extra):
@@ -119,6 +172,8 @@ class Worker(EventLog):
             driver = SharedNodesDriver(settings=settings(host), nodes=list(NODES),
                                        **SIZES[0])
             driver.init_host(host)
+            for node in NODES:
+                driver.set_node_providers(node, gpus(node))
             self.trackers[host] = ResourceTracker(host, driver, store=self.store,
                                                   settings=settings(host))
 
@@ -126,12 +181,14 @@ class Worker(EventLog):
         return SharedNodesDriver.node_uuid(None, nodename)
 
     # -- operations ------------------------------------------------------------------
-    def audit(self, host=None, node=None, size=None):
+    def audit(self, host=None, node=None, size=None, gpu_sizes=None):
         host = host or self.random.choice(HOSTS)
         node = node or self.random.choice(NODES)
         size = size or self.random.choice(SIZES)
+        gpu_sizes = gpu_sizes or self.random.choice(GPU_SIZES)
         rt = self.trackers[host]
         rt.driver.set_node_size(node, **size)
+        rt.driver.set_node_providers(node, gpus(node, gpu_sizes))
         try:
             result = rt.update_available_resource(nodename=node)
         except NovaLiteError as exc:
@@ -140,13 +197,14 @@ class Worker(EventLog):
             return self.write(op="audit", host=host, node=node, result="error",
                               error=str(result.failed))
         self.write(op="audit", host=host, node=node, node_uuid=self.node_uuid(node),
-                   capacity=capacity(size), generation=result.generations[node], result="ok")
+                   capacity=capacity(size), children=child_capacity(node, gpu_sizes),
+                   generation=result.generations[node], result="ok")
 
     def _claim(self, op, host, node, instance, flavor, call):
         amounts = {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb,
                    "DISK_GB": flavor.root_gb}
         base = dict(op=op, host=host, node=node, node_uuid=self.node_uuid(node),
-                    instance=instance.uuid, amounts=amounts)
+                    instance=instance.uuid, amounts=amounts, child_amounts=child_request(flavor))
         try:
             claim = call()
         except ComputeResourcesUnavailable as exc:
@@ -155,8 +213,14 @@ class Worker(EventLog):
         except NovaLiteError as exc:
             return self.write(**base, result="error", error=f"{type(exc).__name__}: {exc}")
         consumer = claim.migration.uuid if claim.migration is not None else instance.uuid
-        self.write(**base, consumer=consumer, generation=claim.generation, result="admitted")
+        providers = {name: dict(per) for name, per in claim.allocation.providers.items()}
+        self.write(**base, consumer=consumer, generation=claim.generation, result="admitted",
+                   providers=providers)
         return claim
+
+    def flavor(self):
+        """A flavor for a claim or a resize: one asking vGPUs half the time."""
+        return self.random.choice(VGPU_FLAVORS if self.random.random() < 0.5 else FLAVORS)
 
     def _place(self):
         """A host and node to claim on (in a churn, each host claims on its own node)."""
@@ -167,7 +231,7 @@ class Worker(EventLog):
 
     def claim(self, project="chaos", flavor=None):
         host, node = self._place()
-        flavor = flavor or self.random.choice(FLAVORS)
+        flavor = flavor or self.flavor()
         instance = objects.Instance(uuid=str(uuid.uuid4()), flavor=flavor, project_id=project,
                                     vm_state="building")
         return self._claim("claim", host, node, instance, flavor,
@@ -220,15 +284,18 @@ class Worker(EventLog):
         if stored is not None:
             self._spawn(self.random.choice(HOSTS), stored)
 
-    def leak(self):
-        """Claim an instance of our own, then mark it deleted without freeing it."""
-        claim = self.claim(project=LEAK_PROJECT, flavor=FLAVORS[0])
+    def leak(self, flavor=None):
+        """Claim an instance of our own (of ``flavor``, default a small one with
+        or without a vGPU), then mark it deleted without freeing it; returns the claim."""
+        claim = self.claim(project=LEAK_PROJECT,
+                           flavor=flavor or self.random.choice((FLAVORS[0], VGPU_FLAVORS[0])))
         if claim is None:
-            return
+            return None
         started = time.time()
         write_instance_row(self.store, attrs.evolve(claim.instance, vm_state=objects.DELETED))
         self.write(op="leak", instance=claim.instance.uuid, result="ok", started=started,
                    ended=time.time())
+        return claim
 
     def heartbeat(self):
         for host in HOSTS:
@@ -239,7 +306,7 @@ class Worker(EventLog):
         if stored is None:
             return
         host, node = self._place()
-        flavor = flavor or self.random.choice(FLAVORS)
+        flavor = flavor or self.flavor()
         return self._claim("resize", host, node, stored, flavor,
                            lambda: self.trackers[host].resize_claim(stored, flavor, node))
 
@@ -279,8 +346,7 @@ class Worker(EventLog):
         confirm = self.random.random() < 0.5
         node, flavor = ((migration.source_node, migration.old_flavor) if confirm
                         else (migration.dest_node, migration.new_flavor))
-        owner = next((n.host for n in self.store.get_compute_nodes() if n.nodename == node),
-                     HOSTS[0])
+        owner = node_owners(self.store).get(node, HOSTS[0])
         rt = self.trackers.get(owner, self.trackers[HOSTS[0]])
         self._released("confirm" if confirm else "revert", stored.uuid,
                        lambda: rt.drop_move_claim(stored, node, flavor))
@@ -321,7 +387,8 @@ class Worker(EventLog):
     def keep(self):
         """Start a churn with two consumers heal must never free, that no other
         worker touches: an unshelve placed but not spawned (task ``unshelving``)
-        and a move in progress.  Deletes make room where a claim is refused."""
+        and a move in progress; then leak an instance holding a vGPU.  Deletes
+        make room where a claim is refused."""
         placed = self._with_room(lambda: self.claim(project=KEPT_PROJECT, flavor=FLAVORS[0]))
         if placed is not None:
             uuid_ = placed.instance.uuid
@@ -332,6 +399,8 @@ class Worker(EventLog):
         if moved is not None:
             self._with_room(lambda: self.resize(self.store.get_instance(moved.instance.uuid),
                                                 flavor=FLAVORS[0]))
+        # And one leak on a GPU, so heal always has a vGPU to free.
+        self._with_room(lambda: self.leak(flavor=VGPU_FLAVORS[0]))
 
     def _with_room(self, attempt, tries=8):
         """``attempt()`` until it gives a claim, deleting an instance after each refusal."""
@@ -347,6 +416,10 @@ def records(store):
     """What the checker compares the history with, read after every worker stopped."""
     nodes = store.get_compute_nodes()
     usage = {n.uuid: dict(n.usage) for n in nodes}
+    provider_usage = {n.uuid: {name: dict(per) for name, per in n.provider_usage.items()}
+                      for n in nodes}
+    children = {node_uuid: {c.provider.name: c.generation for c in found}
+                for node_uuid, found in store.child_providers([n.uuid for n in nodes]).items()}
     names = {n.uuid: n.nodename for n in nodes}
     every = store.list_instances(live_only=False)
     deleted = {i.uuid for i in every if i.vm_state == objects.DELETED}
@@ -356,7 +429,8 @@ def records(store):
     migrations = store.list_migrations(in_progress_only=True)
     for migration in migrations:
         moving[migration.instance_uuid] = moving.get(migration.instance_uuid, 0) + 1
-    return {"usage": usage, "deleted_holding": holding,
+    return {"usage": usage, "provider_usage": provider_usage, "children": children,
+            "deleted_holding": holding,
             "double_moves": sorted(u for u, n in moving.items() if n > 1),
             "instances": [dict(uuid=i.uuid, vm_state=i.vm_state, task_state=i.task_state,
                                host=i.host, node=i.node) for i in every],
@@ -375,11 +449,11 @@ def main(argv):
     try:
         if command == "setup":
             for node in NODES:
-                worker.audit(host=HOSTS[0], node=node, size=SIZES[0])
+                worker.audit(host=HOSTS[0], node=node, size=SIZES[0], gpu_sizes=GPUS)
         elif command == "setup-split":
             worker.heartbeat()
             for host, node in zip(HOSTS, NODES):
-                worker.audit(host=host, node=node, size=CHURN_SIZE)
+                worker.audit(host=host, node=node, size=CHURN_SIZE, gpu_sizes=GPUS)
         else:
             print("ready", flush=True)
             if worker.churn:

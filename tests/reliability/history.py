@@ -29,6 +29,33 @@ by generation, are its whole history:
 - a heal step that finished a migration in progress while both its services
   were up is named even when it removed nothing.
 
+A node's child providers (its GPUs) are replayed with it, under the node's
+generation (a claim on a child commits with the node's next generation;
+an audit records the children's inventories with the node's report):
+
+- an audit sets each child's capacity (one that changed a child moved the
+  node's generation too);
+- a claim admitted at ``g`` must have landed what it asked of the classes
+  only children offer (``child_amounts``) where its allocation says
+  (``providers``), each amount whole on one child that offers the class,
+  with ``used + amount <= capacity`` on that child at ``g - 1``, and on a
+  child with the most room (none had more).  A child that shrank under its
+  usage is over, as a shrunken node is: nothing more lands on it until
+  frees bring it back under;
+- a claim refused at ``g`` must not fit the node, nor its children: a
+  refusal naming ``no child provider has room`` for a class must have had
+  no child with room for that amount;
+- every free, confirm, revert and heal step frees on each child what the
+  consumer held there.
+
+At the end each child's recorded usage must equal the replayed one, and
+each child's recorded generation must equal the number of changes the
+history made to it: one per claim that landed on it, per allocation
+removed from it (a free, the old side of a confirm or the new of a revert,
+a heal step) and per audit that changed its inventory (a new child starts
+at 0; a confirm that hands a migration's allocation to its instance does
+not move it).
+
 At the end the replayed usage must equal the records', nothing may be held
 by a deleted instance, no instance may have two moves in progress, and every
 live consumer of the records holds its allocation: an instance that is not
@@ -68,6 +95,80 @@ class NodeState:
     held: dict = attrs.Factory(dict)
     #: consumer uuid -> the operation that made it hold (for messages)
     origin: dict = attrs.Factory(dict)
+    #: child name -> {rc: capacity}, as the last audit recorded
+    children: dict = attrs.Factory(dict)
+    #: consumer uuid -> {child name: {rc: amount}} it holds on the children
+    on_children: dict = attrs.Factory(dict)
+    #: child name -> how many changes the history made to it (its generation)
+    child_changes: collections.Counter = attrs.Factory(collections.Counter)
+
+    def child_used(self):
+        """``{child name: {rc: amount}}`` held on the children (zeros left out)."""
+        total = collections.defaultdict(collections.Counter)
+        for per_child in self.on_children.values():
+            for name, amounts in per_child.items():
+                total[name].update(amounts)
+        return {name: {rc: n for rc, n in c.items() if n} for name, c in total.items()
+                if any(c.values())}
+
+    def child_room(self, rc, amount):
+        """``(child name, free)`` of each child offering ``rc`` with room for ``amount``."""
+        used = self.child_used()
+        return [(name, caps[rc] - used.get(name, {}).get(rc, 0))
+                for name, caps in sorted(self.children.items())
+                if rc in caps and used.get(name, {}).get(rc, 0) + amount <= caps[rc]]
+
+    def child_problems(self, asked, landed):
+        """Why ``landed`` (``{child: {rc: n}}``) is not where a claim asking ``asked``
+        (``{rc: n}``) of the children may land (empty if it is)."""
+        problems = []
+        used = self.child_used()
+        sums = collections.Counter()
+        for name, amounts in sorted(landed.items()):
+            for rc, n in sorted(amounts.items()):
+                sums[rc] += n
+                caps = self.children.get(name)
+                if caps is None or rc not in caps:
+                    problems.append(f"child {name} does not offer {rc}")
+                    continue
+                had = used.get(name, {}).get(rc, 0)
+                if had + n > caps[rc]:
+                    problems.append(f"child {name} {rc}: used {had} + {n} > capacity "
+                                    f"{caps[rc]}" + (" (the child is over: it shrank under "
+                                                     "its usage)" if had > caps[rc] else ""))
+                    continue
+                free = caps[rc] - had
+                roomier = [f"{other} had {room} free" for other, room in self.child_room(rc, n)
+                           if room > free]
+                if roomier:
+                    problems.append(f"{rc} landed on child {name} with {free} free while "
+                                    + ", ".join(roomier))
+        if {rc: n for rc, n in sums.items() if n} != {rc: n for rc, n in asked.items() if n}:
+            problems.append(f"asked {asked} of the children but landed {landed}")
+        return problems
+
+    def refusal_problems(self, event):
+        """Why refusing ``event``'s claim is wrong (empty if some rule refuses it)."""
+        asked = event.get("child_amounts") or {}
+        wrong = []
+        for reason in event.get("reasons") or ():
+            rc, sep, rest = reason.partition(": no child provider has room for ")
+            if not sep or rc not in asked:
+                continue
+            room = self.child_room(rc, asked[rc])
+            if room:
+                used = self.child_used()
+                wrong.append(f"refused: {reason.split(' (')[0]}, but child {room[0][0]} had "
+                             f"room (used {used.get(room[0][0], {})}, capacity "
+                             f"{self.children[room[0][0]]})")
+        if wrong:
+            return wrong
+        if self.problems(event["host"], event["amounts"]) or any(
+                not self.child_room(rc, n) for rc, n in asked.items() if n > 0):
+            return []
+        return [f"refused {event['amounts']} (of the children {asked}) but it fits (used "
+                f"{self.used()}, capacity {self.capacity}; children used {self.child_used()}, "
+                f"capacity {self.children})"]
 
     def used(self):
         total = collections.Counter()
@@ -155,22 +256,25 @@ def replay(events):
                 if generation != state.generation:
                     violations.append(f"{where}: refused at a generation the history never "
                                       f"reached after {state.generation}")
-                elif not state.problems(event["host"], event["amounts"]):
-                    violations.append(f"{where}: refused {event['amounts']} but it fits "
-                                      f"(used {state.used()}, capacity {state.capacity})")
+                else:
+                    violations.extend(f"{where}: {problem}"
+                                      for problem in state.refusal_problems(event))
                 continue
             if event["op"] == "audit":
                 if generation not in (state.generation, state.generation + 1):
                     violations.append(f"{where}: audit committed at {generation} after "
                                       f"{state.generation}: a write nobody logged")
                 elif generation == state.generation and (
-                        state.capacity != event["capacity"] or state.owner != event["host"]):
+                        state.capacity != event["capacity"] or state.owner != event["host"]
+                        or state.children != event.get("children", state.children)):
                     violations.append(f"{where}: the audit changed the node (capacity "
-                                      f"{event['capacity']}, owner {event['host']}) without "
-                                      "moving its generation")
+                                      f"{event['capacity']}, children "
+                                      f"{event.get('children', state.children)}, owner "
+                                      f"{event['host']}) without moving its generation")
                 state.generation = generation
                 state.capacity = dict(event["capacity"])
                 state.owner = event["host"]
+                _audit_children(state, event.get("children", state.children))
                 continue
             if generation != state.generation + 1:
                 violations.append(f"{where}: committed at {generation} after "
@@ -185,6 +289,18 @@ def replay(events):
     return violations, states, renames
 
 
+def _audit_children(state, children):
+    """Record ``children`` (``{name: {rc: capacity}}``) as the audit reported them."""
+    for name, caps in children.items():
+        if name in state.children and state.children[name] != caps:
+            state.child_changes[name] += 1
+        elif name not in state.children:
+            state.child_changes[name] = 0   # a new record starts at generation 0
+    for name in set(state.children) - set(children):
+        state.child_changes.pop(name, None)   # the record is removed
+    state.children = {name: dict(caps) for name, caps in children.items()}
+
+
 def _done(event):
     """What a confirm or revert did, by the status its migration ended in."""
     return {"confirmed": "confirm", "reverted": "revert"}.get(event.get("status"),
@@ -194,11 +310,19 @@ def _done(event):
 def _apply(state, event, renames, where, violations):
     op = _done(event)
     if op in ("claim", "resize", "unshelve"):
+        landed = event.get("providers") or {}
         problems = state.problems(event["host"], event["amounts"])
+        problems += state.child_problems(event.get("child_amounts") or {}, landed)
         if problems:
-            violations.append(f"{where}: admitted {event['amounts']} but "
-                              + "; ".join(problems))
+            violations.append(f"{where}: admitted {event['amounts']}"
+                              + (f" and {event['child_amounts']} on {landed}"
+                                 if event.get("child_amounts") else "")
+                              + " but " + "; ".join(problems))
         state.held[event["consumer"]] = (event["instance"], dict(event["amounts"]))
+        landed = {name: dict(per) for name, per in landed.items() if any(per.values())}
+        if landed:
+            state.on_children[event["consumer"]] = landed
+            state.child_changes.update(landed.keys())
         state.origin[event["consumer"]] = (f"{op} admitted at generation {event['generation']}"
                                            f" (pid {event['pid']} seq {event['seq']})")
     elif op == "free":
@@ -210,6 +334,8 @@ def _apply(state, event, renames, where, violations):
         if migration in state.held:
             state.held[event["instance"]] = state.held.pop(migration)
             state.origin[event["instance"]] = state.origin.pop(migration, None)
+            if migration in state.on_children:   # handed over: no child changes
+                state.on_children[event["instance"]] = state.on_children.pop(migration)
     elif op == "revert":
         _drop(state, _key(state, event["migration"], renames))
 
@@ -222,8 +348,10 @@ def _key(state, consumer, renames):
 
 
 def _drop(state, key):
+    """Free what ``key`` held on the node; each child it held amounts on changes."""
     state.held.pop(key, None)
     state.origin.pop(key, None)
+    state.child_changes.update(state.on_children.pop(key, {}).keys())
 
 
 def _heal(state, event, node_uuid, renames, leaked, where, violations):
@@ -292,6 +420,7 @@ def check(events, records):
         if recorded != replayed:
             violations.append(f"node {node_uuid}: the records hold {recorded} but the history "
                               f"adds up to {replayed}")
+        violations.extend(_child_problems(node_uuid, state, records))
     violations.extend(f"deleted instance {u} still holds an allocation"
                       for u in records["deleted_holding"])
     violations.extend(f"instance {u} has more than one move in progress"
@@ -299,6 +428,30 @@ def check(events, records):
     violations.extend(_heal_problems(events))
     violations.extend(_lost(records, events))
     return violations
+
+
+def _child_problems(node_uuid, state, records):
+    """The children of ``node_uuid`` whose recorded usage or generation differs
+    from the replay's (records without ``provider_usage``/``children`` are not checked)."""
+    problems = []
+    if "provider_usage" in records:
+        recorded = {name: {rc: n for rc, n in per.items() if n}
+                    for name, per in records["provider_usage"].get(node_uuid, {}).items()}
+        recorded = {name: per for name, per in recorded.items() if per}
+        replayed = state.child_used()
+        for name in sorted(set(recorded) | set(replayed)):
+            if recorded.get(name, {}) != replayed.get(name, {}):
+                problems.append(f"child {name} of node {node_uuid}: the records hold "
+                                f"{recorded.get(name, {})} but the history adds up to "
+                                f"{replayed.get(name, {})}")
+    if "children" in records:
+        generations = records["children"].get(node_uuid, {})
+        for name in sorted(set(generations) | set(state.child_changes)):
+            recorded, changes = generations.get(name), state.child_changes.get(name)
+            if recorded != changes:
+                problems.append(f"child {name} of node {node_uuid}: recorded at generation "
+                                f"{recorded} but the history changed it {changes} times")
+    return problems
 
 
 def _heal_steps(events):

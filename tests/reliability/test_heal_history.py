@@ -9,8 +9,9 @@ beside them (:mod:`tests.reliability.healer`, ``migration_stuck_age`` 10
 ms), then pass again once the churn stopped.  The history checker replays
 every step heal applied as a write of its own and names each live consumer
 it freed (with its state and the step), and each live consumer the records
-leave without its allocation; the leaks must all be healed.  On SQLite and
-on PostgreSQL.
+leave without its allocation; the leaks must all be healed, those holding a
+vGPU on a node's GPU (a child provider) too, each GPU's usage and
+generation must add up to the history's.  On SQLite and on PostgreSQL.
 """
 
 import collections
@@ -84,6 +85,15 @@ class HealChaosMixin:
             self.assertTrue(done[(op, result)], f"no {op} {result} in {dict(done)}")
         self.assertTrue(done[("confirm", "ok")] + done[("revert", "ok")], dict(done))
         self.assertGreaterEqual(sum(p["beside"] for p in passes), self.healers, passes)
+        # A leak that held a vGPU on a GPU was found and healed.
+        on_gpus = {e["instance"] for e in events if e.get("result") == "admitted"
+                   and e.get("providers") and e["op"] == "claim"}
+        leaked = {e["instance"] for e in events if e["op"] == "leak" and e["result"] == "ok"}
+        healed = {consumer for e in events if e["op"] == "heal" and e.get("result") == "ok"
+                  for consumer, _ in e.get("removed") or ()}
+        self.assertTrue(on_gpus & leaked & healed,
+                        f"no leak on a GPU healed: {len(on_gpus & leaked)} leaks on GPUs, "
+                        f"{len(leaked)} leaks, {len(healed)} consumers healed")
 
 
 def _text(value):

@@ -1,11 +1,13 @@
 """The history checker, and 4 chaos processes on one store proved by it.
 
 The checker is tested on small hand-made histories, each with the one
-fault it must name; then 4 processes act at random on shared nodes and
-instances (claims, deletes, shelve and unshelve, resizes, confirms and
-reverts, audits that grow, shrink or move a node to the other host) on a
-SQLite file and on PostgreSQL, and every admission and every refusal they
-logged is replayed against the node as it was at that generation.  The
+fault it must name (of a node, or of one of its GPUs); then 4 processes act
+at random on shared nodes with two small GPUs each and on instances
+(claims, some asking vGPUs, deletes, shelve and unshelve, resizes, confirms
+and reverts, audits that grow, shrink or move a node to the other host and
+shrink or grow a GPU) on a SQLite file and on PostgreSQL, and every
+admission and every refusal they logged is replayed against the node and
+its GPUs as they were at that generation.  The
 heal processes beside a churn are in :mod:`tests.reliability.test_heal_history`.
 """
 
@@ -29,13 +31,31 @@ def _event(op, generation, seq, **fields):
     return event
 
 
-def _audit(generation, seq, capacity=CAP, host=HOST_A):
-    return _event("audit", generation, seq, capacity=dict(capacity), result="ok", host=host)
+GPUS = {"g0": {"VGPU": 2}, "g1": {"VGPU": 1}}
 
 
-def _claim(generation, seq, consumer, amounts=ONE, result="admitted", host=HOST_A):
-    return _event("claim", generation, seq, consumer=consumer, instance=consumer,
-                  amounts=dict(amounts), result=result, host=host)
+def _audit(generation, seq, capacity=CAP, host=HOST_A, children=None):
+    event = _event("audit", generation, seq, capacity=dict(capacity), result="ok", host=host)
+    if children is not None:
+        event["children"] = {name: dict(caps) for name, caps in children.items()}
+    return event
+
+
+def _claim(generation, seq, consumer, amounts=ONE, result="admitted", host=HOST_A,
+           vgpus=0, landed=None, reasons=()):
+    event = _event("claim", generation, seq, consumer=consumer, instance=consumer,
+                   amounts=dict(amounts), result=result, host=host)
+    if vgpus:
+        event["child_amounts"] = {"VGPU": vgpus}
+        if result == "admitted":
+            event["providers"] = {landed: {"VGPU": vgpus}}
+    if reasons:
+        event["reasons"] = list(reasons)
+    return event
+
+
+def _no_room(n=1):
+    return f"VGPU: no child provider has room for {n} (g0: full; g1: full)"
 
 
 def _free(generation, seq, instance):
@@ -246,6 +266,125 @@ class TestChecker(base.TestCase):
                           "instance i8 has more than one move in progress"], problems)
 
 
+class TestChildChecker(base.TestCase):
+    """The same rules for a node's GPUs (child providers): each hand-made
+    history has one fault on a child, and the checker names it."""
+
+    def check(self, events, usage=None, child_usage=None, generations=None):
+        records = dict(NO_PROBLEMS, usage={"u0": usage or {}},
+                       provider_usage={"u0": child_usage or {}})
+        if generations is not None:
+            records["children"] = {"u0": generations}
+        return history.check(events, records)
+
+    def test_a_consistent_history_on_children_passes(self):
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g0"),
+                  _claim(3, 3, "i2", vgpus=1, landed="g0"),
+                  _claim(4, 4, "i3", vgpus=1, landed="g1"),
+                  _claim(4, 5, "i4", vgpus=1, result="refused", reasons=[_no_room()]),
+                  _free(5, 6, "i1"), _claim(6, 7, "i5", vgpus=1, landed="g0"),
+                  _free(7, 8, "i3")]
+        used = {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}
+        # g0: three claims and one free; g1: one claim and one free.
+        self.assertEqual([], self.check(events, used, {"g0": {"VGPU": 2}},
+                                        generations={"g0": 4, "g1": 2}))
+
+    def test_a_claim_that_overfilled_a_child_is_named(self):
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g0"),
+                  _claim(3, 3, "i2", vgpus=1, landed="g1"),
+                  _claim(4, 4, "i3", vgpus=1, landed="g1")]
+        problems = self.check(events, {"VCPU": 3, "MEMORY_MB": 3072, "DISK_GB": 30},
+                              {"g0": {"VGPU": 1}, "g1": {"VGPU": 2}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("generation 4: claim", problems[0])
+        self.assertIn("child g1 VGPU: used 1 + 1 > capacity 1", problems[0])
+
+    def test_a_claim_on_a_child_that_shrank_under_its_usage_is_named_as_over(self):
+        shrunk = {"g0": {"VGPU": 1}, "g1": {"VGPU": 1}}
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g0"),
+                  _claim(3, 3, "i2", vgpus=1, landed="g0"), _audit(4, 4, children=shrunk),
+                  _free(5, 5, "i1"), _claim(6, 6, "i3", vgpus=1, landed="g0")]
+        problems = self.check(events, {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20},
+                              {"g0": {"VGPU": 2}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("generation 6: claim", problems[0])
+        self.assertIn("child g0 VGPU: used 1 + 1 > capacity 1", problems[0])
+        # Over but admitting nothing is not a fault: the shrink itself is fine.
+        self.assertEqual([], self.check(events[:5], ONE, {"g0": {"VGPU": 1}}))
+
+    def test_a_claim_split_or_landed_elsewhere_than_asked_is_named(self):
+        split = _claim(2, 2, "i1", vgpus=2, landed="g0")
+        split["providers"] = {"g0": {"VGPU": 1}, "g1": {"VGPU": 1}}
+        problems = self.check([_audit(1, 1, children=GPUS), split], ONE,
+                              {"g0": {"VGPU": 1}, "g1": {"VGPU": 1}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("landed on child g1 with 1 free while g0 had 2 free", problems[0])
+        nowhere = dict(_claim(2, 2, "i1", vgpus=1, landed="g0"), providers={})
+        problems = self.check([_audit(1, 1, children=GPUS), nowhere], ONE)
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("asked {'VGPU': 1} of the children but landed {}", problems[0])
+
+    def test_a_claim_on_a_child_with_less_room_is_named(self):
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g1")]
+        problems = self.check(events, ONE, {"g1": {"VGPU": 1}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("landed on child g1 with 1 free while g0 had 2 free", problems[0])
+
+    def test_a_refusal_while_a_child_had_room_is_named(self):
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g0"),
+                  _claim(2, 3, "i2", vgpus=1, result="refused", reasons=[_no_room()])]
+        problems = self.check(events, ONE, {"g0": {"VGPU": 1}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("generation 2: claim", problems[0])
+        self.assertIn("refused: VGPU: no child provider has room for 1, but child g0 had "
+                      "room (used {'VGPU': 1}, capacity {'VGPU': 2})", problems[0])
+
+    def test_a_refusal_for_children_that_had_room_is_named_even_with_no_reason(self):
+        events = [_audit(1, 1, children=GPUS),
+                  _claim(1, 2, "i1", vgpus=2, result="refused")]
+        problems = self.check(events)
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("but it fits", problems[0])
+
+    def test_child_usage_that_differs_from_the_history_is_named(self):
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g0"),
+                  _free(3, 3, "i1")]
+        problems = self.check(events, {}, {"g0": {"VGPU": 1}})   # the free left it, say
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("child g0 of node u0: the records hold {'VGPU': 1} but the history "
+                      "adds up to {}", problems[0])
+
+    def test_a_child_generation_that_did_not_move_is_named(self):
+        grown = {"g0": {"VGPU": 2}, "g1": {"VGPU": 2}}
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g0"),
+                  _audit(3, 3, children=grown), _free(4, 4, "i1")]
+        self.assertEqual([], self.check(events, generations={"g0": 2, "g1": 1}))
+        problems = self.check(events, generations={"g0": 1, "g1": 1})
+        self.assertEqual(["child g0 of node u0: recorded at generation 1 but the history "
+                          "changed it 2 times"], problems)
+
+    def test_a_confirm_hands_the_child_amounts_over_without_a_change(self):
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g0"),
+                  dict(_resize(3, 3, "m1", "i1"), child_amounts={"VGPU": 1},
+                       providers={"g1": {"VGPU": 1}}),
+                  dict(op="confirm", instance="i1", migration="m1", result="ok",
+                       generations={"u0": 4}, pid=1, seq=4)]
+        self.assertEqual([], self.check(events, ONE, {"g1": {"VGPU": 1}},
+                                        generations={"g0": 2, "g1": 1}))
+
+    def test_a_heal_frees_what_the_consumer_held_on_children(self):
+        events = [_audit(1, 1, children=GPUS), _claim(2, 2, "i1", vgpus=1, landed="g0"),
+                  _leak(3, "i1", 50.0, 51.0), _heal(3, 1, "i1")]
+        self.assertEqual([], self.check(events, generations={"g0": 2, "g1": 0}))
+        self.assertIn("child g0 of node u0: the records hold {'VGPU': 1}", "\n".join(
+            self.check(events, child_usage={"g0": {"VGPU": 1}})))
+
+    def test_an_audit_that_changed_a_child_without_a_generation_is_named(self):
+        grown = {"g0": {"VGPU": 2}, "g1": {"VGPU": 2}}
+        events = [_audit(1, 1, children=GPUS), _audit(1, 2, children=grown)]
+        self.assertIn("without moving its generation", "\n".join(self.check(events)))
+
+
 class ChaosMixin:
     """4 chaos processes on one store; the checker replays what they logged."""
 
@@ -284,6 +423,15 @@ class ChaosMixin:
         for op in ("claim", "resize", "free", "audit"):
             self.assertIn((op, "admitted" if op in ("claim", "resize") else "ok"), done)
         self.assertIn(("claim", "refused"), done)
+        # ... and on the GPUs: vGPUs landed on each, refusals for want of a
+        # GPU with room, and audits that resized a GPU under its claims.
+        landed = {name for e in events if e.get("result") == "admitted"
+                  for name in e.get("providers") or {}}
+        self.assertEqual({f"{n}_{g}" for n in chaos.NODES for g in chaos.GPUS}, landed)
+        self.assertTrue(any("no child provider has room" in reason for e in events
+                            if e.get("result") == "refused" for reason in e["reasons"]))
+        self.assertGreater(len({json.dumps(e["children"], sort_keys=True) for e in events
+                                if e["op"] == "audit" and e.get("result") == "ok"}), 1)
         self.addDetail("history", _text("\n".join(json.dumps(e) for e in events[-200:])))
 
 
