@@ -460,7 +460,7 @@ class TestDeletingCommandsNeedConfirmation(base.SQLiteBackend, base.TestCase):
         # aggregate commands count whether or not the installed metadata lists
         # them yet.
         self.assertEqual(["aggregate_delete", "aggregate_remove_host", "db_purge",
-                          "node_delete", "server_delete"],
+                          "node_delete", "server_delete", "service_delete"],
                          sorted(set(names) | {"aggregate_delete", "aggregate_remove_host"}))
 
     def test_aggregate_delete_and_remove_host_refuse_to_lose_anything(self):
@@ -496,6 +496,18 @@ class TestDeletingCommandsNeedConfirmation(base.SQLiteBackend, base.TestCase):
         code, said = self._cli("node", "delete", "n0", "--yes-i-really-mean-it")
         self.assertEqual(0, code, said)
         self.assertEqual(["n1"], [n.nodename for n in self.store.get_compute_nodes(HOST)])
+
+    def test_service_delete_refuses_without_confirmation(self):
+        self.store.heartbeat(HOST)
+        before = base.dump(self.store)
+        code, said = self._cli("service", "delete", HOST)
+        self.assertEqual(2, code, said)
+        self.assertIn("--yes-i-really-mean-it", said)
+        self.assertIn("nothing was changed", said)
+        self.assertDumpEqual(before, base.dump(self.store))
+        code, said = self._cli("service", "delete", HOST, "--yes-i-really-mean-it")
+        self.assertEqual(0, code, said)
+        self.assertEqual([], self.store.list_services(HOST))
 
     def test_db_purge_refuses_without_confirmation(self):
         before = base.dump(self.store)
