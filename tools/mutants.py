@@ -157,10 +157,11 @@ MUTANTS = {
         "and inv.unit_problem(amount) is None:\n",
         "            if free > best_free and inv.unit_problem(amount) is None:\n"),
     "child-generation-kept": (
-        "a claim that lands amounts on a child provider leaves the child's generation as it was",
-        "nova_lite/db/claim_writes.py",
-        "        if plan.allocation.providers:\n",
-        "        if False:\n"),
+        "a claim or a release on a child provider leaves the child's generation as it was",
+        "nova_lite/db/providers.py",
+        "    generation=T_RP.c.generation + sa.literal_column(\"1\"), "
+        "updated_at=sa.bindparam(\"now\"))\n",
+        "    generation=T_RP.c.generation, updated_at=sa.bindparam(\"now\"))\n"),
     "steady-pass-skips-change": (
         "the periodic pass takes a node whose inventories changed for a steady one and "
         "writes nothing",
@@ -210,6 +211,7 @@ GUARDS = {
                            "tests.test_providers.TestConcurrentProviderClaimsPostgreSQL",
                            f"{_HISTORY}.TestChaosSQLite"),
     "child-generation-kept": ("tests.test_providers.TestProviderClaimsPostgreSQL",
+                              "tests.test_providers.TestProviderClaimsSQLite",
                               f"{_HISTORY}.TestChaosPostgreSQL"),
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
