@@ -9,8 +9,8 @@ from nova_lite.db import models
 from nova_lite.exception import (
     AggregateNameExists, AggregateNotFound, HostNotFound, InvalidAggregateAction,
     InvalidInput)
-from nova_lite.testing import databases
-from tests import base
+
+from tests import base, test_scheduler
 
 
 class AggregateStoreTests:
@@ -151,11 +151,4 @@ class SQLiteAggregateTests(AggregateStoreTests, base.TestCase):
 
 
 class PostgreSQLAggregateTests(AggregateStoreTests, base.TestCase):
-
-    def make_store(self):
-        databases.use_postgresql(self)
-        db = self.useFixture(databases.PostgreSQLDatabase())
-        from nova_lite.db import Store
-        store = Store(db.url)
-        self.addCleanup(store.close)
-        return store
+    make_store = test_scheduler.PostgreSQLSchedulerTests.make_store

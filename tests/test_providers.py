@@ -31,7 +31,7 @@ from nova_lite.scheduler import HostManager, NoValidHost
 from nova_lite.testing import databases
 from nova_lite.virt import loader
 from nova_lite.virt.fake import FakeDriver
-from tests import base
+from tests import base, test_scheduler
 from tests.test_provider_config import ConfigDir, document, provider
 
 HOST = "gpuhost"
@@ -360,13 +360,7 @@ class TestProviderClaimsSQLite(ProviderClaims, base.TestCase):
 
 
 class TestProviderClaimsPostgreSQL(ProviderClaims, base.TestCase):
-
-    def make_store(self):
-        databases.use_postgresql(self)
-        db = self.useFixture(databases.PostgreSQLDatabase())
-        store = Store(db.url)
-        self.addCleanup(store.close)
-        return store
+    make_store = test_scheduler.PostgreSQLSchedulerTests.make_store
 
 
 # -- several processes --------------------------------------------------
