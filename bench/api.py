@@ -59,8 +59,8 @@ def make_fleet(url, nodes):
     return trackers, settings, time.perf_counter() - started
 
 
-def get(conn, path):
-    """``((wall s, process CPU s), decoded JSON)`` of one GET on the keep-alive
+def get_body(conn, path):
+    """``((wall s, process CPU s), body bytes)`` of one GET on the keep-alive
     connection (the server runs in this process: its CPU time counts)."""
     start, cpu = time.perf_counter(), time.process_time()
     conn.request("GET", path)
@@ -69,6 +69,12 @@ def get(conn, path):
     sample = (time.perf_counter() - start, time.process_time() - cpu)
     if answer.status != 200:
         raise RuntimeError(f"GET {path}: {answer.status} {body[:200]!r}")
+    return sample, body
+
+
+def get(conn, path):
+    """:func:`get_body`, the body decoded as JSON."""
+    sample, body = get_body(conn, path)
     return sample, json.loads(body)
 
 

@@ -19,7 +19,6 @@ the samples and check the mode.
 import http.client
 import json
 import sys
-import time
 
 from bench import api, common
 
@@ -38,17 +37,8 @@ def cases(sizes):
             for n in sizes for store in STORES]
 
 
-def get(conn, path):
-    """``((wall s, process CPU s), body bytes)`` of one GET on the keep-alive
-    connection (the server runs in this process: its CPU time counts)."""
-    start, cpu = time.perf_counter(), time.process_time()
-    conn.request("GET", path)
-    answer = conn.getresponse()
-    body = answer.read()
-    seconds = (time.perf_counter() - start, time.process_time() - cpu)
-    if answer.status != 200:
-        raise RuntimeError(f"GET {path}: {answer.status} {body[:200]!r}")
-    return seconds, body
+#: One GET on the keep-alive connection: ``((wall s, process CPU s), body bytes)``.
+get = api.get_body
 
 
 def _api(url, settings, trackers, repeat):
