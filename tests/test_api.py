@@ -155,6 +155,18 @@ class ApiTests:
         self.assertEqual({"total": 1, "resources": {"VGPU": {"capacity": 4, "used": 1,
                                                              "free": 3}}}, h1["providers"])
 
+    def test_each_host_shows_its_availability_zone(self):
+        self.writer.heartbeat("h2", COMPUTE_BINARY)
+        agg = self.writer.aggregates.create("rack1", availability_zone="az2")
+        self.writer.aggregates.add_host(agg.name, "h2")   # h1 has an instance
+        cli_zones = {(s["Host"], s["Zone"]) for s in self.cli("service", "list")}
+        self.assertEqual({("h1", "nova"), ("h2", "az2")}, cli_zones)
+        services = {(s["host"], s["zone"]) for s in self.get("/v1/services")["services"]}
+        hosts = {(h["host"], h["zone"]) for h in self.get("/v1/hosts")["hosts"]}
+        shown = {(name, self.get(f"/v1/hypervisors/{name}")["hypervisor"]["zone"])
+                 for name in ("h1", "h2")}
+        self.assertEqual([cli_zones] * 3, [services, hosts, shown])
+
     def test_every_route_is_documented_and_every_response_matches(self):
         routes = {re.sub(r"<(\w+)>", r"{\1}", rule.rule)
                   for rule in make_app(self.reader, self.settings_).url_map.iter_rules()}
@@ -177,14 +189,16 @@ class ApiTests:
             for code in answer and item["get"]["responses"]:
                 self.assertIn(code, item["get"]["responses"])
 
-    def test_figures_match_the_commands(self):
+    def cli(self, *argv):
+        """What ``nova-lite ARGV -f json`` prints about this database, decoded."""
         self.useFixture(fixtures.EnvironmentVariable(context.STATE_PATH_ENV))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            self.assertEqual(0, main(["--database-url", self.url, *argv, "-f", "json"]))
+        return json.loads(out.getvalue())
 
-        def cli(*argv):
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                self.assertEqual(0, main(["--database-url", self.url, *argv, "-f", "json"]))
-            return json.loads(out.getvalue())
+    def test_figures_match_the_commands(self):
+        cli = self.cli
         listed = {r["Hypervisor Hostname"]: r for r in cli("hypervisor", "list")}
         rows = {r["nodename"]: r for r in self.get("/v1/hypervisors")["hypervisors"]}
         self.assertEqual(set(listed), set(rows))

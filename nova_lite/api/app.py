@@ -206,6 +206,12 @@ class ApiApp:
     def _services(self) -> list["ServiceRecord"]:
         return self.store.list_services()
 
+    def _zones(self) -> tuple[dict[str, str], str]:
+        """``({host: its availability zone}, the zone of a host in none)``, as
+        ``service list`` shows them."""
+        default = self.settings.default_availability_zone
+        return self.store.aggregates.host_zones(default), default
+
     def _static_response(self, endpoint: str) -> Response:
         body, ctype = self._static[endpoint]
         return Response(body, content_type=ctype, headers={"Cache-Control": "no-store"})
@@ -283,8 +289,10 @@ class ApiApp:
         state, status = reports.service_state(services[0] if services else None,
                                               self.settings.service_down_time)
         lines = reports.resource_lines(found, self.settings)
+        zones, default_zone = self._zones()
         return json_response({"hypervisor": {
             "uuid": found.uuid, "host": found.host, "nodename": found.nodename,
+            "zone": zones.get(found.host, default_zone),
             "generation": found.generation, "state": state, "status": status,
             "last_error": found.last_error, "traits": sorted(found.traits),
             "pci_devices": [attrs.asdict(d) for d in reports.pci_device_lines(found)],
@@ -301,6 +309,7 @@ class ApiApp:
     def get_hosts(self, params: dict[str, Any]) -> Response:
         nodes = self.cache.nodes()
         services = {s.host: s for s in self._services()}
+        zones, default_zone = self._zones()
         by_host: dict[str, list[ComputeNode]] = {}
         for node in nodes:
             by_host.setdefault(node.host, []).append(node)
@@ -319,8 +328,8 @@ class ApiApp:
                     into["capacity"] += inv.capacity
                     into["used"] += inv.used
                     into["free"] += inv.free
-            hosts.append({"host": host, "state": state, "status": status,
-                          "nodes": len(own),
+            hosts.append({"host": host, "zone": zones.get(host, default_zone),
+                          "state": state, "status": status, "nodes": len(own),
                           "resources": [attrs.asdict(t) for t in cluster.class_totals(own)],
                           "traits": sorted(set().union(*(n.traits for n in own))),
                           "pci_devices": {"total": len(devices),
@@ -343,11 +352,13 @@ class ApiApp:
 
     def get_services(self, params: dict[str, Any]) -> Response:
         now = time.time()
+        zones, default_zone = self._zones()
         out = []
         for service in self._services():
             state, status = reports.service_state(service, self.settings.service_down_time,
                                                   now)
-            out.append({"host": service.host, "binary": service.binary, "state": state,
+            out.append({"host": service.host, "binary": service.binary,
+                        "zone": zones.get(service.host, default_zone), "state": state,
                         "status": status, "updated_at": service.updated_at,
                         "disabled_reason": service.disabled_reason})
         return json_response({"services": out})

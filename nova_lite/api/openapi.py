@@ -19,6 +19,10 @@ from nova_lite.conf import DEFAULT_MAX_LIMIT
 
 VERSION = "1.0.0"
 
+#: What the ``zone`` field of a service, host or hypervisor says.
+ZONE_TEXT = ("The host's availability zone: that of its host aggregates (several "
+             "joined by ','), else [DEFAULT] default_availability_zone.")
+
 _TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 #: Fields whose value may be null although their annotation does not say so.
 _NULLABLE = {"HypervisorRow": {"hypervisor_type"},
@@ -148,17 +152,19 @@ def document(max_limit: int = DEFAULT_MAX_LIMIT) -> dict[str, Any]:
         "HostUsageRow": record_schema(reports.HostUsageRow),
         "Finding": record_schema(leaks.Finding),
         "Service": {"type": "object",
-                    "required": ["host", "binary", "state", "status", "updated_at",
+                    "required": ["host", "binary", "zone", "state", "status", "updated_at",
                                  "disabled_reason"],
                     "properties": {"host": {"type": "string"}, "binary": {"type": "string"},
+                                   "zone": {"type": "string", "description": ZONE_TEXT},
                                    "state": {"enum": ["up", "down"]},
                                    "status": {"enum": ["enabled", "disabled"]},
                                    "updated_at": {"type": "number"},
                                    "disabled_reason": {"type": ["string", "null"]}}},
-        "Host": {"type": "object", "required": ["host", "state", "status", "nodes",
+        "Host": {"type": "object", "required": ["host", "zone", "state", "status", "nodes",
                                                 "resources", "traits", "pci_devices",
                                                 "providers"],
                  "properties": {"host": {"type": "string"},
+                                "zone": {"type": "string", "description": ZONE_TEXT},
                                 "state": {"enum": ["up", "down"]},
                                 "status": {"enum": ["enabled", "disabled"]},
                                 "nodes": {"type": "integer"},
@@ -183,11 +189,12 @@ def document(max_limit: int = DEFAULT_MAX_LIMIT) -> dict[str, Any]:
                                                        "additionalProperties": {
                                                            "type": "object"}}}}}},
         "Hypervisor": {"type": "object",
-                       "required": ["uuid", "host", "nodename", "generation", "state",
-                                    "status", "last_error", "traits", "pci_devices",
+                       "required": ["uuid", "host", "nodename", "zone", "generation",
+                                    "state", "status", "last_error", "traits", "pci_devices",
                                     "providers", "resources"],
                        "properties": {"uuid": {"type": "string"},
                                       "host": {"type": "string"},
+                                      "zone": {"type": "string", "description": ZONE_TEXT},
                                       "nodename": {"type": "string"},
                                       "generation": {"type": "integer"},
                                       "state": {"enum": ["up", "down"]},
