@@ -265,6 +265,34 @@ class ProviderClaims:
                                                 node.provider_usage.items()})
         self.assertNotIn("VGPU", node.usage)
 
+    def test_a_missing_migration_allocation_is_rebuilt_on_a_child(self):
+        claim = self.claim(vgpu_flavor(CUSTOM_NVIDIA_36="required"))
+        move = self.rt.resize_claim(claim.instance, vgpu_flavor(2, name="vgpu2"), HOST)
+        held = {a.consumer_type: a for a in self.store.list_allocations(self.node().uuid)
+                if a.consumer_uuid in (claim.instance.uuid, move.migration.uuid)}
+        self.assertEqual({"instance", "migration"}, set(held))
+        before = {k: dict(v) for k, v in self.node().provider_usage.items()}
+        self.assertEqual(3, sum(per["VGPU"] for per in before.values()))
+        lost = held["migration"]
+        generations = {n: r.generation for n, r in self.children().items()}
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.allocations.delete().where(
+                models.allocations.c.consumer_uuid == lost.consumer_uuid))
+        self.rt.update_available_resource()
+        rebuilt = {a.consumer_uuid: a for a in self.store.list_allocations(
+            self.node().uuid)}[lost.consumer_uuid]
+        # The migration holds the new flavor (no trait): the claim put its two
+        # vGPUs on the GPU with most room, A, and the rebuild lands them there
+        # again, moving A to its next generation.
+        self.assertEqual({GPU_A: {"VGPU": 2}}, {k: dict(v) for k, v in lost.providers.items()})
+        self.assertEqual({GPU_A: {"VGPU": 2}},
+                         {k: dict(v) for k, v in rebuilt.providers.items()})
+        self.assertEqual(before, {k: dict(v) for k, v in self.node().provider_usage.items()})
+        self.assertEqual((generations[GPU_A] + 1, generations[GPU_B]),
+                         (self.children()[GPU_A].generation,
+                          self.children()[GPU_B].generation))
+        self.assertNotIn("VGPU", self.node().usage)
+
     def cli(self, *argv, exit_code=0):
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
