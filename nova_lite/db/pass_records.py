@@ -64,9 +64,11 @@ T_FIND, T_TASK = models.host_findings, models.tasks
 
 @attrs.frozen
 class NodeRow:
-    """What an audit compares of one node row of the host."""
+    """One node row: what an audit compares of it, and what
+    :func:`nova_lite.db.rows._node` builds a ComputeNode from."""
 
     uuid: str
+    host: str
     nodename: str
     generation: int
     resources: str | None
@@ -112,7 +114,7 @@ class PassRecords:
     usage: dict[str, Any]
     # The rows as read: parsed into records only when asked (a steady audit
     # of a node with thousands of instances never parses them).
-    node_heads: tuple["_NodeHead", ...] = attrs.field(repr=False, eq=False)
+    node_heads: tuple[NodeRow, ...] = attrs.field(repr=False, eq=False)
     allocation_rows: tuple[Any, ...] = attrs.field(repr=False, eq=False)
     instance_rows: tuple[Any, ...] = attrs.field(repr=False, eq=False)
     #: The missing and stale allocations, when the database found them (a
@@ -460,23 +462,21 @@ def _usage(allocs: Iterable[Any]) -> dict[str, Any]:
 
 
 def _read_nodes(conn: sa.Connection, host: str, statement: sa.Select[Any]
-                ) -> tuple[dict[str, "_NodeHead"], dict[str, dict[str, tuple[Any, ...]]],
+                ) -> tuple[dict[str, NodeRow], dict[str, dict[str, tuple[Any, ...]]],
                            dict[str, NodeRow]]:
-    """(heads by uuid, inventories by uuid, the host's NodeRow by name)."""
-    heads: dict[str, _NodeHead] = {}
+    """(every node row read by uuid, inventories by uuid, the host's by name)."""
+    heads: dict[str, NodeRow] = {}
     inventories: dict[str, dict[str, tuple[Any, ...]]] = {}
     # Plain tuples: (uuid, host, nodename, generation, resources, last_error,
     # reported, resource_class, *INV_FIELDS).
     for r in conn.execute(statement).tuples():
         uuid = r[0]
         if uuid not in heads:
-            heads[uuid] = _NodeHead(*r[:7])
+            heads[uuid] = NodeRow(*r[:6], bool(r[6]))
             inventories[uuid] = {}
         if r[7] is not None:
             inventories[uuid][r[7]] = r[8:]
-    node_rows = {head.nodename: NodeRow(head.uuid, head.nodename, head.generation,
-                                        head.resources, head.last_error, bool(head.reported))
-                 for head in heads.values() if head.host == host}
+    node_rows = {head.nodename: head for head in heads.values() if head.host == host}
     return heads, inventories, node_rows
 
 
@@ -556,19 +556,6 @@ def read(conn: sa.Connection, host: str, now: float, *,
                    for r in inst_rows if r.host == host and r.vm_state == holds.BUILDING)
     return attrs.evolve(records, services=services, findings=findings, builds=builds,
                         has_work=conn.execute(work_sql).first() is not None)
-
-
-@attrs.frozen
-class _NodeHead:
-    """A node row as :func:`nova_lite.db.rows._node` reads it."""
-
-    uuid: str
-    host: str
-    nodename: str
-    generation: int
-    resources: str | None
-    last_error: str | None
-    reported: bool
 
 
 @attrs.frozen
