@@ -17,6 +17,7 @@ Amounts are in each class's unit: VCPU and PCPU count CPUs, MEMORY_MB is
 MiB, DISK_GB is GiB, custom classes count units.
 """
 
+import collections
 import logging
 import threading
 from collections.abc import Iterable
@@ -119,21 +120,30 @@ class NodeCache:
         self._ordered: list[ComputeNode] = []
         self._position: dict[str, int] = {}   # uuid -> index in _ordered
         self._totals: ClusterTotals | None = None
+        # The sums behind totals(), kept as nodes come and go: {class: [the six
+        # sums, nodes counted]}, and the number of nodes of each host.
+        self._sums: dict[str, list[int]] = {}
+        self._hosts: collections.Counter[str] = collections.Counter()
 
     def _refresh(self) -> None:
         changes = self._changes.read(self._nodes)
         if not (changes.full or changes.nodes or changes.gone_nodes):
             return
         if changes.full:
-            self._nodes = {}
+            self._nodes, self._sums, self._hosts = {}, {}, collections.Counter()
         reorder = changes.full or bool(changes.gone_nodes)
         for node in changes.nodes:
             held = self._nodes.get(node.uuid)
             if held is None or (held.host, held.nodename) != (node.host, node.nodename):
                 reorder = True
+            if held is not None:
+                self._count(held, -1)
+            self._count(node, 1)
             self._nodes[node.uuid] = node
         for uuid in changes.gone_nodes:
-            self._nodes.pop(uuid, None)
+            held = self._nodes.pop(uuid, None)
+            if held is not None:
+                self._count(held, -1)
         if reorder:
             self._ordered = sorted(self._nodes.values(), key=lambda n: (n.host, n.nodename))
             self._position = {n.uuid: i for i, n in enumerate(self._ordered)}
@@ -143,6 +153,19 @@ class NodeCache:
         self._totals = None
         LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes),
                   len(changes.nodes), len(changes.gone_nodes))
+
+    def _count(self, node: ComputeNode, sign: int) -> None:
+        """Add ``node`` to the sums (``sign`` 1) or take it out (-1)."""
+        self._hosts[node.host] += sign
+        if not self._hosts[node.host]:
+            del self._hosts[node.host]
+        for line in class_totals((node,)):
+            sums = self._sums.setdefault(line.resource_class, [0] * 7)
+            for i, value in enumerate(attrs.astuple(line)[1:]):
+                sums[i] += sign * value
+            sums[6] += sign
+            if not sums[6]:
+                del self._sums[line.resource_class]
 
     def nodes(self) -> list[ComputeNode]:
         """Every live compute node record, sorted by host and name."""
@@ -168,11 +191,16 @@ class NodeCache:
             return self._ordered[start:end], end < len(self._ordered)
 
     def totals(self) -> ClusterTotals:
-        """:class:`ClusterTotals` of every node (computed once per change)."""
+        """:class:`ClusterTotals` of every node, as :func:`cluster_totals` sums
+        them, kept up to date node by node (a change costs the changed
+        nodes, not a pass over every node)."""
         with self._lock:
             self._refresh()
             if self._totals is None:
-                self._totals = cluster_totals(self._ordered)
+                self._totals = ClusterTotals(
+                    nodes=len(self._nodes), hosts=len(self._hosts),
+                    resources=tuple(ClassTotals(rc, *self._sums[rc][:6])
+                                    for rc in sorted(self._sums)))
             return self._totals
 
 
