@@ -154,7 +154,9 @@ def set_disabled(conn: Connection, host: str, binary: str, disabled: bool,
 
 
 # Built once: a scheduler asks them on every request.
-_SINCE = _LIST.where(T_SVC.c.change_seq >= sa.bindparam("mark"))
+# No ORDER BY: the planner takes the change_seq index, not the (host, binary) one.
+_SINCE = sa.select(*_COLUMNS).where(T_SVC.c.change_seq >= sa.bindparam("mark"),
+                                    T_SVC.c.binary == sa.bindparam("binary"))
 _DELETED_SINCE = sa.select(models.service_deletions.c.host).where(
     models.service_deletions.c.binary == sa.bindparam("binary"),
     models.service_deletions.c.change_seq >= sa.bindparam("mark"))
