@@ -18,6 +18,7 @@ so equal values come in (host, node name) order, the full pass's tie order.
 """
 
 import bisect
+import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -73,9 +74,9 @@ class HostIndex:
 
     def update(self, states: Sequence[HostState], gone: Iterable[str] = ()) -> None:
         """:meth:`put` every state of ``states`` and :meth:`discard` the uuids
-        ``gone``, at once: past a few dozen states each order is filtered
-        and sorted once (Timsort merges the two sorted runs in linear
-        time), instead of moving each row of a long list one by one."""
+        ``gone``, at once: past a few dozen states each order is copied
+        once around the rows that leave and come (found by bisection),
+        instead of moving the tail of a long list for each of them."""
         gone = set(gone)
         if len(states) + len(gone) < _BATCH:
             for uuid in gone:
@@ -84,6 +85,7 @@ class HostIndex:
                 self.put(state)
             return
         leaving = gone | {s.uuid for s in states}
+        old = [entry for uuid in leaving for entry in self._entries.pop(uuid, ())]
         placed: dict[str, list[tuple[tuple[str, bool], _Row]]] = {s.uuid: [] for s in states}
         for order, rows in self._orders.items():
             attr, descending = order
@@ -94,13 +96,7 @@ class HostIndex:
                          state.uuid)
                 new.append(entry)
                 placed[state.uuid].append((order, entry))
-            kept = [row for row in rows if row[3] not in leaving]
-            new.sort()
-            kept.extend(new)
-            kept.sort()
-            rows[:] = kept
-        for uuid in gone:
-            self._entries.pop(uuid, None)
+            rows[:] = _merged(_without(rows, [e for o, e in old if o == order]), new)
         for uuid, entries in placed.items():
             self._entries[uuid] = tuple(entries)
 
@@ -146,6 +142,33 @@ class HostIndex:
                         break
             return picked
         return _threshold(scans, states, passes, count)
+
+
+def _without(rows: list[_Row], remove: list[_Row]) -> list[_Row]:
+    """``rows`` (sorted, each row once) without the rows ``remove``: a bisect
+    per row removed, then one copy of the slices between them."""
+    cuts = sorted(bisect.bisect_left(rows, entry) for entry in remove)
+    parts, start = [], 0
+    for cut in cuts:
+        parts.append(rows[start:cut])
+        start = cut + 1
+    parts.append(rows[start:])
+    return list(itertools.chain.from_iterable(parts))
+
+
+def _merged(rows: list[_Row], add: list[_Row]) -> list[_Row]:
+    """``rows`` (sorted) with the rows ``add`` in their places: a bisect per
+    row added, then one copy of the slices between them."""
+    add.sort()
+    parts: list[list[_Row]] = []
+    start = 0
+    for entry in add:
+        cut = bisect.bisect_left(rows, entry, start)
+        parts.append(rows[start:cut])
+        parts.append([entry])
+        start = cut
+    parts.append(rows[start:])
+    return list(itertools.chain.from_iterable(parts))
 
 
 @attrs.define
