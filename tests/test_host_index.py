@@ -13,7 +13,6 @@ import random
 import types
 
 import attrs
-import fixtures
 import hypothesis
 from hypothesis import strategies as st
 import testtools
@@ -267,33 +266,3 @@ class IndexedHostManagerTests(base.TestCase):
             return manager.select_destinations(flavor, count)
         except NoValidHost as exc:
             return str(exc)
-
-
-class BatchUpdateTests(testtools.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        # Every update takes the batch path, however few states it moves.
-        self.useFixture(fixtures.MonkeyPatch("nova_lite.scheduler.host_index._BATCH", 0))
-
-    @hypothesis.settings(max_examples=60)
-    @hypothesis.given(fleets(max_size=40), configs(), st.data())
-    def test_a_batch_update_equals_one_by_one(self, states, config, data):
-        specs = host_checks.weigh_specs(config[1]) or ()
-        one, batch = HostIndex(specs), HostIndex(specs)
-        for state in states:
-            one.put(state)
-        batch.update(states)
-        changed = data.draw(st.lists(st.sampled_from(states), unique_by=id))
-        gone = {s.uuid for s in data.draw(st.lists(st.sampled_from(states)))} \
-            - {s.uuid for s in changed}
-        for state in changed:
-            a = data.draw(amounts)
-            state.free_ram_mb, state.free_disk_gb = a["ram"], a["disk"]
-            state.free_vcpus, state.free_pcpus = a["vcpus"], a["pcpus"]
-            one.put(state)
-        for uuid in gone:
-            one.discard(uuid)
-        batch.update(changed, gone)
-        self.assertEqual(one._orders, batch._orders)
-        self.assertEqual(one._entries, batch._entries)

@@ -18,7 +18,6 @@ so equal values come in (host, node name) order, the full pass's tie order.
 """
 
 import bisect
-import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -32,8 +31,6 @@ INDEXABLE = frozenset({"free_ram_mb", "free_disk_gb", "free_vcpus", "free_pcpus"
 _KEY = operator.itemgetter(0)
 #: One row of an order: (key, host, node name, node uuid).
 _Row = tuple[int, str, str, str]
-#: From this many states at once, :meth:`HostIndex.update` rebuilds each order.
-_BATCH = 64
 
 
 @attrs.frozen
@@ -71,34 +68,6 @@ class HostIndex:
             bisect.insort(rows, entry)
             placed.append((order, entry))
         self._entries[state.uuid] = tuple(placed)
-
-    def update(self, states: Sequence[HostState], gone: Iterable[str] = ()) -> None:
-        """:meth:`put` every state of ``states`` and :meth:`discard` the uuids
-        ``gone``, at once: past a few dozen states each order is copied
-        once around the rows that leave and come (found by bisection),
-        instead of moving the tail of a long list for each of them."""
-        gone = set(gone)
-        if len(states) + len(gone) < _BATCH:
-            for uuid in gone:
-                self.discard(uuid)
-            for state in states:
-                self.put(state)
-            return
-        leaving = gone | {s.uuid for s in states}
-        old = [entry for uuid in leaving for entry in self._entries.pop(uuid, ())]
-        placed: dict[str, list[tuple[tuple[str, bool], _Row]]] = {s.uuid: [] for s in states}
-        for order, rows in self._orders.items():
-            attr, descending = order
-            new = []
-            for state in states:
-                value = getattr(state, attr)
-                entry = (-value if descending else value, state.host, state.nodename,
-                         state.uuid)
-                new.append(entry)
-                placed[state.uuid].append((order, entry))
-            rows[:] = _merged(_without(rows, [e for o, e in old if o == order]), new)
-        for uuid, entries in placed.items():
-            self._entries[uuid] = tuple(entries)
 
     def discard(self, uuid: str) -> None:
         """Remove the state with ``uuid`` (nothing if it is not here)."""
@@ -142,33 +111,6 @@ class HostIndex:
                         break
             return picked
         return _threshold(scans, states, passes, count)
-
-
-def _without(rows: list[_Row], remove: list[_Row]) -> list[_Row]:
-    """``rows`` (sorted, each row once) without the rows ``remove``: a bisect
-    per row removed, then one copy of the slices between them."""
-    cuts = sorted(bisect.bisect_left(rows, entry) for entry in remove)
-    parts, start = [], 0
-    for cut in cuts:
-        parts.append(rows[start:cut])
-        start = cut + 1
-    parts.append(rows[start:])
-    return list(itertools.chain.from_iterable(parts))
-
-
-def _merged(rows: list[_Row], add: list[_Row]) -> list[_Row]:
-    """``rows`` (sorted) with the rows ``add`` in their places: a bisect per
-    row added, then one copy of the slices between them."""
-    add.sort()
-    parts: list[list[_Row]] = []
-    start = 0
-    for entry in add:
-        cut = bisect.bisect_left(rows, entry, start)
-        parts.append(rows[start:cut])
-        parts.append([entry])
-        start = cut
-    parts.append(rows[start:])
-    return list(itertools.chain.from_iterable(parts))
 
 
 @attrs.define

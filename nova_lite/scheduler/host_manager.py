@@ -258,12 +258,14 @@ class HostManager:
             else:
                 continue
             touched.append(state)
+            if self._index is not None:
+                self._index.put(state)
         for uuid in gone:
             state = self._states.pop(uuid, None)
             if state is not None:
                 self._forget_host(state)
-        if self._index is not None:
-            self._index.update(touched, gone)
+            if self._index is not None:
+                self._index.discard(uuid)
         if reorder:
             self._ordered = sorted(self._states.values(), key=lambda s: (s.host, s.nodename))
         LOG.debug("Scheduler view: %d nodes, %d re-read, %d gone", len(self._states),
