@@ -93,7 +93,7 @@ def run_case(case):
         trackers, settings, setup_s = make_fleet(url, case["nodes"])
         reader = Store(url, readonly=True)
         server = BackgroundServer(make_app(reader, settings)).start()
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
         try:
             cold, first = get(conn, "/v1/cluster")
             samples = []
