@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from nova_lite.db import models
+from nova_lite.db import models, queries
 
 #: The ``binary`` of the compute services in the ``services`` table.
 COMPUTE_BINARY = "nova-lite-compute"
@@ -155,11 +155,11 @@ def set_disabled(conn: Connection, host: str, binary: str, disabled: bool,
 
 # Built once: a scheduler asks them on every request.
 # No ORDER BY: the planner takes the change_seq index, not the (host, binary) one.
-_SINCE = sa.select(*_COLUMNS).where(T_SVC.c.change_seq >= sa.bindparam("mark"),
+_SINCE = sa.select(*_COLUMNS).where(queries.since(T_SVC.c.change_seq),
                                     T_SVC.c.binary == sa.bindparam("binary"))
 _DELETED_SINCE = sa.select(models.service_deletions.c.host).where(
     models.service_deletions.c.binary == sa.bindparam("binary"),
-    models.service_deletions.c.change_seq >= sa.bindparam("mark"))
+    queries.since(models.service_deletions.c.change_seq))
 
 
 def services_since(conn: Connection, binary: str, mark: int) -> list[ServiceRecord]:
