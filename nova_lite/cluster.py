@@ -1,11 +1,11 @@
 """Cluster-wide figures for the metrics and the web API, read in bulk.
 
 - :class:`NodeCache` keeps the :class:`~nova_lite.objects.ComputeNode`
-  records of a store and re-reads only those whose generation moved, found
-  through the nodes' fingerprint
-  (:meth:`Store.nodes_fingerprint <nova_lite.db.store.Store.nodes_fingerprint>`:
-  one small aggregate query): every change to a node's inventories or allocations bumps its
-  generation, and a node added or removed changes its bucket, as the
+  records of a store and re-reads only those changed since its last look,
+  found through the nodes' indexed change sequence
+  (:class:`~nova_lite.db.node_changes.ChangeReader`): every change to a
+  node's inventories or allocations bumps its generation, which moves it,
+  and a node added or removed moves it or leaves a tombstone, as the
   scheduler's host view relies on.
 - :func:`class_totals` sums, per resource class, total, reserved,
   capacity, used, free and over over some nodes.  Capacity, free and over
@@ -17,6 +17,7 @@ Amounts are in each class's unit: VCPU and PCPU count CPUs, MEMORY_MB is
 MiB, DISK_GB is GiB, custom classes count units.
 """
 
+import collections
 import logging
 import threading
 from collections.abc import Iterable
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from nova_lite.db.node_changes import NodeChangeTracker
+from nova_lite.db.node_changes import ChangeReader
 from nova_lite.exception import MarkerNotFound
 from nova_lite.objects import ComputeNode
 
@@ -100,45 +101,71 @@ def cluster_totals(nodes: list[ComputeNode]) -> ClusterTotals:
                          resources=class_totals(nodes))
 
 
-#: More changed nodes than this are re-read in one bulk read, not one by one.
-BULK_RELOAD = 200
-
-
 class NodeCache:
     """The compute node records of ``store``, re-read only where they changed.
 
-    Each call of :meth:`nodes` or :meth:`totals` costs one aggregate query
-    (the fingerprint, in ``nova_lite.db.queries.NODE_BUCKETS`` buckets) while nothing
-    changed; when a bucket moved, the generations of its nodes are read and
-    only the nodes whose generation changed (or that are new) are read
-    again, in one read, as the scheduler's host view does; many changes at
-    once are one bulk read.
-    Thread-safe.
+    Each call of :meth:`nodes`, :meth:`page` or :meth:`totals` costs one
+    read transaction of a few indexed queries while nothing changed; the
+    nodes changed since the last call (and only those whose generation or
+    host the cache does not hold already) are read again, 500 per query,
+    however many changed, and deleted ones dropped, as the scheduler's
+    host view does.  Thread-safe.
     """
 
     def __init__(self, store: "Store") -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._changes = NodeChangeTracker(store, BULK_RELOAD)
+        self._changes = ChangeReader(store)
         self._nodes: dict[str, ComputeNode] = {}
         self._ordered: list[ComputeNode] = []
         self._position: dict[str, int] = {}   # uuid -> index in _ordered
         self._totals: ClusterTotals | None = None
+        # The sums behind totals(), kept as nodes come and go: {class: [the six
+        # sums, nodes counted]}, and the number of nodes of each host.
+        self._sums: dict[str, list[int]] = {}
+        self._hosts: collections.Counter[str] = collections.Counter()
 
     def _refresh(self) -> None:
-        fingerprint = self.store.nodes_fingerprint()
-        if fingerprint == self._changes.fingerprint:
+        changes = self._changes.read(self._nodes)
+        if not (changes.full or changes.nodes or changes.gone_nodes):
             return
-        changes = self._changes.changes(fingerprint, self._nodes)
-        for node in changes.fresh:
+        if changes.full:
+            self._nodes, self._sums, self._hosts = {}, {}, collections.Counter()
+        reorder = changes.full or bool(changes.gone_nodes)
+        for node in changes.nodes:
+            held = self._nodes.get(node.uuid)
+            if held is None or (held.host, held.nodename) != (node.host, node.nodename):
+                reorder = True
+            if held is not None:
+                self._count(held, -1)
+            self._count(node, 1)
             self._nodes[node.uuid] = node
-        for uuid in changes.gone:
-            self._nodes.pop(uuid, None)
-        self._ordered = sorted(self._nodes.values(), key=lambda n: (n.host, n.nodename))
-        self._position = {n.uuid: i for i, n in enumerate(self._ordered)}
+        for uuid in changes.gone_nodes:
+            held = self._nodes.pop(uuid, None)
+            if held is not None:
+                self._count(held, -1)
+        if reorder:
+            self._ordered = sorted(self._nodes.values(), key=lambda n: (n.host, n.nodename))
+            self._position = {n.uuid: i for i, n in enumerate(self._ordered)}
+        else:   # same nodes in the same order: replace the changed ones in place
+            for node in changes.nodes:
+                self._ordered[self._position[node.uuid]] = node
         self._totals = None
         LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes),
-                  len(changes.fresh), len(changes.gone))
+                  len(changes.nodes), len(changes.gone_nodes))
+
+    def _count(self, node: ComputeNode, sign: int) -> None:
+        """Add ``node`` to the sums (``sign`` 1) or take it out (-1)."""
+        self._hosts[node.host] += sign
+        if not self._hosts[node.host]:
+            del self._hosts[node.host]
+        for line in class_totals((node,)):
+            sums = self._sums.setdefault(line.resource_class, [0] * 7)
+            for i, value in enumerate(attrs.astuple(line)[1:]):
+                sums[i] += sign * value
+            sums[6] += sign
+            if not sums[6]:
+                del self._sums[line.resource_class]
 
     def nodes(self) -> list[ComputeNode]:
         """Every live compute node record, sorted by host and name."""
@@ -164,13 +191,18 @@ class NodeCache:
             return self._ordered[start:end], end < len(self._ordered)
 
     def totals(self) -> ClusterTotals:
-        """:class:`ClusterTotals` of every node (computed once per change)."""
+        """:class:`ClusterTotals` of every node, as :func:`cluster_totals` sums
+        them, kept up to date node by node (a change costs the changed
+        nodes, not a pass over every node)."""
         with self._lock:
             self._refresh()
             if self._totals is None:
-                self._totals = cluster_totals(self._ordered)
+                self._totals = ClusterTotals(
+                    nodes=len(self._nodes), hosts=len(self._hosts),
+                    resources=tuple(ClassTotals(rc, *self._sums[rc][:6])
+                                    for rc in sorted(self._sums)))
             return self._totals
 
 
 __all__ = ["ClassTotals", "ClusterTotals", "NodeCache", "class_totals", "cluster_totals",
-           "node_classes", "BULK_RELOAD"]
+           "node_classes"]

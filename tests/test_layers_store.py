@@ -69,7 +69,7 @@ class StoreLayerTests(testtools.TestCase):
             "from nova_lite.db import queries\n"
             "import nova_lite.db\n"
             "x = nova_lite.db.Store\n"
-            "a = store.db.read('op', queries.nodes_fingerprint)\n"
+            "a = store.db.read('op', queries.change_mark)\n"
             "b = self.store.db.write('op', lambda conn: None)\n"
             "with store.db.engine.begin() as conn:\n"
             "    pass\n"

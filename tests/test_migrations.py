@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from nova_lite.db import Store, migrations, models
+from nova_lite.db import COMPUTE_BINARY, Store, migrations, models
+from nova_lite.db.node_changes import ChangeReader
 from nova_lite.exception import SchemaOutdated, StoreError
 from nova_lite.testing import databases
 from tests import base
@@ -35,15 +36,23 @@ def _snapshot(engine):
                 for table in DATA_TABLES}
 
 
+#: Columns an upgrade fills in the rows that were there (0010: the change sequence).
+FILLED = {("compute_nodes", "change_seq"), ("services", "change_seq")}
+
+
 def _as_before(before, after):
     """``after`` with only the columns each table had in ``before``; a column
-    added since must be empty (NULL) in every row that was there."""
+    added since must be empty (NULL) in every row that was there, unless
+    the upgrade fills it (:data:`FILLED`: then it must hold a value)."""
     out = {}
     for table, rows in after.items():
         known = {c for row in before.get(table, ()) for c, _ in row}
         kept = []
         for row in rows:
-            added = {c: v for c, v in row if c not in known}
+            filled = {c: v for c, v in row if (table, c) in FILLED}
+            if known and any(v is None or v < 1 for v in filled.values()):
+                raise AssertionError(f"{table}: the upgrade left {filled} unfilled")
+            added = {c: v for c, v in row if c not in known and (table, c) not in FILLED}
             if known and any(v is not None for v in added.values()):
                 raise AssertionError(f"{table}: a column added by an upgrade holds a "
                                      f"value: {added}")
@@ -144,6 +153,21 @@ class MigrationTests:
         code, out = self.cli(url, "server", "list", "-f", "json", "-c", "Availability Zone")
         self.assertEqual(0, code, out)
         self.assertEqual(3, out.count('"Availability Zone": "nova"'), out)
+
+        # 0010: a reader follows the change sequence of the upgraded rows.
+        writer = Store(url)
+        self.addCleanup(writer.close)
+        reader = ChangeReader(writer, binary=COMPUTE_BINARY)
+        held = {n.uuid: n for n in reader.read({}).nodes}
+        self.assertEqual(["host1-node0", "host1-node1"],
+                         sorted(n.nodename for n in held.values()))
+        writer.set_service_disabled("host1", False)
+        writer.delete_compute_node("host1", "host1-node1")
+        changes = reader.read(held)
+        self.assertEqual({writer.get_compute_node("host1", "host1-node0").uuid},
+                         set(held) - changes.gone_nodes)
+        self.assertEqual([("host1", False)], [(s.host, s.disabled) for s in changes.services
+                                              if s.host == "host1"])
 
         code, out = self.cli(url, "db", "sync", "-f", "json")
         self.assertEqual(0, code, out)

@@ -113,20 +113,45 @@ class SchedulerTests(SchedulerScenario):
             base.flavor(), force_hosts=("host3",)))
         self.assertIn("compute service down", str(exc))
 
-    def test_a_reused_view_notices_a_service_dying_and_being_disabled(self):
+    def test_a_view_notices_a_service_dying_and_never_a_live_one(self):
+        # Heartbeats do not move the change sequence: the view reads a
+        # service row again when its heartbeat as read is about to look down.
+        settings = self.settings(reserved_host_memory_mb=0, service_down_time=1)
+        manager = HostManager(self.store, settings, services_max_age=0.2)
+
+        def up():
+            return {s.host: s.service.is_up(1) for s in manager.refresh()}
+
+        deadline = time.monotonic() + 30
+        while True:   # host1 and host2 beat, host3 has stopped
+            for host in ("host1", "host2"):
+                self.store.heartbeat(host)
+            seen = up()
+            self.assertTrue(seen["host1"] and seen["host2"], seen)
+            if not seen["host3"]:
+                break
+            self.assertLess(time.monotonic(), deadline, "host3 never looked down")
+        exc = self.assertRaises(NoValidHost, manager.select_destinations, RequestSpec(
+            base.flavor(), force_hosts=("host3",)))
+        self.assertIn("compute service down", str(exc))
+        self.store.heartbeat("host1")
+        self.assertEqual("host1", manager.select_destinations(
+            RequestSpec(base.flavor(), force_hosts=("host1",)))[0].host)
+        self.store.heartbeat("host3")   # back: seen within services_max_age
+        while not up()["host3"]:
+            self.assertLess(time.monotonic(), deadline, "host3 never came back")
+            self.store.heartbeat("host3")
+
+    def test_a_reused_view_sees_a_service_disabled_at_once(self):
         settings = self.settings(reserved_host_memory_mb=0, service_down_time=60)
-        fresh = HostManager(self.store, settings, services_max_age=0)
         slow = HostManager(self.store, settings, services_max_age=3600)
-        for manager in (fresh, slow):
-            manager.refresh()
-        self.store.db.write("age heartbeat", lambda c: c.execute(
-            models.services.update().where(models.services.c.host == "host3")
-            .values(updated_at=time.time() - 3600)))
-        self.assertEqual({"host1", "host2"}, {
-            fresh.select_destinations(base.flavor())[0].host for _ in range(4)})
+        slow.refresh()
         queries_disable(self.store, "host1")   # a disabled state is seen at once
         self.assertNotIn("host1", {slow.select_destinations(base.flavor())[0].host
                                    for _ in range(4)})
+        self.store.set_service_disabled("host1", False)
+        self.assertIn("host1", {slow.select_destinations(base.flavor())[0].host
+                                for _ in range(6)})
 
     def test_ignore_and_force_hosts(self):
         manager = self.manager()

@@ -18,6 +18,7 @@ from nova_lite import metrics, reports
 from nova_lite.cluster import NodeCache
 from nova_lite.compute.manager import ComputeService
 from nova_lite.db import COMPUTE_BINARY, ServiceRecord, models, services
+from nova_lite.db.node_changes import ChangeReader
 from nova_lite.exception import InvalidInput, InvalidType
 from nova_lite.scheduler import HostManager, filters, host_checks
 from tests import base
@@ -139,23 +140,40 @@ class ServiceStoreTests:
         self.assertRaises(InvalidInput, self.store.list_services, "h\x001")
         self.assertEqual(before, self.store.list_services())
 
-    def test_change_fingerprints_move_with_the_services_not_their_heartbeats(self):
+    def test_the_change_sequence_moves_with_the_services_not_their_heartbeats(self):
         _, rt = self.make_tracker(host="h1", store=self.store)
         self.store.heartbeat("h1")
-        nodes, first = self.store.change_fingerprints()
-        self.assertEqual(nodes, self.store.nodes_fingerprint())
+        reader = ChangeReader(self.store, binary=COMPUTE_BINARY)
+        view = {s.host: s for s in reader.read({}).services}
+
+        def seq(host):
+            return self.store.db.read("seq", lambda c: c.execute(
+                sa.select(models.services.c.change_seq).where(
+                    models.services.c.host == host)).scalar_one())
+
+        def look():
+            # A reader may be given a row it saw already (PostgreSQL): the
+            # view takes the rows as they come.
+            found = reader.read({})
+            view.update((s.host, s) for s in found.services)
+            return {h: (s.disabled, s.disabled_reason) for h, s in view.items()}
+
+        before = seq("h1")
         self.store.heartbeat("h1")
-        self.assertEqual(first, self.store.change_fingerprints()[1])
+        self.assertEqual(before, seq("h1"))
         self.store.set_service_disabled("h1", True, "a")
-        disabled = self.store.change_fingerprints()[1]
-        self.assertNotEqual(first, disabled)
+        self.assertLess(before, seq("h1"))
+        self.assertEqual({"h1": (True, "a")}, look())
         self.store.set_service_disabled("h1", True, "a longer reason")
-        self.assertNotEqual(disabled, self.store.change_fingerprints()[1])
+        self.assertEqual({"h1": (True, "a longer reason")}, look())
+        before = seq("h1")
+        self.store.set_service_disabled("h1", True, "a longer reason")   # no change
+        self.assertEqual(before, seq("h1"))
         self.store.heartbeat("h2")
-        self.assertEqual(4, len({first, disabled, self.store.change_fingerprints()[1],
-                                 self.store.change_fingerprints(binary="other")[1]}))
+        self.store.heartbeat("h1", binary="other")
+        self.assertEqual({"h1": (True, "a longer reason"), "h2": (False, None)}, look())
         rt.instance_claim(base.instance(), "h1")
-        self.assertNotEqual(nodes, self.store.nodes_fingerprint())
+        self.assertEqual(["h1"], [n.host for n in reader.read({}).nodes])
 
     # -- every reader, one rule --------------------------------------------------
     def test_every_reader_agrees_on_up_and_enabled(self):

@@ -176,6 +176,25 @@ MUTANTS = {
         "        return None\n",
         "            return f\"{len(missing)} consumer(s) without their allocation\"\n"
         "        return \"always\"\n"),
+    "change-mark-after-running-writers": (
+        "a PostgreSQL reader asks next time from the newest transaction id of its snapshot "
+        "(xmax) instead of the oldest still running (xmin): a change committed after a "
+        "later one is never seen",
+        "nova_lite/db/queries.py",
+        "_PG_MARK = sa.text(\"SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint\")\n",
+        "_PG_MARK = sa.text(\"SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint\")\n"),
+    "host-change-keeps-change-seq": (
+        "SQLite's trigger moves a node's change sequence with its generation only, not "
+        "with its host",
+        "nova_lite/db/alembic/versions/0010_change_seq.py",
+        "    WHEN OLD.generation IS NOT NEW.generation OR OLD.host IS NOT NEW.host\n",
+        "    WHEN OLD.generation IS NOT NEW.generation\n"),
+    "heartbeats-never-reread": (
+        "the scheduler never reads a service row again for its heartbeat: a dead service "
+        "keeps looking up",
+        "nova_lite/scheduler/host_manager.py",
+        "                due.append(host)\n",
+        "                pass\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -215,6 +234,11 @@ GUARDS = {
                               f"{_HISTORY}.TestChaosPostgreSQL"),
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
+    "change-mark-after-running-writers": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),
+    "host-change-keeps-change-seq": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
+    "heartbeats-never-reread": (
+        "tests.test_scheduler.SchedulerTests.test_a_view_notices_a_service_dying_and_never_"
+        "a_live_one",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

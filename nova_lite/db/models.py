@@ -15,6 +15,17 @@
   ``availability_zone`` makes an aggregate an availability zone).
 - ``shadow_instances``, ``shadow_migrations``: history archived out of
   ``instances`` and ``migrations`` (the same columns, plus ``archived_at``).
+- ``node_deletions``, ``service_deletions``, ``change_counter``: the change
+  sequence the fleet's readers follow (see :mod:`nova_lite.db.queries`).
+
+``compute_nodes.change_seq`` and ``services.change_seq`` are written by
+triggers of the database itself (revision 0010), never by nova-lite's own
+statements, so no writer can forget them: a node's moves with every
+change of its generation or host and on insert, a service's on insert and
+on every change of ``disabled`` or ``disabled_reason`` (never on a
+heartbeat); deleting either row leaves a tombstone.  The value is the
+writing transaction's id on PostgreSQL and the next value of
+``change_counter`` on SQLite.
 """
 
 import sqlalchemy as sa
@@ -31,7 +42,10 @@ services = sa.Table(
     sa.Column("report_count", sa.Integer, nullable=False, default=0),
     sa.Column("disabled", sa.Boolean, nullable=False, default=False),
     sa.Column("disabled_reason", sa.String(255)),
+    # Written by the database's triggers (0010): see the module docstring.
+    sa.Column("change_seq", sa.BigInteger, nullable=False, server_default="0"),
     sa.UniqueConstraint("host", "binary", name="uniq_services0host0binary"),
+    sa.Index("services_change_seq_idx", "change_seq"),
 )
 
 compute_nodes = sa.Table(
@@ -48,7 +62,38 @@ compute_nodes = sa.Table(
               server_default=sa.true()),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # Written by the database's triggers (0010): see the module docstring.
+    sa.Column("change_seq", sa.BigInteger, nullable=False, server_default="0"),
     sa.UniqueConstraint("host", "nodename", name="uniq_compute_nodes0host0nodename"),
+    sa.Index("compute_nodes_change_seq_idx", "change_seq"),
+)
+
+#: A compute node row deleted (by any statement: the trigger writes it), at
+#: ``change_seq``, ``deleted_at`` epoch s; pruned after an hour.
+node_deletions = sa.Table(
+    "node_deletions", metadata,
+    sa.Column("change_seq", sa.BigInteger, primary_key=True),
+    sa.Column("uuid", sa.String(36), primary_key=True),
+    sa.Column("deleted_at", sa.Float, nullable=False),
+    sa.Index("node_deletions_deleted_at_idx", "deleted_at"),
+)
+
+#: A service row deleted, as ``node_deletions``.
+service_deletions = sa.Table(
+    "service_deletions", metadata,
+    sa.Column("change_seq", sa.BigInteger, primary_key=True),
+    sa.Column("host", sa.String(255), primary_key=True),
+    sa.Column("binary", sa.String(255), primary_key=True),
+    sa.Column("deleted_at", sa.Float, nullable=False),
+    sa.Index("service_deletions_deleted_at_idx", "deleted_at"),
+)
+
+#: SQLite's change sequence: one row whose ``value`` the triggers move by one
+#: for each change (PostgreSQL uses transaction ids and leaves it alone).
+change_counter = sa.Table(
+    "change_counter", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("value", sa.BigInteger, nullable=False),
 )
 
 inventories = sa.Table(

@@ -1,22 +1,35 @@
-"""Which compute node records changed since a view last looked.
+"""What changed in the node and service records since a view last looked.
 
-Views that keep the node records in memory (the scheduler's host view, the
-API's node cache) ask one aggregate query,
-``queries.nodes_fingerprint``, whether any node moved.
-When it did, a :class:`NodeChangeTracker` reads the generations of the
-nodes in the fingerprint buckets that moved, then the records of the nodes
-that are new or whose generation or host changed, all in one read (more
-of them than the view's bulk limit are one read of every node instead).
+Views that keep the records in memory (the scheduler's host view, the
+API's node cache and through it the metrics) each hold a
+:class:`ChangeReader`.  Its first look reads everything; each later look is
+one read transaction that asks the indexed change sequence (see
+:mod:`nova_lite.db.queries`) for the rows changed since the mark of the
+last look, as a Kubernetes watch asks from a ``resourceVersion``: the
+versions of the changed nodes (then the records of those whose generation
+or host the view does not already hold, 500 per read), the tombstones of
+deleted nodes, and, if asked, the service rows added, enabled, disabled or
+deleted, the service rows of some hosts by key (for their heartbeats,
+which do not move the sequence), and the host aggregates when one of them
+changed.  Nothing is scanned in full after the first look, however many
+rows changed.
+
+A view whose last look is older than half of
+:data:`~nova_lite.db.queries.TOMBSTONE_KEEP_S` reads everything again (the
+tombstones it would need may be pruned).
 """
 
 import collections
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import sqlalchemy as sa
 
-from nova_lite.db import models, queries, rows
+from nova_lite.db import aggregates, models, queries, rows, services
+from nova_lite.db.aggregates import Aggregate
+from nova_lite.db.services import ServiceRecord
 from nova_lite.objects import ComputeNode
 
 if TYPE_CHECKING:
@@ -25,68 +38,132 @@ if TYPE_CHECKING:
 #: Node uuids per ``IN (...)`` list of a batched read.
 _CHUNK = 500
 
+_AGGREGATE_STAMPS = sa.select(models.aggregates.c.id, models.aggregates.c.updated_at
+                              ).order_by(models.aggregates.c.id)
+
 
 @attrs.frozen
-class NodeChanges:
+class Changes:
     """What moved since the last look.
 
-    ``fresh``: the records read again (new nodes and changed ones; after a
-    bulk read, every node).  ``gone``: uuids of nodes no longer recorded.
+    ``full``: this look read everything (the first one, or one after too
+    long): ``nodes`` (and ``services``, if watched) are every record, and
+    what the view holds beyond them is gone.  Otherwise ``nodes``: the node
+    records new or changed (generation or host) since; ``gone_nodes``: the
+    uuids of nodes no longer recorded; ``services``: the service records
+    added, enabled or disabled since, and those asked for by host;
+    ``gone_services``: the hosts whose service row was deleted.
+    ``aggregates``: every host aggregate, when one changed (or on a full
+    look), else None.
     """
 
-    fresh: tuple[ComputeNode, ...]
-    gone: frozenset[str]
+    full: bool
+    nodes: tuple[ComputeNode, ...] = ()
+    gone_nodes: frozenset[str] = frozenset()
+    services: tuple[ServiceRecord, ...] = ()
+    gone_services: frozenset[str] = frozenset()
+    aggregates: tuple[Aggregate, ...] | None = None
 
 
-class NodeChangeTracker:
-    """Remembers the last fingerprint a view saw and each node's bucket.
+def _unchanged(known: Mapping[str, Any], version: queries.NodeVersion) -> bool:
+    held = known.get(version.uuid)
+    return held is not None and held.generation == version.generation \
+        and held.host == version.host
 
-    ``bulk_reload``: more changed nodes than this are read in one read of
-    every node rather than one by one.
+
+class ChangeReader:
+    """Follows the change sequence of a store's node rows (and, with
+    ``binary``, of that binary's service rows; with ``aggregates``, of the
+    host aggregates) for one view.  Not thread-safe: a view serialises its looks.
     """
 
-    def __init__(self, store: "Store", bulk_reload: int) -> None:
+    def __init__(self, store: "Store", binary: str | None = None,
+                 aggregates: bool = False) -> None:
         self.store = store
-        self.bulk_reload = bulk_reload
-        #: The fingerprint of the last look (``{bucket: sums}``), None before the first.
-        self.fingerprint: dict | None = None
-        self._buckets: dict[str, int] = {}   # node uuid -> its fingerprint bucket
+        self.binary = binary
+        self.watch_aggregates = aggregates
+        #: The mark of the last look (None before the first).
+        self.mark: int | None = None
+        self._looked_at = 0.0   # time.time() of the last look
+        self._stamps: tuple[tuple[int, float], ...] | None = None   # aggregates' (id, updated_at)
+        self._next_stamps = self._stamps
 
-    def changes(self, fingerprint: dict, known: Mapping[str, Any]) -> NodeChanges:
-        """The changes since the last look, given the ``fingerprint`` just read.
+    def read(self, known: Mapping[str, Any], hosts: Collection[str] = ()) -> Changes:
+        """The changes since the last look.
 
         ``known`` maps each node uuid the view holds to its copy (anything
-        with ``generation`` and ``host``).  The fingerprint must be read
-        before this call: a change after it makes the next look differ, so a
-        stale record is never kept.
+        with ``generation`` and ``host``): a changed row whose generation and
+        host the view already holds is not read again.  ``hosts``: hosts
+        whose service row is read again whatever the sequence says (for
+        their heartbeats).
         """
-        if fingerprint == self.fingerprint:
-            return NodeChanges(fresh=(), gone=frozenset())
-        old = self.fingerprint or {}
-        buckets = None if self.fingerprint is None else {   # None: first look, every node
-            b for b in set(fingerprint) | set(old) if fingerprint.get(b) != old.get(b)}
-        versions = self.store.db.read(
-            "node generations", lambda conn: queries.node_versions(conn, buckets))
-        changed = [v for u, v in versions.items()
-                   if u not in known or known[u].generation != v.generation
-                   or known[u].host != v.host]
-        gone = {u for u, b in self._buckets.items()
-                if (buckets is None or b in buckets) and u not in versions}
-        if len(changed) > self.bulk_reload:
-            fresh = self.store.get_compute_nodes()
-        elif changed:
-            wanted = [v.uuid for v in changed]
-            fresh = self.store.db.read("changed compute nodes",
-                                       lambda conn: load_nodes_by_uuid(conn, wanted))
-            gone.update(set(wanted) - {node.uuid for node in fresh})   # deleted meanwhile
+        now = time.time()
+        if self.mark is None or now - self._looked_at >= queries.TOMBSTONE_KEEP_S / 2:
+            changes, mark = self._read_all()
         else:
-            fresh = []
-        for uuid, version in versions.items():
-            self._buckets[uuid] = version.bucket
-        for uuid in gone:
-            self._buckets.pop(uuid, None)
-        self.fingerprint = fingerprint
-        return NodeChanges(fresh=tuple(fresh), gone=frozenset(gone))
+            since = self.mark
+            changes, mark = self.store.db.read(
+                "changed records", lambda conn: self._read_since(conn, since, known, hosts))
+        self.mark = mark
+        self._stamps = self._next_stamps
+        self._looked_at = now
+        return changes
+
+    def _aggregates(self, conn: sa.Connection, full: bool) -> tuple[Aggregate, ...] | None:
+        """Every aggregate if one changed since the last look (or ``full``),
+        else None; the new stamps wait in ``_next_stamps`` until the read
+        transaction is over (a retried one asks again)."""
+        if not self.watch_aggregates:
+            return None
+        stamps = tuple(conn.execute(_AGGREGATE_STAMPS).tuples())
+        self._next_stamps = stamps
+        if not full and stamps == self._stamps:
+            return None
+        return tuple(aggregates.read_all(conn))
+
+    def _read_all(self) -> tuple[Changes, int]:
+        # The mark comes first: what changes after it is asked again next time.
+        mark = self.store.db.read("change mark", queries.change_mark)
+        nodes = self.store.get_compute_nodes()
+        found: list[ServiceRecord] = []
+        found_aggregates = None
+        if self.binary is not None or self.watch_aggregates:
+            binary = self.binary
+
+            def op(conn: sa.Connection) -> tuple[list[ServiceRecord], Any]:
+                svcs = services.list_services(conn, binary) if binary is not None else []
+                return svcs, self._aggregates(conn, full=True)
+            found, found_aggregates = self.store.db.read("services and aggregates", op)
+        return Changes(full=True, nodes=tuple(nodes), services=tuple(found),
+                       aggregates=found_aggregates), mark
+
+    def _read_since(self, conn: sa.Connection, mark: int, known: Mapping[str, Any],
+                    hosts: Collection[str]) -> tuple[Changes, int]:
+        new_mark = queries.change_mark(conn)   # before the reads it covers
+        wanted = [v.uuid for v in queries.node_versions_since(conn, mark)
+                  if not _unchanged(known, v)]
+        fresh = load_nodes_by_uuid(conn, wanted) if wanted else []
+        gone = set(wanted) - {node.uuid for node in fresh}   # deleted meanwhile
+        deleted = queries.deleted_nodes_since(conn, mark)
+        if deleted:
+            gone |= deleted - queries.existing_nodes(conn, deleted)
+        found: list[ServiceRecord] = []
+        gone_services: set[str] = set()
+        if self.binary is not None:
+            found = services.services_since(conn, self.binary, mark)
+            if hosts:
+                seen = {s.host for s in found}
+                found += services.services_of_hosts(
+                    conn, self.binary, [h for h in hosts if h not in seen])
+            deleted_services = services.deleted_services_since(conn, self.binary, mark)
+            gone_services = deleted_services - {s.host for s in found}
+            if gone_services:   # recorded again since: still there
+                gone_services -= {s.host for s in services.services_of_hosts(
+                    conn, self.binary, sorted(gone_services))}
+        found_aggregates = self._aggregates(conn, full=False)
+        return Changes(full=False, nodes=tuple(fresh), gone_nodes=frozenset(gone),
+                       services=tuple(found), gone_services=frozenset(gone_services),
+                       aggregates=found_aggregates), new_mark
 
 
 def load_nodes_by_uuid(conn: sa.Connection, uuids: Sequence[str]) -> list[ComputeNode]:
@@ -107,4 +184,4 @@ def load_nodes_by_uuid(conn: sa.Connection, uuids: Sequence[str]) -> list[Comput
     return found
 
 
-__all__ = ["NodeChangeTracker", "NodeChanges", "load_nodes_by_uuid"]
+__all__ = ["ChangeReader", "Changes", "load_nodes_by_uuid"]

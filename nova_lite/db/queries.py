@@ -1,14 +1,27 @@
 """Small read-only queries on the compute node rows, for the views that keep them.
 
 Plain functions on a SQLAlchemy connection; they never write.  Code
-outside ``nova_lite.db`` reaches them through the Store
-(:meth:`~nova_lite.db.store.Store.nodes_fingerprint`,
-:meth:`~nova_lite.db.store.Store.change_fingerprints`) and
-:class:`~nova_lite.db.node_changes.NodeChangeTracker`.  The service rows
-have their own module, :mod:`nova_lite.db.services`.
-"""
+outside ``nova_lite.db`` reaches them through
+:class:`~nova_lite.db.node_changes.ChangeReader`.  The service rows have
+their own module, :mod:`nova_lite.db.services`.
 
-from collections.abc import Iterable
+**The change sequence.**  ``compute_nodes.change_seq`` (indexed) moves, by
+the database's own triggers (revision 0010), in the statement that inserts
+a node or changes its generation or host; deleting a node leaves a
+tombstone in ``node_deletions``.  A reader takes a **mark**
+(:func:`change_mark`) before it reads, and next time asks only for the
+rows whose ``change_seq`` is at least that mark (:func:`node_versions_since`,
+:func:`deleted_nodes_since`):
+
+- PostgreSQL: the value a writer leaves is its transaction id, and the mark
+  is the ``xmin`` of the reader's snapshot: every transaction the reader
+  could not see (running, or not started) has an id at least that, however
+  late it commits, so no change is missed; a row seen already may come
+  again (the reader compares generations).
+- SQLite: writers are serialised and take the next value of
+  ``change_counter``; the mark is the counter's value plus one, read in
+  the reader's snapshot.
+"""
 
 import attrs
 import sqlalchemy as sa
@@ -17,63 +30,77 @@ from sqlalchemy.engine import Connection
 from nova_lite.db import models
 
 T_NODES = models.compute_nodes
+T_GONE = models.node_deletions
+
+#: Tombstones of deleted rows are kept this long (s) by the triggers that
+#: write them; a reader whose last look is older than half of it reads
+#: everything again instead of asking for what changed.
+TOMBSTONE_KEEP_S = 3600.0
 
 
 @attrs.frozen
 class NodeVersion:
-    """Identity and generation of one compute node row."""
+    """Identity, generation and change sequence of one compute node row."""
 
     uuid: str
     host: str
     nodename: str
     generation: int
-    id: int | None = None
-
-    @property
-    def bucket(self) -> int:
-        """The fingerprint bucket of the row (see :func:`nodes_fingerprint`)."""
-        if self.id is None:
-            raise ValueError(f"NodeVersion of node {self.uuid} was read without its id: "
-                             "it has no fingerprint bucket")
-        return self.id % NODE_BUCKETS
+    change_seq: int = 0
 
 
-#: Node rows are fingerprinted in this many buckets (by ``id % NODE_BUCKETS``):
-#: more buckets make the fingerprint longer and each changed bucket shorter
-#: to re-read (10,000 nodes: 40 rows a bucket).
-NODE_BUCKETS = 256
+_PG_MARK = sa.text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+_SQLITE_MARK = sa.select(models.change_counter.c.value + 1).where(
+    models.change_counter.c.id == 1)
 
 
-def _bucket() -> sa.ColumnElement[int]:
-    return T_NODES.c.id % NODE_BUCKETS
+def change_mark(conn: Connection) -> int:
+    """The mark to ask from next time: run it before the reads it covers
+    (in the same transaction or an earlier one).  Every change that the
+    reads after it could not see has ``change_seq`` >= the mark."""
+    query = _PG_MARK if conn.dialect.name == "postgresql" else _SQLITE_MARK
+    return int(conn.execute(query).scalar_one())
 
 
-def nodes_fingerprint(conn: Connection) -> dict[int, tuple[int, int, int]]:
-    """``{bucket: (count, sum of generations, sum of ids)}`` of the node rows.
-
-    Generations and ids only grow, so any change to a node's generation,
-    and any node added or removed, changes its bucket's triple: a reader
-    re-reads only the buckets whose triple moved (:func:`node_versions`).
-    """
-    return {int(b): (int(c), int(g), int(i))
-            for b, c, g, i in conn.execute(_NODES_FINGERPRINT).all()}
+#: Above any change sequence (64-bit transaction ids and counters stay far below).
+NO_SEQ_ABOVE = 2 ** 62
 
 
-def _nodes_fingerprint() -> sa.Select:
-    bucket = _bucket()   # one expression: PostgreSQL matches GROUP BY to it
-    return sa.select(bucket, sa.func.count(), sa.func.sum(T_NODES.c.generation),
-                     sa.func.sum(T_NODES.c.id)).group_by(bucket)
+def since(column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
+    """``column >= :mark``, written as a closed range: a planner without
+    statistics yet (a table just filled) then still takes the index, as it
+    takes a closed range for narrow, rather than a third of the table."""
+    return column.between(sa.bindparam("mark"), sa.literal(NO_SEQ_ABOVE, sa.BigInteger))
 
 
-# Built once: a scheduler asks it on every request.
-_NODES_FINGERPRINT = _nodes_fingerprint()
+# Built once: every reader asks it on every look.
+_VERSIONS_SINCE = sa.select(
+    T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename, T_NODES.c.generation,
+    T_NODES.c.change_seq).where(since(T_NODES.c.change_seq))
+_DELETED_SINCE = sa.select(T_GONE.c.uuid).where(since(T_GONE.c.change_seq))
 
 
-def node_versions(conn: Connection, buckets: Iterable[int] | None = None
-                  ) -> dict[str, NodeVersion]:
-    """``{uuid: NodeVersion}`` of every compute node row (or of those ``buckets``)."""
-    query = sa.select(T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename,
-                      T_NODES.c.generation, T_NODES.c.id)
-    if buckets is not None:
-        query = query.where(_bucket().in_(sorted(buckets)))
-    return {r[0]: NodeVersion(*r) for r in conn.execute(query).all()}
+def node_versions_since(conn: Connection, mark: int) -> list[NodeVersion]:
+    """The versions of the node rows changed at or after ``mark`` (one range
+    read of the ``change_seq`` index)."""
+    return [NodeVersion(*r) for r in conn.execute(_VERSIONS_SINCE, {"mark": mark}).tuples()]
+
+
+def deleted_nodes_since(conn: Connection, mark: int) -> set[str]:
+    """The uuids of the node rows deleted at or after ``mark`` (a node
+    recorded again since is among them too: check :func:`existing_nodes`)."""
+    return set(conn.execute(_DELETED_SINCE, {"mark": mark}).scalars())
+
+
+def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:
+    """Those of ``uuids`` that have a node row."""
+    found: set[str] = set()
+    ordered = sorted(uuids)
+    for i in range(0, len(ordered), 500):
+        found.update(conn.execute(sa.select(T_NODES.c.uuid).where(
+            T_NODES.c.uuid.in_(ordered[i:i + 500]))).scalars())
+    return found
+
+
+__all__ = ["NodeVersion", "TOMBSTONE_KEEP_S", "change_mark", "deleted_nodes_since",
+           "existing_nodes", "node_versions_since"]

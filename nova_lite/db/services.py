@@ -16,7 +16,8 @@ finder and heal only ask whether a service is up.
 The functions below run on a SQLAlchemy connection inside a
 :class:`~nova_lite.db.store.Store` transaction; callers outside
 ``nova_lite.db`` use the Store's methods (``heartbeat``,
-``list_services``, ``set_service_disabled``, ``change_fingerprints``).
+``list_services``, ``set_service_disabled``) and
+:class:`~nova_lite.db.node_changes.ChangeReader`.
 """
 
 import time
@@ -28,7 +29,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from nova_lite.db import models
+from nova_lite.db import models, queries
 
 #: The ``binary`` of the compute services in the ``services`` table.
 COMPUTE_BINARY = "nova-lite-compute"
@@ -152,32 +153,41 @@ def set_disabled(conn: Connection, host: str, binary: str, disabled: bool,
     return list_services(conn, binary, host)[0] if changed else None
 
 
-def services_fingerprint(conn: Connection, binary: str) -> tuple[int, ...]:
-    """A tuple that changes when a service row of ``binary`` is added or removed, or
-    is enabled or disabled (or its reason changes); heartbeats leave it alone.
-
-    Sums over the rows (see ``nova_lite.db.queries.nodes_fingerprint``):
-    enabling or disabling changes a per-row mix of id and disabled flag.
-    Sums can collide in principle, and heartbeats are not in it, so a
-    reader also re-reads the rows now and then.
-    """
-    return tuple(conn.execute(_SERVICES_FINGERPRINT, {"binary": binary}).one())
+# Built once: a scheduler asks them on every request.
+# No ORDER BY: the planner takes the change_seq index, not the (host, binary) one.
+_SINCE = sa.select(*_COLUMNS).where(queries.since(T_SVC.c.change_seq),
+                                    T_SVC.c.binary == sa.bindparam("binary"))
+_DELETED_SINCE = sa.select(models.service_deletions.c.host).where(
+    models.service_deletions.c.binary == sa.bindparam("binary"),
+    queries.since(models.service_deletions.c.change_seq))
 
 
-def _services_fingerprint() -> sa.Select:
-    disabled_mix = sa.case(
-        (T_SVC.c.disabled, (T_SVC.c.id * 7919 + 1) % 1000003), else_=0)
-    reason_mix = sa.func.length(sa.func.coalesce(T_SVC.c.disabled_reason, "")) * T_SVC.c.id
-    return sa.select(
-        sa.func.count(), sa.func.coalesce(sa.func.sum(T_SVC.c.id), 0),
-        sa.func.coalesce(sa.func.sum(disabled_mix), 0),
-        sa.func.coalesce(sa.func.sum(reason_mix), 0),
-    ).where(T_SVC.c.binary == sa.bindparam("binary"))
+def services_since(conn: Connection, binary: str, mark: int) -> list[ServiceRecord]:
+    """The service rows of ``binary`` added, enabled or disabled at or after
+    ``mark`` (see :mod:`nova_lite.db.queries` for the change sequence;
+    heartbeats do not move it)."""
+    return [ServiceRecord(h, b, c, u, n, bool(d), r) for h, b, c, u, n, d, r in
+            conn.execute(_SINCE, {"binary": binary, "mark": mark}).tuples()]
 
 
-# Built once: a scheduler asks it on every request.
-_SERVICES_FINGERPRINT = _services_fingerprint()
+def deleted_services_since(conn: Connection, binary: str, mark: int) -> set[str]:
+    """The hosts whose ``binary`` service row was deleted at or after ``mark``
+    (a service recorded again since is among them too)."""
+    return set(conn.execute(_DELETED_SINCE, {"binary": binary, "mark": mark}).scalars())
 
 
-__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat", "heartbeat_deadline",
-           "heartbeat_within", "list_services", "services_fingerprint", "set_disabled"]
+def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[ServiceRecord]:
+    """The ``binary`` service rows of ``hosts`` (by the (host, binary) key, 500
+    hosts per ``IN`` list): their heartbeats as they are now."""
+    found: list[ServiceRecord] = []
+    ordered = sorted(hosts)
+    for i in range(0, len(ordered), 500):
+        found.extend(ServiceRecord(h, b, c, u, n, bool(d), r) for h, b, c, u, n, d, r in
+                     conn.execute(_LIST.where(T_SVC.c.host.in_(ordered[i:i + 500])),
+                                  {"binary": binary}).tuples())
+    return found
+
+
+__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat", "deleted_services_since",
+           "heartbeat_deadline", "heartbeat_within", "list_services", "services_of_hosts",
+           "services_since", "set_disabled"]

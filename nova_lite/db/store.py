@@ -29,7 +29,7 @@ from nova_lite import validators as v
 from nova_lite.db import providers as provider_rows
 from nova_lite.db import (
     archive, arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models,
-    queries, rows, services, snapshot)
+    rows, services, snapshot)
 from nova_lite.db import pass_records as pass_read
 from nova_lite.findings import Finding, RecordedFindings
 from nova_lite.db.direct import DirectConnection
@@ -305,32 +305,6 @@ class Store:
         arguments.check_lookup(host=host)
         return self._write(f"delete compute service {host}",  # type: ignore[no-any-return]
                            lambda conn: service_delete.delete_compute_service(conn, host))
-
-    def nodes_fingerprint(self) -> dict[int, tuple[int, int, int]]:
-        """A small summary of the compute node rows that changes whenever a node
-        is added, removed or moves to a new generation (one aggregate query,
-        see ``nova_lite.db.queries.nodes_fingerprint``): a view that keeps
-        the node records compares it with the last one it saw.
-
-        :returns: ``{bucket: (node count, sum of generations, sum of ids)}``.
-        """
-        return self._read("nodes fingerprint", queries.nodes_fingerprint)
-
-    def change_fingerprints(self, binary: str = COMPUTE_BINARY
-                            ) -> tuple[dict[int, tuple[int, int, int]], tuple[int, ...]]:
-        """``(nodes, services)``: :meth:`nodes_fingerprint` and the fingerprint of
-        the service rows of ``binary`` (it changes when a service is added,
-        removed, enabled or disabled; heartbeats leave it alone), read in one
-        transaction: what a scheduler asks before each request.
-
-        :param binary: the binary whose services are fingerprinted.
-        :returns: ``(nodes fingerprint, services fingerprint)``.
-        :raises nova_lite.exception.InvalidInput: for a ``binary`` that
-            cannot be looked up.
-        """
-        arguments.check_lookup(binary=binary)
-        return self._read("scheduler refresh", lambda conn: (
-            queries.nodes_fingerprint(conn), services.services_fingerprint(conn, binary)))
 
     # -- compute nodes --------------------------------------------------------
     def get_compute_nodes(self, host: str | None = None, *, limit: int | None = None,

@@ -1,20 +1,24 @@
 """``HostManager``: the scheduler's view of every compute node, and its choices.
 
 The view is refreshed from the records on every request (or, with
-``nodes_max_age``, once that many seconds passed), incrementally: a cheap
-fingerprint of the node rows says whether anything changed, then only the
-nodes whose generation moved are read again, in one read.  Service rows are
-read again when one is added, removed, enabled or disabled, and at least
-every :data:`SERVICES_MAX_AGE` seconds for the heartbeats, and the host
-aggregates with them (a change to an aggregate is seen within that time): a heartbeat
-seen up to that much late only makes a service look older, so a dead
-service is noticed within ``service_down_time`` plus that, and a live one
-(beating every ``report_interval``) never looks down while
-``report_interval + SERVICES_MAX_AGE < service_down_time``.  Each pick is consumed in the
-view at once, so back-to-back requests spread before the claims land.
-Every request first passes through Nova's request filters
-(:mod:`~nova_lite.scheduler.request_filters`), which add the aggregates it
-must or must not land in, on the aggregates as last read.
+``nodes_max_age``, once that many seconds passed), incrementally, through a
+:class:`~nova_lite.db.node_changes.ChangeReader`: one read transaction asks
+the indexed change sequence for the node rows changed since the last look
+(only those are read again, however many), the nodes deleted, the service
+rows added, enabled, disabled or deleted, and the host aggregates when one
+changed; only the HostStates of those nodes and hosts are touched.
+
+Heartbeats do not move the change sequence (a heartbeat stays one cheap
+statement), so the view keeps each service's last heartbeat as read and
+reads a service row again, by its key, before that heartbeat would make it
+look down (within :data:`SERVICES_MAX_AGE` of that moment), and then at
+most once every :data:`SERVICES_MAX_AGE` seconds while its heartbeat does
+not move: a dead service is noticed within ``service_down_time`` plus that,
+and a live one (beating every ``report_interval``) never looks down.
+Each pick is consumed in the view at once, so back-to-back requests
+spread before the claims land.  Every request first passes through Nova's
+request filters (:mod:`~nova_lite.scheduler.request_filters`), which add
+the aggregates it must or must not land in, on the aggregates as last read.
 """
 
 import heapq
@@ -30,8 +34,8 @@ import stevedore
 from nova_lite import conf
 from nova_lite import validators as v
 from nova_lite.db.aggregates import Aggregate, host_zone
-from nova_lite.db.node_changes import NodeChangeTracker
-from nova_lite.db.services import ServiceRecord
+from nova_lite.db.node_changes import ChangeReader, Changes
+from nova_lite.db.services import COMPUTE_BINARY, ServiceRecord
 from nova_lite.db.store import Store
 from nova_lite.exception import InvalidConfig, InvalidInput
 from nova_lite.objects import Flavor
@@ -48,9 +52,9 @@ LOG = logging.getLogger(__name__)
 FILTER_GROUP = "nova_lite.scheduler.filters"
 WEIGHER_GROUP = "nova_lite.scheduler.weighers"
 ALL_WEIGHERS = ("all_weighers", "nova.scheduler.weights.all_weighers")
-#: Above this many changed nodes a refresh reads every node at once.
-_BULK_RELOAD = 1000
-#: Service rows are re-read at least this often (s), whatever their fingerprint says.
+#: A service row whose heartbeat would make it look down within this many
+#: seconds is read again; one whose heartbeat did not move since is read
+#: again at most this often (s).
 SERVICES_MAX_AGE = 5.0
 
 
@@ -99,9 +103,10 @@ class HostManager:
     ``host_subset_size``: each pick is a random one of that many best nodes,
     and ``max_attempts``, which sets how many alternates each Selection
     carries: ``max_attempts - 1``, the best nodes after the one picked).
-    ``services_max_age``: seconds after which the service rows are read
-    again for their heartbeats (default
-    :data:`SERVICES_MAX_AGE`).  ``indexed``: keep the hosts in order of each
+    ``services_max_age``: seconds (default :data:`SERVICES_MAX_AGE`) before
+    a service's heartbeat as last read would make it look down that its row
+    is read again, and the least time between two reads of a row whose
+    heartbeat did not move.  ``indexed``: keep the hosts in order of each
     weigher's value so a request looks at the best ones only (the default;
     it applies when every filter decides on one host alone and every weigher
     weighs a HostState amount, see :mod:`nova_lite.scheduler.host_checks`);
@@ -143,11 +148,15 @@ class HostManager:
             and host_checks.per_host(self.filters) else None
         self._states: dict[str, HostState] = {}   # node uuid -> HostState
         self._ordered: list[HostState] = []       # sorted by (host, nodename)
-        self._changes = NodeChangeTracker(store, _BULK_RELOAD)
+        self._changes = ChangeReader(store, binary=COMPUTE_BINARY, aggregates=True)
+        self._by_host: dict[str, list[HostState]] = {}   # host -> its nodes' states
         self._services: dict[str, ServiceRecord] = {}   # by host
+        # (heartbeat as read, host), soonest first; entries of an older read are skipped.
+        self._beats: list[tuple[float, str]] = []
+        # host -> time.monotonic() of a read that found its heartbeat had not moved
+        self._stalled: dict[str, float] = {}
         self._aggregates: dict[str, tuple[Aggregate, ...]] = {}   # by host
         self._all_aggregates: tuple[Aggregate, ...] = ()   # every one, by name
-        self._services_key: tuple[tuple[int, ...], float] | None = None   # (fingerprint, read at)
         self.services_max_age = services_max_age
         self.nodes_max_age = self.settings.nodes_max_age if nodes_max_age is None \
             else nodes_max_age
@@ -158,42 +167,92 @@ class HostManager:
     def refresh(self) -> list[HostState]:
         """Bring the view up to date with the records; returns the HostStates.
 
-        Two aggregate queries say whether any node or service row changed;
-        only then are the changed nodes, or the service rows, read again
-        (the service rows also every :data:`SERVICES_MAX_AGE` seconds, for
-        the heartbeats).
+        One read transaction: the node and service rows changed since the
+        last look, the service rows whose heartbeat is due for a look
+        (see the module docstring), and the aggregates if one changed.
         """
-        nodes_key, services_key = self.store.change_fingerprints()
-        touched: Sequence[HostState] = self._reload_nodes(nodes_key) \
-            if nodes_key != self._changes.fingerprint else ()
-        now = time.monotonic()
-        stale = self._services_key is None or services_key != self._services_key[0] \
-            or now - self._services_key[1] >= self.services_max_age
-        if stale:
-            self._services = {s.host: s for s in self.store.list_services()}
-            self._all_aggregates = tuple(self.store.aggregates.list())
-            self._aggregates = _by_host(self._all_aggregates)
-            self._services_key = (services_key, now)
+        now, monotonic = time.time(), time.monotonic()
+        due = self._due_heartbeats(now, monotonic)
+        changes = self._changes.read(self._states, due)
+        touched = self._apply_nodes(changes)
+        hosts = self._apply_services(changes, due, monotonic)
+        if changes.aggregates is not None:
+            by_host = _by_host(changes.aggregates)
+            hosts.update(h for h in set(by_host) | set(self._aggregates)
+                         if by_host.get(h) != self._aggregates.get(h))
+            self._all_aggregates, self._aggregates = changes.aggregates, by_host
+        if changes.full:
             touched = self._ordered
+        else:
+            touched.extend(s for h in hosts for s in self._by_host.get(h, ()))
         for state in touched:
             state.service = self._services.get(state.host)
             state.aggregates = self._aggregates.get(state.host, ())
-        self._refreshed_at = now
+        self._refreshed_at = monotonic
         return self._ordered
 
-    def _reload_nodes(self, fingerprint: dict[int, tuple[int, int, int]]) -> list[HostState]:
-        """Re-read the nodes of the fingerprint buckets that changed; returns
-        the HostStates that are new or changed."""
-        changes = self._changes.changes(fingerprint, self._states)
-        reorder = bool(changes.gone)
+    def _due_heartbeats(self, now: float, monotonic: float) -> list[str]:
+        """The hosts whose service row is read again this time: those whose
+        heartbeat as read would look down within ``services_max_age``
+        seconds, but not within that time of a read that found it stalled."""
+        horizon = now - self.settings.service_down_time + self.services_max_age
+        due = []
+        while self._beats and self._beats[0][0] < horizon:
+            beat, host = heapq.heappop(self._beats)
+            held = self._services.get(host)
+            if held is not None and held.updated_at == beat and host not in self._stalled:
+                due.append(host)
+        due.extend(h for h, at in self._stalled.items()
+                   if monotonic - at >= self.services_max_age)
+        return due
+
+    def _apply_services(self, changes: Changes, due: list[str], monotonic: float) -> set[str]:
+        """Take the service rows of ``changes``; returns the hosts whose row changed."""
+        if changes.full:
+            hosts = set(self._services)
+            self._services, self._beats, self._stalled = {}, [], {}
+        else:
+            hosts = set(changes.gone_services)
+            for host in changes.gone_services:
+                self._services.pop(host, None)
+                self._stalled.pop(host, None)
+        read = {s.host for s in changes.services}
+        for host in due:
+            if host not in read:   # no row any more
+                hosts.add(host)
+                self._services.pop(host, None)
+                self._stalled.pop(host, None)
+        for record in changes.services:
+            held = self._services.get(record.host)
+            if held is None or held.updated_at != record.updated_at:
+                self._stalled.pop(record.host, None)
+                heapq.heappush(self._beats, (record.updated_at, record.host))
+            elif record.host in due:
+                self._stalled[record.host] = monotonic
+            if held != record:
+                hosts.add(record.host)
+                self._services[record.host] = record
+        return hosts
+
+    def _apply_nodes(self, changes: Changes) -> list[HostState]:
+        """Take the node records of ``changes``; returns the HostStates that
+        are new or changed."""
+        gone = set(changes.gone_nodes)
+        if changes.full:
+            gone |= set(self._states) - {node.uuid for node in changes.nodes}
+        reorder = bool(gone) or changes.full
         touched = []
-        for node in changes.fresh:
+        for node in changes.nodes:
             state = self._states.get(node.uuid)
             if state is None:
                 state = self._states[node.uuid] = HostState(node)
+                self._by_host.setdefault(state.host, []).append(state)
                 reorder = True
             elif state.generation != node.generation or state.host != node.host:
-                reorder = reorder or state.host != node.host
+                if state.host != node.host:
+                    reorder = True
+                    self._forget_host(state)
+                    self._by_host.setdefault(node.host, []).append(state)
                 state.update_from_node(node)
                 state.host = node.host
             else:
@@ -201,15 +260,24 @@ class HostManager:
             touched.append(state)
             if self._index is not None:
                 self._index.put(state)
-        for uuid in changes.gone:
-            self._states.pop(uuid, None)
+        for uuid in gone:
+            state = self._states.pop(uuid, None)
+            if state is not None:
+                self._forget_host(state)
             if self._index is not None:
                 self._index.discard(uuid)
         if reorder:
             self._ordered = sorted(self._states.values(), key=lambda s: (s.host, s.nodename))
         LOG.debug("Scheduler view: %d nodes, %d re-read, %d gone", len(self._states),
-                  len(changes.fresh), len(changes.gone))
+                  len(changes.nodes), len(gone))
         return touched
+
+    def _forget_host(self, state: HostState) -> None:
+        states = self._by_host.get(state.host, [])
+        if state in states:
+            states.remove(state)
+        if not states:
+            self._by_host.pop(state.host, None)
 
     def host_zone(self, host: str) -> str:
         """The availability zone of ``host`` as this view last read its
