@@ -9,10 +9,11 @@ driver reports itself (:mod:`nova_lite.providers`):
   ``type-PF`` none of whose VFs is reported) is a provider of its own
   holding one unit of its class;
 - a physical function's VFs are one provider, named after the PF, holding
-  as many units of the VFs' class as there are VFs (the PF itself, when
-  reported, adds one unit of its own class to that provider: the SR-IOV
-  rule of :class:`~nova_lite.pci.PciStats` keeps the PF and its VFs from
-  being held together);
+  as many units of the VFs' class as there are VFs; the PF itself, when
+  reported, adds one unit of its own class to that provider if that class
+  is not the VFs' (the SR-IOV rule of :class:`~nova_lite.pci.PciStats`
+  keeps the PF and its VFs from being held together, which the
+  provider's inventory alone does not say);
 - ``vdpa`` devices serve vDPA ports only, never a flavor's alias, and are
   not providers.
 
@@ -39,6 +40,7 @@ import attrs
 from nova_lite.exception import InvalidInput
 from nova_lite.host_topology import PciDevice
 from nova_lite.node_resources import NodeResources
+from nova_lite.objects import Allocation
 from nova_lite.providers import ChildProvider
 from nova_lite.resources import Inventory
 
@@ -97,9 +99,12 @@ def pci_tree(nodename: str, devices: tuple[PciDevice, ...]) -> PciTree:
         name = provider_name(nodename, key)
         counts: dict[str, int] = {}
         traits: set[str] = {PCI_TRAIT}
-        for dev in groups[key]:
+        # VFs first: a PF whose class is its VFs' adds no unit (it is held
+        # only while none of them is).
+        for dev in sorted(groups[key], key=lambda d: d.dev_type != "type-VF"):
             rc = device_class(dev)
-            counts[rc] = counts.get(rc, 0) + 1
+            if dev.dev_type != "type-PF" or rc not in counts:
+                counts[rc] = counts.get(rc, 0) + 1
             traits |= dev.traits
             holder[dev.address] = (name, rc)
         children.append(ChildProvider(
@@ -172,3 +177,15 @@ def other_children(children: Sequence[ChildProvider], tree: PciTree | None
         return children
     names = tree.names
     return tuple(child for child in children if child.name not in names)
+
+
+def without_units_on(alloc: Allocation, names: Iterable[str]) -> dict[str, int]:
+    """``alloc``'s resources less what it holds on the providers ``names``
+    (the PCI providers: their units follow the devices, not the flavor)."""
+    out = dict(alloc.resources)
+    for name in names:
+        for rc, n in alloc.providers.get(name, {}).items():
+            out[rc] = out.get(rc, 0) - n
+            if not out[rc]:
+                del out[rc]
+    return out

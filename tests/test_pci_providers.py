@@ -41,10 +41,12 @@ from nova_lite.scheduler import HostManager, NoValidHost, RequestSpec
 from nova_lite.testing import databases
 from nova_lite.virt import loader
 from nova_lite.web_server import BackgroundServer
-from tests import base, test_scheduler
+from nova_lite.compute import moves
+from tests import base, test_pci_alias, test_resize_pci, test_scheduler
 from tests.entry_points import ThrowawayDistributions
 from tests.test_api import request
 from tests.test_metrics import parse, scrape
+from tests.test_moves import Hosts
 
 HOST = "pcihost"
 GPU_A, GPU_B, NIC = (f"{HOST}_0000:81:00.0", f"{HOST}_0000:82:00.0", f"{HOST}_0000:83:00.0")
@@ -471,3 +473,50 @@ class TestConcurrentPciProviderClaimsPostgreSQL(ConcurrentPciProviderClaims, bas
     def make_url(self):
         databases.use_postgresql(self)
         return self.useFixture(databases.PostgreSQLDatabase()).url
+
+
+# -- resize, confirm, revert --------------------------------------------
+
+class ResizePciProviderTests(test_resize_pci.ResizePciTests):
+    """Every resize test of tests/test_resize_pci.py with the devices as
+    providers (its assertClean audits every host), and where the units go."""
+
+    def add_host(self, host, settings=None, **driver_kwargs):
+        self.settings_ = self.settings(reserved_host_memory_mb=0, work_poll_interval=0.02,
+                                       pci_alias=test_pci_alias.ALIASES,
+                                       pci_report_in_placement=True)
+        return Hosts.add_host(self, host, self.settings_, pci_devices=test_pci_alias.DEVICES,
+                              **driver_kwargs)
+
+    def provider_usage(self, host):
+        node = self.store.get_compute_node(host, host)
+        return {k: dict(v) for k, v in node.provider_usage.items()}
+
+    def test_the_units_follow_the_devices_through_resize_and_confirm(self):
+        gpu, vfs = {"h1_0000:81:00.0": {GPU_CLASS: 1}}, {
+            "h2_0000:05:00.0": {"CUSTOM_PCI_8086_1520": 1}}
+        inst = self.built(test_resize_pci.GPU_SMALL, "h1")
+        self.assertEqual(gpu, self.provider_usage("h1"))
+        self.resized(inst, test_resize_pci.VF_BIG)
+        self.assertEqual((gpu, vfs), (self.provider_usage("h1"), self.provider_usage("h2")))
+        self.drive_confirm(inst)
+        self.assertEqual(({}, vfs), (self.provider_usage("h1"), self.provider_usage("h2")))
+
+    def test_revert_gives_the_destinations_units_back(self):
+        inst = self.built(test_resize_pci.GPU_SMALL, "h1")
+        self.resized(inst, test_resize_pci.VF_BIG)
+        task = moves.revert(self.store, inst)
+        self.drive()
+        self.assertTrue(moves.outcome(self.store, task).ok, self.kinds(task))
+        self.assertEqual(({"h1_0000:81:00.0": {GPU_CLASS: 1}}, {}),
+                         (self.provider_usage("h1"), self.provider_usage("h2")))
+        self.assertClean()
+
+
+class TestResizePciProvidersSQLite(ResizePciProviderTests, base.OnSQLiteFile, base.TestCase):
+    pass
+
+
+class TestResizePciProvidersPostgreSQL(ResizePciProviderTests, base.OnPostgreSQL,
+                                       base.TestCase):
+    pass
