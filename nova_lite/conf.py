@@ -686,8 +686,10 @@ class Settings:
             pci_passthrough:alias=<name>:<count>: one JSON object, or a JSON
             list of them, each with name, vendor_id and product_id (4 hex
             digits), and optionally device_type (type-PCI, type-PF or
-            type-VF) and numa_policy (legacy, required or preferred).  A
-            value may continue on indented lines.""",
+            type-VF), numa_policy (legacy, required or preferred),
+            resource_class (only devices counted in that class serve it) and
+            traits (comma-separated names every such device has).  A value
+            may continue on indented lines.""",
             default_text="none", nova="same name and keys; one option holding a list "
                                       "where Nova repeats it; one device kind per name"))
     pci_report_in_placement: bool = attrs.field(
