@@ -343,6 +343,13 @@ class PciProviderClaims:
                                               for i in p["inventories"]
                                               if i["resource_class"] != "CUSTOM_PCI_8086_1572")
                               for p in shown})
+        devices = json.loads(self.cli("hypervisor", "show", HOST, "-f", "json"))["pci_devices"]
+        self.assertEqual({"0000:81:00.0": (GPU_A, True), "0000:82:00.0": (GPU_B, False),
+                          "0000:83:02.2": (NIC, False)},
+                         {d["address"]: (d["provider"], d["in_use"]) for d in devices
+                          if d["address"] in ("0000:81:00.0", "0000:82:00.0", "0000:83:02.2")})
+        self.assertIn(f"0000:81:00.0 10de:1db4 type-PCI numa 0 in use on {GPU_A}",
+                      self.cli("node", "show", HOST, "-c", "pci_devices"))
         rows = json.loads(self.cli("inventory", "list", HOST, "--tree", "-f", "json"))
         self.assertEqual((3, 2, 1), next((r["Capacity"], r["Used"], r["Free"]) for r in rows
                                          if r["Provider"] == NIC

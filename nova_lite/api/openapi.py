@@ -22,7 +22,7 @@ VERSION = "1.0.0"
 _TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 #: Fields whose value may be null although their annotation does not say so.
 _NULLABLE = {"HypervisorRow": {"hypervisor_type"},
-             "PciDeviceLine": {"numa_node", "parent_addr"},
+             "PciDeviceLine": {"numa_node", "parent_addr", "provider"},
              "ProviderLine": {"parent", "generation"},
              "ResourceLine": {"detected", "configured_reserved", "configured_ratio", "ratio"},
              "Finding": {"host", "nodename"}}
