@@ -24,7 +24,7 @@ import attrs
 import sqlalchemy as sa
 import testtools
 
-from nova_lite import conf, metrics, objects
+from nova_lite import conf, leaks, metrics, objects
 from nova_lite.api import make_app
 from nova_lite.cli.main import main
 from nova_lite.compute.claims import ComputeResourcesUnavailable
@@ -236,7 +236,8 @@ class PciProviderClaims:
         self.assertEqual(["COMPUTE_MANAGED_PCI_DEVICE", "CUSTOM_GPU_GOLD"],
                          json.loads(rows[GPU_B].traits))
         self.assertEqual({0}, {r.generation for r in rows.values()})
-        self.rt.update_available_resource()
+        # A steady pass derives the same providers and writes nothing.
+        self.assertFalse(self.rt.update_available_resource().wrote)
         self.assertEqual(rows, self.children())
 
     def test_claims_land_on_the_picked_devices_provider_and_fill_exactly(self):
@@ -292,6 +293,10 @@ class PciProviderClaims:
         before = self.children()[NIC].generation
         base.write_instance_row(self.store, attrs.evolve(claims[0].instance,
                                                          vm_state="deleted"))
+        report = leaks.find_leaks(self.store, self.conf, host=HOST)
+        self.assertIn((claims[0].instance.uuid, 1),
+                      [(f.subject, dict(f.resources).get("CUSTOM_NIC_VF"))
+                       for f in report.findings])
         self.rt.update_available_resource()
         self.assertEqual({NIC: {"CUSTOM_NIC_VF": 1}}, self.usage())
         self.assertEqual(before + 1, self.children()[NIC].generation)
