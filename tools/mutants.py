@@ -174,6 +174,12 @@ MUTANTS = {
         "nova_lite/db/providers.py",
         "    if tree is not None and alloc.pci_devices:\n",
         "    if tree is None and alloc.pci_devices:\n"),
+    "pci-class-asked-directly": (
+        "the scheduler offers a host for resources:<CLASS> of a PCI device provider, which "
+        "the claim refuses",
+        "nova_lite/scheduler/filters.py",
+        "            short.extend(direct)\n",
+        "            pass\n"),
     "steady-pass-skips-change": (
         "the periodic pass takes a node whose inventories changed for a steady one and "
         "writes nothing",
@@ -227,6 +233,7 @@ GUARDS = {
                               f"{_HISTORY}.TestChaosPostgreSQL"),
     "pci-lands-off-the-picked-device": ("tests.test_pci_providers.TestPciProviderClaimsSQLite",),
     "pci-rebuild-off-the-devices": ("tests.test_pci_providers.TestPciProviderClaimsSQLite",),
+    "pci-class-asked-directly": ("tests.test_pci_providers.TestPciProviderClaimsSQLite",),
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
 }
