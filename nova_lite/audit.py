@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nova_lite import findings, metrics
+from nova_lite import findings, metrics, pci_providers
 from nova_lite.compute import accounting
 from nova_lite.compute.driver_calls import DriverCaller, Outcome
 from nova_lite.exception import InstanceNotFound, NodeNotFound
@@ -320,17 +320,29 @@ def _why_not_live(store: "Store", alloc: Allocation) -> str:
     return f"the instance is recorded on {inst.host}/{inst.node}"
 
 
+def _pci_provider_names(tracker: "ResourceTracker", nodename: str) -> frozenset[str]:
+    try:
+        node = tracker.get_node(nodename)
+    except NodeNotFound:
+        return frozenset()
+    tree = pci_providers.tree_of(nodename, node.resources)
+    return tree.names if tree is not None else frozenset()
+
+
 def _allocation_differences(tracker: "ResourceTracker", nodename: str, node_uuid: str,
                             expected: _Expected) -> list[Difference]:
     diffs: list[Difference] = []
     held = {a.consumer_uuid: a for a in tracker.store.list_allocations(node_uuid=node_uuid)}
+    # The units on PCI device providers follow the devices the claim took,
+    # not the flavor's amounts.
+    pci_names = _pci_provider_names(tracker, nodename)
     for consumer, alloc in sorted(held.items()):
         if consumer not in expected:
             diffs.append(Difference(
                 ALLOCATION_WITHOUT_RECORD, consumer, nodename,
                 f"the {alloc.consumer_type} holds {_amounts(alloc.resources)} but "
                 f"{_why_not_live(tracker.store, alloc)}"))
-        elif dict(alloc.resources) != expected[consumer][1]:
+        elif pci_providers.without_units_on(alloc, pci_names) != expected[consumer][1]:
             diffs.append(Difference(
                 ALLOCATION_MISMATCH, consumer, nodename,
                 f"{expected[consumer][0]} asks for {_amounts(expected[consumer][1])} but "

@@ -686,10 +686,26 @@ class Settings:
             pci_passthrough:alias=<name>:<count>: one JSON object, or a JSON
             list of them, each with name, vendor_id and product_id (4 hex
             digits), and optionally device_type (type-PCI, type-PF or
-            type-VF) and numa_policy (legacy, required or preferred).  A
-            value may continue on indented lines.""",
+            type-VF), numa_policy (legacy, required or preferred),
+            resource_class (only devices counted in that class serve it) and
+            traits (comma-separated names every such device has).  A value
+            may continue on indented lines.""",
             default_text="none", nova="same name and keys; one option holding a list "
                                       "where Nova repeats it; one device kind per name"))
+    pci_report_in_placement: bool = attrs.field(
+        default=False, validator=_bool_option,
+        metadata=option("pci", "report_in_placement", """
+            Record each node's PCI devices as child providers of the node:
+            one per device that is not a VF, and one per physical function
+            holding its VFs, named <node>_<PCI address>, in the device's
+            resource_class (else CUSTOM_PCI_<VENDOR>_<PRODUCT>) with its
+            traits and COMPUTE_MANAGED_PCI_DEVICE.  A claim with
+            pci_passthrough:alias then also holds one unit on the provider
+            of each device it takes, and every view of providers shows
+            them.  Off, devices are claimed and shown as devices only.""",
+            kind="boolean", nova="same name and default; no separate "
+                                 "[filter_scheduler] pci_in_placement: the claim "
+                                 "lands on the providers whenever they are recorded"))
     #: Raw options of every section, for plugins (not an option itself).
     sections: Mapping[str, Mapping[str, str]] = attrs.field(
         factory=dict, converter=_sections, repr=False, eq=False)

@@ -12,6 +12,8 @@ import attrs
 
 from nova_lite import validators as v
 from nova_lite.exception import InvalidInput
+from nova_lite.resources import normalize_resource_class
+from nova_lite.traits import trait_set
 
 #: PCI device types, Nova's strings: a plain device, an SR-IOV physical
 #: function, a virtual function, and a VF that backs a vDPA device.
@@ -134,12 +136,33 @@ class NUMATopology:
         raise KeyError(f"no NUMA cell {cell_id}")
 
 
+def _device_class(value: object) -> str | None:
+    if value is None:
+        return None
+    try:
+        return normalize_resource_class(value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"PciDevice.resource_class: {exc}") from None
+
+
+def _device_traits(value: Iterable[str] | None) -> frozenset[str]:
+    return trait_set(value, "PciDevice.traits")
+
+
 @attrs.frozen
 class PciDevice:
     """A PCI device the host can pass through.
 
     ``address`` is the PCI address ("0000:81:00.1"); ``vendor_id`` and
     ``product_id`` are 4-digit hex strings; ``parent_addr`` is the PF of a VF.
+    ``resource_class`` (optional) is the class the device is counted in
+    when PCI devices are reported as child providers (``[pci]
+    report_in_placement``; Nova's device_spec ``resource_class`` tag): a
+    standard class or ``CUSTOM_*``, a bare name being normalised as Nova
+    does (``"a100"`` -> ``CUSTOM_A100``); None:
+    ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``.  ``traits`` are the device's own
+    (``os-traits`` names or ``CUSTOM_*``; Nova's device_spec ``traits`` tag),
+    carried by its provider and matched by an alias's ``traits``.
     """
 
     address: str = attrs.field(validator=v.non_empty_str)
@@ -149,3 +172,17 @@ class PciDevice:
     numa_node: int | None = attrs.field(
         default=None, validator=v.optional(v.non_negative_int))
     parent_addr: str | None = attrs.field(default=None, validator=v.optional(v.string))
+    resource_class: str | None = attrs.field(default=None, converter=_device_class)
+    traits: frozenset[str] = attrs.field(factory=frozenset, converter=_device_traits)
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-serialisable dict (``resource_class`` and ``traits`` only when set)."""
+        out: dict[str, object] = {
+            "address": self.address, "vendor_id": self.vendor_id,
+            "product_id": self.product_id, "dev_type": self.dev_type,
+            "numa_node": self.numa_node, "parent_addr": self.parent_addr}
+        if self.resource_class is not None:
+            out["resource_class"] = self.resource_class
+        if self.traits:
+            out["traits"] = sorted(self.traits)
+        return out

@@ -171,7 +171,7 @@ class NodeResources:
                 else attrs.asdict(self.cpu_info.maxphysaddr)},
             "numa_topology": None if self.numa_topology is None else {
                 "cells": [_cell_to_dict(c) for c in self.numa_topology.cells]},
-            "pci_passthrough_devices": [attrs.asdict(d) for d in self.pci_devices],
+            "pci_passthrough_devices": [d.to_dict() for d in self.pci_devices],
             "stats": dict(self.stats),
             "supported_instances": [
                 [s.arch, s.hypervisor_type, s.vm_mode] for s in self.supported_instances],

@@ -21,6 +21,7 @@ from nova_lite.host_topology import (  # noqa: F401 - public names of this modul
     PciDevice, SupportedInstance)
 from nova_lite.node_resources import NodeResources  # noqa: F401 - public name
 from nova_lite.resources import Inventory
+from nova_lite.traits import trait_set
 
 CPU_POLICIES = frozenset({"shared", "dedicated"})
 PCI_NUMA_POLICIES = frozenset({"legacy", "required", "preferred"})
@@ -80,6 +81,10 @@ class InstanceNUMATopology:
         return all(c.host_cell is not None for c in self.cells)
 
 
+def _sorted_traits(value: Iterable[str] | None) -> tuple[str, ...]:
+    return tuple(sorted(trait_set(value, "PciRequest.traits")))
+
+
 @attrs.frozen
 class PciRequest:
     """A request for ``count`` devices of one vendor/product (and, with
@@ -93,6 +98,11 @@ class PciRequest:
     numa_policy: str = attrs.field(default="legacy", validator=v.one_of(PCI_NUMA_POLICIES))
     dev_type: str | None = attrs.field(default=None, validator=v.optional(v.one_of(
         PCI_DEV_TYPES)))
+    #: With it, only devices counted in this class (their ``resource_class``,
+    #: else ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``) serve the request.
+    resource_class: str | None = attrs.field(default=None, validator=v.optional(v.string))
+    #: Traits every device serving the request has (sorted names).
+    traits: tuple[str, ...] = attrs.field(factory=tuple, converter=_sorted_traits)
 
 
 def _pci_requests(value: Iterable[PciRequest] | None) -> tuple[PciRequest, ...]:

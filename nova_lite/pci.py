@@ -19,6 +19,7 @@ import attrs
 from nova_lite import validators as v
 from nova_lite.exception import InvalidInput, PciClaimError
 from nova_lite.objects import PciDevice, PciRequest
+from nova_lite.pci_providers import device_class
 
 
 @attrs.frozen
@@ -131,6 +132,9 @@ class PciStats:
              # As Nova: a VF backing a vDPA device serves vDPA ports only, never
              # a flavor's PCI alias.
              and d.dev_type != "vdpa"
+             and (request.resource_class is None
+                  or device_class(d) == request.resource_class)
+             and d.traits.issuperset(request.traits)
              and _numa_allowed(d, request, numa_cells)),
             key=lambda d: _preference(d, numa_cells))
         picked: list[str] = []

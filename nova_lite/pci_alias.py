@@ -13,7 +13,12 @@ once, so ``alias`` holds one JSON object or a JSON list of them (a value
 may continue on indented lines).  ``name``, ``vendor_id`` and
 ``product_id`` are required (4 hex digits each for the ids); ``device_type``
 (``type-PCI``, ``type-PF`` or ``type-VF``) and ``numa_policy`` (``legacy``,
-``required`` or ``preferred``; default ``legacy``) are optional.  Nova ORs
+``required`` or ``preferred``; default ``legacy``) are optional, and so
+are, as in Nova, ``resource_class`` (only devices counted in that class
+serve the alias: the device's ``resource_class``, else
+``CUSTOM_PCI_<VENDOR>_<PRODUCT>``; a bare name is normalised as Nova does)
+and ``traits`` (a comma-separated list of trait names every device serving
+the alias has).  Nova ORs
 several aliases of one name; nova-lite takes one device kind per name and
 refuses a second with the same name.
 """
@@ -29,38 +34,49 @@ from nova_lite import validators as v
 from nova_lite.exception import InvalidInput
 from nova_lite.host_topology import PciDevice
 from nova_lite.objects import PCI_NUMA_POLICIES, PciRequest
+from nova_lite.pci_providers import device_class
+from nova_lite.resources import normalize_resource_class
+from nova_lite.traits import trait_set
 
 #: The extra spec a flavor asks for aliased devices with.
 EXTRA_SPEC = "pci_passthrough:alias"
 #: The device types an alias may name (Nova's: no vDPA through an alias).
 ALIAS_DEVICE_TYPES = ("type-PCI", "type-PF", "type-VF")
 _HEX4 = re.compile(r"^[0-9a-fA-F]{4}$")
-_KEYS = frozenset({"name", "vendor_id", "product_id", "device_type", "numa_policy"})
+_KEYS = frozenset({"name", "vendor_id", "product_id", "device_type", "numa_policy",
+                   "resource_class", "traits"})
 
 
 @attrs.frozen
 class PciAlias:
     """One kind of PCI device an operator names: vendor and product ids (4
     hex digits, lower case), optionally a device type, and the NUMA policy
-    of the devices a flavor asks for by this name."""
+    of the devices a flavor asks for by this name; optionally the resource
+    class and traits those devices have."""
 
     name: str = attrs.field(validator=v.name())
     vendor_id: str
     product_id: str
     device_type: str | None = None
     numa_policy: str = "legacy"
+    resource_class: str | None = None
+    traits: frozenset[str] = frozenset()
 
     def matches(self, device: PciDevice) -> bool:
         """True if ``device`` is of this kind."""
         return (device.vendor_id.lower() == self.vendor_id
                 and device.product_id.lower() == self.product_id
-                and (self.device_type is None or device.dev_type == self.device_type))
+                and (self.device_type is None or device.dev_type == self.device_type)
+                and (self.resource_class is None
+                     or device_class(device) == self.resource_class)
+                and device.traits >= self.traits)
 
     def request(self, count: int) -> PciRequest:
         """A PciRequest for ``count`` devices of this kind."""
         return PciRequest(count=count, vendor_id=self.vendor_id, product_id=self.product_id,
                           alias_name=self.name, numa_policy=self.numa_policy,
-                          dev_type=self.device_type)
+                          dev_type=self.device_type, resource_class=self.resource_class,
+                          traits=self.traits)
 
 
 def _alias(spec: Any, where: str) -> PciAlias:
@@ -90,9 +106,13 @@ def _alias(spec: Any, where: str) -> PciAlias:
         raise InvalidInput(f"{where}: 'numa_policy' must be one of "
                            f"{', '.join(sorted(PCI_NUMA_POLICIES))}, got {policy!r}")
     try:
+        rc = spec.get("resource_class")
+        traits = [t.strip() for t in spec.get("traits", "").split(",") if t.strip()]
         return PciAlias(name=name, vendor_id=spec["vendor_id"].lower(),
                         product_id=spec["product_id"].lower(), device_type=device_type,
-                        numa_policy=policy)
+                        numa_policy=policy,
+                        resource_class=None if rc is None else normalize_resource_class(rc),
+                        traits=trait_set(traits, "'traits'"))
     except InvalidInput as exc:
         raise InvalidInput(f"{where}: {exc}") from None
 

@@ -107,8 +107,10 @@ class PciDeviceLine:
     """One PCI device of one node for passthrough: its address, ids (4 hex
     digits), type (``type-PCI``, ``type-PF``, ``type-VF``, ``vdpa``), NUMA
     node, the PF of a VF (``parent_addr``), whether a claim holds it
-    (``in_use``) and whether a claim could take it now (``free``: false
-    also for a PF with a VF in use, or a VF of a PF in use)."""
+    (``in_use``), whether a claim could take it now (``free``: false
+    also for a PF with a VF in use, or a VF of a PF in use) and the child
+    provider that counts it (``provider``; None unless ``[pci]
+    report_in_placement`` records devices as providers)."""
 
     address: str
     vendor_id: str
@@ -118,28 +120,34 @@ class PciDeviceLine:
     parent_addr: str | None
     in_use: bool
     free: bool
+    provider: str | None = None
 
     def text(self) -> str:
         """One line for a table: ``0000:81:00.0 10de:1db4 type-PCI numa 0 free``."""
         state = "in use" if self.in_use else "free" if self.free else "unavailable"
         numa = "" if self.numa_node is None else f" numa {self.numa_node}"
         parent = f" of {self.parent_addr}" if self.parent_addr else ""
+        on = f" on {self.provider}" if self.provider else ""
         return (f"{self.address} {self.vendor_id}:{self.product_id} {self.dev_type}"
-                f"{parent}{numa} {state}")
+                f"{parent}{numa} {state}{on}")
 
 
 def pci_device_lines(node: "ComputeNode") -> list[PciDeviceLine]:
     """The node's passthrough devices as last reported, lowest address first."""
     from nova_lite.pci import PciStats
+    from nova_lite.pci_providers import tree_of
     report = node.resources
     if report is None or not report.pci_devices:
         return []
     stats = PciStats(report.pci_devices, node.pci_in_use)
     free = {d.address for d in stats.free_devices()}
+    tree = tree_of(node.nodename, report)
+    holder = tree.holder if tree is not None else {}
     return [PciDeviceLine(address=d.address, vendor_id=d.vendor_id, product_id=d.product_id,
                           dev_type=d.dev_type, numa_node=d.numa_node,
                           parent_addr=d.parent_addr, in_use=d.address in stats.in_use,
-                          free=d.address in free)
+                          free=d.address in free,
+                          provider=holder[d.address][0] if d.address in holder else None)
             for d in stats.devices]
 
 

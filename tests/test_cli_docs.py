@@ -114,6 +114,32 @@ class TestNoopExample(CliTestCase):
         self.assertIn("VGPU: no child provider has room for 1", out + err)
 
 
+    def test_its_pci_device_is_a_provider_when_the_operator_says_so(self):
+        # [pci] report_in_placement: the example's device is a child provider
+        # with its trait, and a server asking for it by alias holds its unit.
+        config = os.path.join(self.state, "n.conf")
+        os.makedirs(self.state, exist_ok=True)
+        with open(config, "w") as handle:
+            handle.write('[pci]\nreport_in_placement = true\nalias = {"name": "gpu", '
+                         '"vendor_id": "10de", "product_id": "1db4", '
+                         '"traits": "CUSTOM_NOOP_GPU"}\n')
+        self.json("--config-file", config, "compute", "--once", "--driver", "noop",
+                  "--host", "noop-host")
+        flavors = os.path.join(self.state, "flavors.ini")
+        with open(flavors, "w") as handle:
+            handle.write("[noop.gpu]\nvcpus = 1\nmemory_mb = 256\n"
+                         "pci_passthrough:alias = gpu:1\n")
+        self.json("--config-file", config, "server", "create", "--flavors-file", flavors,
+                  "--flavor", "noop.gpu")
+        shown = {p["name"]: p for p in self.json("node", "show", "noop-host")["providers"]}
+        device = shown["noop-host_0000:81:00.0"]
+        self.assertEqual((["COMPUTE_MANAGED_PCI_DEVICE", "CUSTOM_NOOP_GPU"],
+                          "CUSTOM_PCI_10DE_1DB4", 1, 1),
+                         (device["traits"], device["inventories"][0]["resource_class"],
+                          device["inventories"][0]["capacity"],
+                          device["inventories"][0]["used"]))
+
+
 class TestOperatorGuide(testtools.TestCase):
 
     def test_every_option_is_documented(self):

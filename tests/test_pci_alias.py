@@ -179,13 +179,13 @@ class TestViews(CliTestCase):
         return [
             {"address": "0000:05:00.0", "vendor_id": "8086", "product_id": "1520",
              "dev_type": "type-PF", "numa_node": None, "parent_addr": None, "in_use": False,
-             "free": False},
+             "free": False, "provider": None},
             {"address": "0000:05:10.0", "vendor_id": "8086", "product_id": "1520",
              "dev_type": "type-VF", "numa_node": None, "parent_addr": "0000:05:00.0",
-             "in_use": True, "free": False},
+             "in_use": True, "free": False, "provider": None},
             {"address": "0000:81:00.0", "vendor_id": "10de", "product_id": "1db4",
              "dev_type": "type-PCI", "numa_node": 0, "parent_addr": None, "in_use": False,
-             "free": True}]
+             "free": True, "provider": None}]
 
     def test_hypervisor_show_and_node_show(self):
         self.assertEqual(self.expected(), self.json("hypervisor", "show", self.host)["pci_devices"])

@@ -162,6 +162,24 @@ MUTANTS = {
         "    generation=T_RP.c.generation + sa.literal_column(\"1\"), "
         "updated_at=sa.bindparam(\"now\"))\n",
         "    generation=T_RP.c.generation, updated_at=sa.bindparam(\"now\"))\n"),
+    "pci-lands-off-the-picked-device": (
+        "a PCI claim lands its units on the providers of the lowest-address devices, not "
+        "on those of the devices PciStats picked",
+        "nova_lite/model/decide.py",
+        "    for name, per in sorted(pci_providers.pci_amounts(tree, addresses).items()):\n",
+        "    for name, per in sorted(pci_providers.pci_amounts(\n"
+        "            tree, sorted(tree.holder)[:len(addresses)]).items()):\n"),
+    "pci-rebuild-off-the-devices": (
+        "the audit rebuilds a lost allocation without the units on its devices' providers",
+        "nova_lite/db/providers.py",
+        "    if tree is not None and alloc.pci_devices:\n",
+        "    if tree is None and alloc.pci_devices:\n"),
+    "pci-class-asked-directly": (
+        "the scheduler offers a host for resources:<CLASS> of a PCI device provider, which "
+        "the claim refuses",
+        "nova_lite/scheduler/filters.py",
+        "            short.extend(direct)\n",
+        "            pass\n"),
     "steady-pass-skips-change": (
         "the periodic pass takes a node whose inventories changed for a steady one and "
         "writes nothing",
@@ -232,6 +250,9 @@ GUARDS = {
     "child-generation-kept": ("tests.test_providers.TestProviderClaimsPostgreSQL",
                               "tests.test_providers.TestProviderClaimsSQLite",
                               f"{_HISTORY}.TestChaosPostgreSQL"),
+    "pci-lands-off-the-picked-device": ("tests.test_pci_providers.TestPciProviderClaimsSQLite",),
+    "pci-rebuild-off-the-devices": ("tests.test_pci_providers.TestPciProviderClaimsSQLite",),
+    "pci-class-asked-directly": ("tests.test_pci_providers.TestPciProviderClaimsSQLite",),
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "change-mark-after-running-writers": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),

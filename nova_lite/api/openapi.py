@@ -26,7 +26,7 @@ ZONE_TEXT = ("The host's availability zone: that of its host aggregates (several
 _TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 #: Fields whose value may be null although their annotation does not say so.
 _NULLABLE = {"HypervisorRow": {"hypervisor_type"},
-             "PciDeviceLine": {"numa_node", "parent_addr"},
+             "PciDeviceLine": {"numa_node", "parent_addr", "provider"},
              "ProviderLine": {"parent", "generation"},
              "ResourceLine": {"detected", "configured_reserved", "configured_ratio", "ratio"},
              "Finding": {"host", "nodename"}}

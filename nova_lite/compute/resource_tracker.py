@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from nova_lite import conf, metrics, provider_config
+from nova_lite import conf, metrics, pci_providers, provider_config
 from nova_lite import validators as v
 from nova_lite.compute import accounting, node_checks, placement
 from nova_lite.compute.claims import Claim, ComputeResourcesUnavailable, MoveClaim, NopClaim
@@ -309,6 +309,8 @@ class ResourceTracker:
             report = attrs.evolve(report, traits=recorded)
         inventories: Mapping[str, accounting.Inventory] = accounting.build_inventories(
             report, self.settings)
+        if self.settings.pci_report_in_placement and report.pci_devices:
+            report = pci_providers.with_pci_children(nodename, report)
         if self.provider_configs:
             node_uuid = self._node_uuid(nodename, report.uuid)
             report, inventories = self.provider_configs.apply(

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import sqlalchemy as sa
 
+from nova_lite import pci_providers
 from nova_lite.db import models, rows, serialize as ser
 from nova_lite.exception import InvalidInput
 from nova_lite.model.nested import place
@@ -160,21 +161,35 @@ def land_on_children(conn: sa.Connection, alloc: Allocation, now: float) -> Allo
     report = node.resources
     if report is None or not report.providers:
         return alloc
+    tree = pci_providers.tree_of(node.nodename, report)
+    children = pci_providers.other_children(report.providers, tree)
     _, nested = split_request(node.inventories, report.providers, alloc.resources)
-    if not nested:
+    if tree is not None:
+        nested = {rc: n for rc, n in nested.items() if rc not in tree.classes}
+    amounts: dict[str, dict[str, int]] = {}
+    if nested:
+        wanted = flavor_traits(alloc.flavor.extra_specs)
+        landed = place(children, node.provider_usage, nested,
+                       required_traits=wanted.required - node.traits,
+                       forbidden_traits=wanted.forbidden)
+        amounts = {k: dict(v) for k, v in landed.amounts.items()}
+        if landed.reasons:
+            amounts = {}
+            for rc, n in sorted(nested.items()):
+                offering = [c for c in children if rc in c.inventories]
+                best = max(offering, key=lambda c: (
+                    c.inventories[rc].capacity
+                    - node.provider_usage.get(c.name, {}).get(rc, 0), c.name))
+                amounts.setdefault(best.name, {})[rc] = n
+    resources = dict(alloc.resources)
+    if tree is not None and alloc.pci_devices:
+        # The devices the consumer holds are on their own providers.
+        for name, per in pci_providers.pci_amounts(tree, alloc.pci_devices).items():
+            into = amounts.setdefault(name, {})
+            for rc, n in per.items():
+                into[rc] = into.get(rc, 0) + n
+                resources[rc] = resources.get(rc, 0) + n
+    if not amounts:
         return alloc
-    wanted = flavor_traits(alloc.flavor.extra_specs)
-    landed = place(report.providers, node.provider_usage, nested,
-                   required_traits=wanted.required - node.traits,
-                   forbidden_traits=wanted.forbidden)
-    amounts: dict[str, dict[str, int]] = {k: dict(v) for k, v in landed.amounts.items()}
-    if landed.reasons:
-        amounts = {}
-        for rc, n in sorted(nested.items()):
-            offering = [c for c in report.providers if rc in c.inventories]
-            best = max(offering, key=lambda c: (
-                c.inventories[rc].capacity - node.provider_usage.get(c.name, {}).get(rc, 0),
-                c.name))
-            amounts.setdefault(best.name, {})[rc] = n
     bump_children(conn, alloc.node_uuid, amounts, now)
-    return attrs.evolve(alloc, providers=amounts)
+    return attrs.evolve(alloc, providers=amounts, resources=resources)

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from nova_lite import pci_providers
 from nova_lite.exception import ComputeResourcesUnavailable, PciClaimError
 from nova_lite.model.fit import amount_problems, usage_bounds
 from nova_lite.model.nested import place
@@ -65,14 +66,20 @@ def decide(node: ComputeNode, requested: Mapping[str, int], limits: Any,
     children = resources.providers if resources is not None else ()
     nested: Mapping[str, Mapping[str, int]] = {}
     nested_reasons: tuple[str, ...] = ()
+    tree = None
     if children:
         requested, on_children = split_request(node.inventories, children, requested)
         if on_children:
             wanted = flavor_traits(extra_specs) if extra_specs else TraitRequest()
-            landed = place(children, node.provider_usage, on_children,
-                           required_traits=wanted.required - node.traits,
+            tree = pci_providers.tree_of(node.nodename, resources)
+            direct = pci_providers.direct_pci_problems(tree, on_children)
+            if direct:
+                on_children = {rc: n for rc, n in on_children.items()
+                               if rc not in tree.classes}   # type: ignore[union-attr]
+            landed = place(pci_providers.other_children(children, tree), node.provider_usage,
+                           on_children, required_traits=wanted.required - node.traits,
                            forbidden_traits=wanted.forbidden)
-            nested, nested_reasons = landed.amounts, landed.reasons
+            nested, nested_reasons = landed.amounts, tuple(direct) + landed.reasons
     reasons = amount_problems(node.inventories, node.usage, requested, limits)
     reasons.extend(nested_reasons)
     placed: InstanceNUMATopology | None = None
@@ -103,8 +110,47 @@ def decide(node: ComputeNode, requested: Mapping[str, int], limits: Any,
             addresses = pci.claim(tuple(pci_requests), numa_cells=numa_cells)
         except PciClaimError as exc:
             reasons.append(str(exc))
+    if addresses and children:
+        if tree is None:
+            tree = pci_providers.tree_of(node.nodename, resources)
+        if tree is not None:
+            nested, problems = _land_pci(node, tree, addresses, nested)
+            reasons.extend(problems)
     return Decision(reasons=tuple(reasons), numa_topology=placed, pci_devices=addresses,
                     providers=nested)
+
+
+def _land_pci(node: ComputeNode, tree: "pci_providers.PciTree", addresses: Sequence[str],
+              nested: Mapping[str, Mapping[str, int]]
+              ) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """``nested`` with one unit on the provider of each device of
+    ``addresses`` (as :class:`~nova_lite.pci.PciStats` picked them), and
+    why a provider cannot take them (its records disagree with the devices
+    in use: the claim is refused rather than go over)."""
+    out = {name: dict(per) for name, per in nested.items()}
+    problems: list[str] = []
+    inventories = {child.name: child.inventories for child in tree.children}
+    for name, per in sorted(pci_providers.pci_amounts(tree, addresses).items()):
+        into = out.setdefault(name, {})
+        for rc, n in per.items():
+            used = node.provider_usage.get(name, {}).get(rc, 0) + into.get(rc, 0)
+            found = amount_problems({rc: inventories[name][rc]}, {rc: used}, {rc: n})
+            problems.extend(f"{name}: {problem}" for problem in found)
+            into[rc] = into.get(rc, 0) + n
+    return out, problems
+
+
+def _with_nested(requested: Mapping[str, int], providers: Mapping[str, Mapping[str, int]]
+                 ) -> Mapping[str, int]:
+    """``requested`` plus the amounts on ``providers`` of classes it does not
+    name (the PCI providers' units: an allocation's ``resources`` hold what
+    its children hold too)."""
+    extra: dict[str, int] = {}
+    for per in providers.values():
+        for rc, n in per.items():
+            if rc not in requested:
+                extra[rc] = extra.get(rc, 0) + n
+    return {**requested, **extra} if extra else requested
 
 
 def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[ClaimAsk],
@@ -134,7 +180,8 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
         alloc = Allocation(
             consumer_uuid=instance.uuid if migration is None else migration.uuid,
             consumer_type="instance" if migration is None else "migration",
-            instance_uuid=instance.uuid, node_uuid=node.uuid, resources=ask.requested,
+            instance_uuid=instance.uuid, node_uuid=node.uuid,
+            resources=_with_nested(ask.requested, decision.providers),
             flavor=ask.flavor, numa_topology=decision.numa_topology,
             pci_devices=decision.pci_devices, providers=decision.providers)
         placed = None

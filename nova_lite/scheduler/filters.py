@@ -19,6 +19,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from nova_lite import pci_providers
 from nova_lite.compute import accounting
 from nova_lite.db.services import heartbeat_deadline
 from nova_lite.model.nested import place
@@ -194,7 +195,14 @@ class ResourceClassFilter(BaseHostFilter):
         short = [f"free {rc} {state.free(rc)} < {n}" for rc, n in sorted(own.items())
                  if state.free(rc) < n]
         if nested:
-            short.extend(place(children, node.provider_usage, nested,
+            tree = pci_providers.tree_of(node.nodename, node.resources)
+            direct = pci_providers.direct_pci_problems(tree, nested)
+            short.extend(direct)
+            if direct:   # PCI classes are the PciPassthroughFilter's
+                nested = {rc: n for rc, n in nested.items()
+                          if rc not in tree.classes}   # type: ignore[union-attr]
+            short.extend(place(pci_providers.other_children(children, tree),
+                               node.provider_usage, nested,
                                required_traits=spec.traits.required - node.traits,
                                forbidden_traits=spec.traits.forbidden).reasons)
         return "; ".join(short) or None

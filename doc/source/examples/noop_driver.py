@@ -40,7 +40,8 @@ class NoopDriver(driver.ComputeDriver):
             hypervisor_type="noop", hypervisor_version=1,
             hypervisor_hostname=nodename,
             pci_devices=[driver.PciDevice(address="0000:81:00.0", vendor_id="10de",
-                                          product_id="1db4")],   # for passthrough
+                                          product_id="1db4",   # for passthrough
+                                          traits={"CUSTOM_NOOP_GPU"})],
             traits={"CUSTOM_NOOP"},   # os-traits names or CUSTOM_*
             providers=[driver.ChildProvider(name=f"{nodename}_gpu0",   # a vGPU device
                                             inventories={"VGPU": driver.Inventory(total=2)})])
