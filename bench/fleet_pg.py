@@ -365,7 +365,8 @@ def run_case(case):
         return {"skipped": f"no PostgreSQL: {problem}"}
     if shutil.which("pgbench") is None:
         return {"skipped": "pgbench is not installed"}
-    ctx = multiprocessing.get_context("spawn")
+    # fork where there is one: the workers start without importing again
+    ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     with common.store_url("postgresql") as url:
         Store(url).close()   # the schema, once, before the workers open it
         database = sa.engine.make_url(url).database
@@ -379,6 +380,7 @@ def run_case(case):
                 ours, theirs = ctx.Pipe()
                 proc = ctx.Process(target=_worker, args=(url, case, share, theirs))
                 proc.start()
+                theirs.close()   # a worker that dies then ends recv() with EOFError
                 pipes.append(ours)
                 procs.append(proc)
             loaded = [pipe.recv() for pipe in pipes]
