@@ -20,6 +20,9 @@ their services' database traffic as the services would:
   seconds (10), the services' phases spread evenly over each interval.
   A worker that falls behind runs what is due oldest first and reports it
   (``passes_due`` beside ``passes_done``, the lateness of the passes).
+  Each worker also counts the transactions and statements its services
+  sent (SQLAlchemy's engine events, as :mod:`nova_lite.testing.db_cost`
+  counts a pass).
 
 Then, in the same run, alternately for ``rounds`` rounds of ``window_s``
 seconds each: ``pgbench`` alone (the fleet paused, its schedule shifted
@@ -159,6 +162,8 @@ def _worker(url, case, indexes, conn):
     ``"mark"`` (answer the counters so far) and ``"stop"`` (answer the
     counters and end).
     """
+    import sqlalchemy as sa
+
     from nova_lite.compute.manager import ComputeService
     from nova_lite.db import Store
     from nova_lite.virt import loader
@@ -178,7 +183,18 @@ def _worker(url, case, indexes, conn):
         svc.run_once(beat=False)
     conn.send({"loaded_s": time.perf_counter() - started, "failed": failed})
 
-    counters = {"passes_done": 0, "beats_done": 0, "beats_skipped": 0, "errors": 0}
+    counters = {"passes_done": 0, "beats_done": 0, "beats_skipped": 0, "errors": 0,
+                "transactions": 0, "statements": 0}
+
+    def count(key):
+        def listener(*_args):
+            counters[key] += 1
+        return listener
+
+    # What the services sent, counted at SQLAlchemy's engine events (as
+    # nova_lite.testing.db_cost counts a pass), from the start of the steady state.
+    sa.event.listen(store.db.engine, "begin", count("transactions"))
+    sa.event.listen(store.db.engine, "before_cursor_execute", count("statements"))
     lateness = []
     schedule = None
     paused_at = None
@@ -324,6 +340,8 @@ def _fleet_delta(before, after, seconds):
     beats = total("beats_done", after) - total("beats_done", before)
     skipped = total("beats_skipped", after) - total("beats_skipped", before)
     beats_due = beats + skipped + total("beats_late", after) - total("beats_late", before)
+    transactions = total("transactions", after) - total("transactions", before)
+    statements = total("statements", after) - total("statements", before)
     late = sorted(x for m in after for x in m["lateness_s"])
     cpu = total("cpu_s", after) - total("cpu_s", before)
     return {"passes_done": done, "passes_due": due,
@@ -334,6 +352,9 @@ def _fleet_delta(before, after, seconds):
                                 "p99": common.percentile(late, 0.99) if late else None,
                                 "max": late[-1] if late else None},
             "errors": total("errors", after) - total("errors", before),
+            "transactions": transactions, "statements": statements,
+            "statements_per_transaction": round(statements / transactions, 2)
+            if transactions else None,
             "simulator_cpu_cores": round(cpu / seconds, 3)}
 
 

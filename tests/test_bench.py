@@ -333,6 +333,9 @@ class TestScenarios(testtools.TestCase):
             self.assertGreater(fleet["passes_done"], 0, window)
             self.assertGreater(fleet["beats_done"], 0, window)
             self.assertGreater(fleet["simulator_cpu_cores"], 0, window)
+            # A pass is its beat and at least its read; a beat is one.
+            self.assertGreaterEqual(fleet["transactions"],
+                                    2 * fleet["passes_done"] + fleet["beats_done"], window)
         self.assertNotIn("fleet", round_["pgbench_alone"])
         self.assertGreater(figures["fleet_xacts_per_s"], 0)
         self.assertGreater(figures["pgbench_alone_tps"], 0)
