@@ -17,7 +17,9 @@ their services' database traffic as the services would:
   every ``[DEFAULT] update_resources_interval`` seconds (60) and its
   heartbeat thread's beat (``beat()``, skipped when the pass beat less
   than ``report_interval`` ago) every ``[DEFAULT] report_interval``
-  seconds (10), the services' phases spread evenly over each interval.
+  seconds (10), each timed from the last beat (the pass's or its own) as
+  the service's heartbeat thread times it; the services' phases spread
+  evenly over each interval.
   A worker that falls behind runs what is due oldest first and reports it
   (``passes_due`` beside ``passes_done``, the lateness of the passes).
   Each worker also counts the transactions and statements its services
@@ -137,10 +139,11 @@ class _Schedule:
         return self.heap[0][0]
 
     def pop(self):
-        """(due, kind, service) of the oldest task; it is put back one interval on."""
-        due, kind, local = heapq.heappop(self.heap)
-        heapq.heappush(self.heap, (due + self.intervals[kind], kind, local))
-        return due, kind, local
+        """(due, kind, service) of the oldest task, taken off; :meth:`push` it again."""
+        return heapq.heappop(self.heap)
+
+    def push(self, due, kind, local):
+        heapq.heappush(self.heap, (due, kind, local))
 
     def late(self, now):
         """{kind: how many tasks are due at ``now`` and not run}."""
@@ -172,9 +175,13 @@ def _worker(url, case, indexes, conn):
     store = Store(url)
     services = []
     started = time.perf_counter()
+    # The class is looked up once (the entry points' scan costs more than a
+    # pass); each service gets its own driver, as load_driver builds it.
+    plugin, version = loader.load_driver_class("fake.multinode")
     for g in indexes:
         host, names = hosts[g]
-        driver = loader.load_driver("fake.multinode", settings=settings, nodes=names)
+        driver = plugin(settings=settings, nodes=names)
+        driver.api_version = version
         services.append(ComputeService(host, driver, store=store, settings=settings))
     failed = 0
     for svc in services:
@@ -228,6 +235,11 @@ def _worker(url, case, indexes, conn):
             continue
         due, kind, local = schedule.pop()
         svc = services[local]
+        # As the service times them: the next pass an interval after this
+        # one started; the next beat an interval after the last beat, the
+        # pass's or the thread's (a beat skipped because a pass beat less
+        # than report_interval ago waits for the rest of that interval).
+        next_due = now + schedule.intervals[kind]
         try:
             if kind == _Schedule.PASS:
                 lateness.append(round(now - due, 4))
@@ -237,8 +249,10 @@ def _worker(url, case, indexes, conn):
                 counters["beats_done"] += 1
             else:
                 counters["beats_skipped"] += 1
+                next_due = now + max(0.001, svc._next_beat_in(now))
         except Exception:   # noqa: BLE001 - counted; the fleet runs on
             counters["errors"] += 1
+        schedule.push(next_due, kind, local)
     store.close()
 
 
