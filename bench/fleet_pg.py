@@ -26,7 +26,9 @@ their services' database traffic as the services would:
   sent (SQLAlchemy's engine events, as :mod:`nova_lite.testing.db_cost`
   counts a pass).
 
-Then, in the same run, alternately for ``rounds`` rounds of ``window_s``
+After one pass interval (the first passes after the load record the
+findings of the services loaded before them, whose beats are as old as
+the load), in the same run, alternately for ``rounds`` rounds of ``window_s``
 seconds each: ``pgbench`` alone (the fleet paused, its schedule shifted
 on by the pause so that nothing piles up), the fleet alone, and the fleet
 with ``pgbench`` beside it.  ``pgbench`` runs its default tpcb-like script
@@ -421,7 +423,10 @@ def run_case(case):
             loaded = [pipe.recv() for pipe in pipes]
             load_s = max(m["loaded_s"] for m in loaded)
             _send(pipes, "run")
-            time.sleep(min(case["window_s"] / 4, 15))   # settle into the schedule
+            # One pass interval before the first window: the first passes
+            # after the load find every service that loaded before them
+            # down (its beat is as old as the load) and record its findings.
+            time.sleep(_settings(case).update_resources_interval)
             rounds = []
             for _ in range(case["rounds"]):
                 _send(pipes, "pause")
