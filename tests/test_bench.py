@@ -449,6 +449,18 @@ class TestCommands(testtools.TestCase):
         self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
                          result["ratio"])
 
+    def test_references_against_pgbench(self):
+        databases.use_postgresql(self)
+        if not shutil.which("pgbench"):
+            self.skipTest("pgbench is not installed")
+        result = references.run_case({"case": "postgresql-1", "claims": 3})
+        self.assertIn("-M prepared", result["reference"])
+        self.assertGreater(result["reference_per_s"], 0)
+        self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
+                         result["ratio"])
+        self.assertEqual(round(result["claims_per_s"] / result["claims_per_cpu_s"], 3),
+                         result["client_cpu_share"])
+
     def test_a_scenario_command(self):
         status, out, err = _command("bench.audit", "--tiny")
         self.assertEqual(0, status, err)
