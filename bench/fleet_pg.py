@@ -12,7 +12,8 @@ their services' database traffic as the services would:
 
 - loading: each service's first pass (``run_once``: heartbeat, every node
   record and its inventories), then a second pass, so that the timed
-  passes find nothing changed;
+  passes find nothing changed; meanwhile the services loaded beat every
+  ``report_interval``, as their heartbeat threads would;
 - steady state: each service's pass (``run_once()``, which beats first)
   every ``[DEFAULT] update_resources_interval`` seconds (60) and its
   heartbeat thread's beat (``beat()``, skipped when the pass beat less
@@ -160,6 +161,24 @@ class _Schedule:
         heapq.heapify(self.heap)
 
 
+class _LoadBeats:
+    """While the services load, the ones loaded beat as their heartbeat
+    threads would (every ``interval`` s): a service whose beat grew older
+    than ``service_down_time`` would be down, and every later first pass
+    would record its findings."""
+
+    def __init__(self, interval):
+        self.interval = interval
+        self.next = time.monotonic() + interval
+
+    def due(self, loaded):
+        if time.monotonic() < self.next:
+            return
+        for svc in loaded:
+            svc.beat()
+        self.next = time.monotonic() + self.interval
+
+
 def _worker(url, case, indexes, conn):
     """Own the services ``indexes``; load them, then run them as ``conn`` says.
 
@@ -186,10 +205,13 @@ def _worker(url, case, indexes, conn):
         driver.api_version = version
         services.append(ComputeService(host, driver, store=store, settings=settings))
     failed = 0
-    for svc in services:
+    beats = _LoadBeats(settings.report_interval)
+    for i, svc in enumerate(services):
         failed += len(svc.run_once().failed)
+        beats.due(services[:i + 1])
     for svc in services:
         svc.run_once(beat=False)
+        beats.due(services)
     conn.send({"loaded_s": time.perf_counter() - started, "failed": failed})
 
     counters = {"passes_done": 0, "beats_done": 0, "beats_skipped": 0, "errors": 0,
