@@ -22,7 +22,7 @@ from bench import common  # noqa: E402
 
 #: Scenario modules, in the order they run.
 SCENARIOS = ("claims", "audit", "fleet", "steady_pass", "concurrency", "references", "api",
-             "metrics", "paging", "nova_compare", "cluster_work")
+             "metrics", "paging", "nova_compare", "cluster_work", "fleet_pg")
 
 
 def run_scenario(name, extra_args=(), timeout=None):

@@ -34,6 +34,12 @@ TARGETS = {
     ("scheduler vgpu", 10000, "sqlite-file"): "<= 2 times the plain flavor (median)",
     **{("steady pass statements", nodes, store): "<= 6 in 1 transaction"
        for nodes in (1, 100) for store in ("sqlite-file", "postgresql")},
+    ("fleet_pg pgbench ratio", 100000, "ironic"): ">= 0.9 of pgbench alone",
+    ("fleet_pg pgbench ratio", 10000, "libvirt"): ">= 0.5 of pgbench alone",
+    ("references", 1000, "sqlite-file"): ">= 0.6 of its own rows in plain sqlite3",
+    ("references", 1000, "postgresql-1"): ">= 0.9 of pgbench -c 1",
+    ("references", 1000, "postgresql-4"): ">= 0.8 of pgbench -c 4",
+    ("references", 1000, "postgresql-shared"): ">= 0.8 of 1 process",
     ("cluster build to active", 10000, "listen"): "<= 100 ms (median)",
     ("cluster builds", 10000, 1): ">= 500/s",
     ("cluster builds", 10000, 10): ">= 500/s",
@@ -55,6 +61,8 @@ def _fmt(value, unit):
         return f"{value:,.0f} MiB"
     if unit == "times":
         return f"{value:,.2f} times"
+    if unit == "ratio":
+        return f"{value:,.2f}"
     if unit == "statements":
         return f"{value:,.0f} statements"
     return f"{value:,.1f} ms" if value < 100 else f"{value:,.0f} ms"
@@ -133,6 +141,22 @@ def rows(report):
             out[("metrics scrape per host", r["nodes"], r["store"])] = (
                 "Metrics scrape per host, steady", f"{r['nodes']:,} nodes", r["store"],
                 r["metrics"]["scrape"]["median_ms"], "ms", r.get("peak_rss_mib"))
+    for r in scenarios.get("references", {}).get("results", ()):
+        ratio = r.get("own_rows_ratio", r.get("ratio"))
+        if ratio is not None:
+            out[("references", r["claims"], r["case"])] = (
+                "Claims over their reference", f"{r['claims']:,} claims", r["case"], ratio,
+                "ratio", r.get("peak_rss_mib"))
+    for r in scenarios.get("fleet_pg", {}).get("results", ()):
+        if "pgbench_ratio" in r:
+            size = f"{r['nodes']:,} nodes, {r['services']:,} services"
+            out[("fleet_pg pgbench ratio", r["nodes"], r["layout"])] = (
+                "pgbench beside a steady fleet, over pgbench alone", size,
+                f"postgresql, {r['layout']}", r["pgbench_ratio"], "ratio",
+                r.get("peak_rss_mib"))
+            out[("fleet_pg xacts", r["nodes"], r["layout"])] = (
+                "Steady fleet, server transactions", size, f"postgresql, {r['layout']}",
+                r["fleet_xacts_per_s"], "/s", r.get("peak_rss_mib"))
     out.update(_cluster_rows(scenarios.get("cluster_work", {}).get("results", ())))
     labels = {"claims": ("claims", "Claims beside Nova"),
               "audit": ("instances", "Audit beside Nova"),

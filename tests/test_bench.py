@@ -8,6 +8,7 @@ what it did, and prints the JSON it promises.
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -17,13 +18,13 @@ import fixtures
 import testtools
 
 from bench import api, audit, builds, claims, cluster_work, common, concurrency, fleet, \
-    nova_compare, paging, references, run_all, scheduler, steady_pass, summary
+    fleet_pg, nova_compare, paging, references, run_all, scheduler, steady_pass, summary
 from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS = (claims, audit, fleet, steady_pass, concurrency, references, api, metrics_bench,
-             paging, nova_compare, cluster_work)
+             paging, nova_compare, cluster_work, fleet_pg)
 
 
 def _command(*args):
@@ -314,6 +315,95 @@ class TestScenarios(testtools.TestCase):
             ["Builds to active, 4 operators", size, "postgresql, batches of 10", "612/s",
              ">= 500/s", ""]], lines)
 
+    def test_fleet_on_postgresql_beside_pgbench(self):
+        # Four one-node services, their passes every second and beats every
+        # 0.4 s: the windows of two seconds each see them run.
+        self.use_postgresql()
+        if not shutil.which("pgbench"):
+            self.skipTest("pgbench is not installed")
+        case, = [c for c in fleet_pg.cases(fleet_pg.TINY_SIZES) if c["layout"] == "libvirt"]
+        self.assertEqual((4, 4, 1), (case["nodes"], case["services"], case["per_service"]))
+        figures = self.run_case(fleet_pg, **case)
+        self.assertEqual((0, 4, 4), (figures["load_failed_nodes"], figures["compute_nodes"],
+                                     figures["services_recorded"]))
+        round_, = figures["rounds"]
+        for window in ("fleet_alone", "fleet_with_pgbench"):
+            fleet = round_[window]["fleet"]
+            self.assertEqual(0, fleet["errors"], window)
+            self.assertGreater(fleet["passes_done"], 0, window)
+            self.assertGreater(fleet["beats_done"], 0, window)
+            # Timed from the last beat as the service's thread times it, a
+            # beat is skipped at most once a pass (the pass beat first).
+            self.assertLessEqual(fleet["beats_skipped_after_a_pass"],
+                                 fleet["passes_done"] + 4, window)
+            self.assertGreater(fleet["simulator_cpu_cores"], 0, window)
+            # A pass is its beat and at least its read; a beat is one.
+            self.assertGreaterEqual(fleet["transactions"],
+                                    2 * fleet["passes_done"] + fleet["beats_done"], window)
+        self.assertNotIn("fleet", round_["pgbench_alone"])
+        self.assertGreater(figures["fleet_xacts_per_s"], 0)
+        self.assertGreater(figures["pgbench_alone_tps"], 0)
+        self.assertGreater(figures["pgbench_with_fleet_tps"], 0)
+        self.assertEqual(round(figures["pgbench_with_fleet_tps"]
+                               / figures["pgbench_alone_tps"], 3), figures["pgbench_ratio"])
+
+    def test_fleet_schedule_spreads_the_services_and_counts_what_is_late(self):
+        schedule = fleet_pg._Schedule([0, 2], total=4, pass_interval=60, beat_interval=10,
+                                      start=100.0)
+        pass_, beat = fleet_pg._Schedule.PASS, fleet_pg._Schedule.BEAT
+        # Service 0 at the start; service 2 half an interval on.
+        self.assertEqual([(100.0, pass_, 0), (100.0, beat, 0), (105.0, beat, 1),
+                          (130.0, pass_, 1)], sorted(schedule.heap))
+        self.assertEqual({pass_: 1, beat: 2}, schedule.late(105.0))
+        self.assertEqual((100.0, pass_, 0), schedule.pop())
+        self.assertEqual({pass_: 0, beat: 2}, schedule.late(105.0))
+        schedule.push(160.0, pass_, 0)
+        self.assertEqual((100.0, beat, 0), schedule.pop())
+        schedule.push(110.0, beat, 0)
+        self.assertEqual({pass_: 0, beat: 1}, schedule.late(105.0))
+        schedule.shift(5.0)
+        self.assertEqual({pass_: 0, beat: 0}, schedule.late(105.0))
+        self.assertEqual([(110.0, beat, 1), (115.0, beat, 0), (135.0, pass_, 1),
+                          (165.0, pass_, 0)], sorted(schedule.heap))
+
+    def test_fleet_cases_leave_out_what_two_cores_cannot_run(self):
+        cases = fleet_pg.cases([10000, 100000])
+        self.assertEqual([("ironic", 10000, 100), ("libvirt", 10000, 10000),
+                          ("ironic", 100000, 1000)],
+                         [(c["layout"], c["nodes"], c["services"]) for c in cases])
+        self.assertEqual({60}, {c["window_s"] for c in cases})
+
+    def test_pgbench_runs_prepared_at_a_scale_of_its_clients(self):
+        connection = ["-h", "db", "bench"]
+        self.assertEqual(["pgbench", "-i", "-q", "-s", "4", "-h", "db", "bench"],
+                         references.pgbench_init_command("pgbench", 4, connection))
+        self.assertEqual(["pgbench", "-i", "-q", "-s", "1", "-h", "db", "bench"],
+                         references.pgbench_init_command("pgbench", 0, connection))
+        self.assertEqual(["pgbench", "-c", "4", "-j", "4", "-T", "10", "-M", "prepared",
+                          "-h", "db", "bench"],
+                         references.pgbench_command("pgbench", 4, 10, connection))
+
+    def test_summary_rows_of_the_fleet_and_the_references(self):
+        report = {"scenarios": {
+            "references": {"results": [
+                {"case": "sqlite-file", "claims": 1000, "ratio": 0.4, "own_rows_ratio": 0.62},
+                {"case": "postgresql-1", "claims": 1000, "ratio": 0.91},
+                {"case": "postgresql-4", "claims": 1000, "skipped": "no pgbench"}]},
+            "fleet_pg": {"results": [
+                {"layout": "ironic", "nodes": 100000, "services": 1000,
+                 "pgbench_ratio": 0.93, "fleet_xacts_per_s": 117.0}]}}}
+        header, lines = summary.table(report)
+        fleet = "100,000 nodes, 1,000 services"
+        self.assertEqual([
+            ["Claims over their reference", "1,000 claims", "sqlite-file", "0.62",
+             ">= 0.6 of its own rows in plain sqlite3", ""],
+            ["Claims over their reference", "1,000 claims", "postgresql-1", "0.91",
+             ">= 0.9 of pgbench -c 1", ""],
+            ["pgbench beside a steady fleet, over pgbench alone", fleet,
+             "postgresql, ironic", "0.93", ">= 0.9 of pgbench alone", ""],
+            ["Steady fleet, server transactions", fleet, "postgresql, ironic", "117/s", "",
+             ""]], lines)
+
     def test_summary_rows_of_child_providers_and_the_steady_pass(self):
         report = {"scenarios": {
             "claims": {"results": [{"store": "postgresql", "claims": 1000, "vgpu": True,
@@ -359,6 +449,18 @@ class TestCommands(testtools.TestCase):
         self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
                          result["ratio"])
 
+    def test_references_against_pgbench(self):
+        databases.use_postgresql(self)
+        if not shutil.which("pgbench"):
+            self.skipTest("pgbench is not installed")
+        result = references.run_case({"case": "postgresql-1", "claims": 3})
+        self.assertIn("-M prepared", result["reference"])
+        self.assertGreater(result["reference_per_s"], 0)
+        self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
+                         result["ratio"])
+        self.assertEqual(round(result["claims_per_s"] / result["claims_per_cpu_s"], 3),
+                         result["client_cpu_share"])
+
     def test_a_scenario_command(self):
         status, out, err = _command("bench.audit", "--tiny")
         self.assertEqual(0, status, err)
@@ -383,7 +485,7 @@ class TestCommands(testtools.TestCase):
         self.assertIn("nope", err)
         self.assertEqual(("claims", "audit", "fleet", "steady_pass", "concurrency",
                           "references", "api", "metrics", "paging", "nova_compare",
-                          "cluster_work"),
+                          "cluster_work", "fleet_pg"),
                          run_all.SCENARIOS)
 
     def test_summary_of_a_run(self):
