@@ -227,7 +227,7 @@ class Migration:
 _NO_AMOUNTS: Mapping[str, Mapping[str, int]] = types.MappingProxyType({})
 
 
-def _nested_amounts(value: Mapping[str, Mapping[str, int]] | None
+def nested_amounts(value: Mapping[str, Mapping[str, int]] | None
                     ) -> Mapping[str, Mapping[str, int]]:
     """``{provider name: {rc: amount}}`` as read-only mappings."""
     if not value:
@@ -260,7 +260,7 @@ class Allocation:
     numa_topology: InstanceNUMATopology | None = None
     pci_devices: tuple[str, ...] = attrs.field(factory=tuple, converter=_addresses)
     providers: Mapping[str, Mapping[str, int]] = attrs.field(
-        factory=dict, converter=_nested_amounts, hash=False)
+        factory=dict, converter=nested_amounts, hash=False)
 
 
 @attrs.frozen
@@ -346,7 +346,7 @@ class ComputeNode:
     #: Each child provider's usage, ``{child name: {rc: amount}}`` (the
     #: sums of the allocations' ``providers``); ``usage`` is the node's own.
     provider_usage: Mapping[str, Mapping[str, int]] = attrs.field(
-        factory=dict, converter=_nested_amounts, hash=False)
+        factory=dict, converter=nested_amounts, hash=False)
     last_error: str | None = attrs.field(default=None, hash=False)
     #: False once the driver stops listing the node: its record is kept, but
     #: it admits no claim and the scheduler does not offer it.
