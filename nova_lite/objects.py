@@ -317,6 +317,10 @@ def numa_usage_for(host: NUMATopology | None,
                  for hc in (host.cells if host is not None else ()))
 
 
+#: The inventory of a class a node does not offer (records are frozen: one for all).
+_NOT_OFFERED = Inventory(total=0)
+
+
 def _address_set(value: Iterable[str]) -> frozenset[str]:
     return frozenset(value)
 
@@ -373,7 +377,7 @@ class ComputeNode:
         :returns: its inventory.
         """
         inv = self.inventories.get(str(rc))
-        return inv if inv is not None else Inventory(total=0)
+        return inv if inv is not None else _NOT_OFFERED
 
     def capacity(self, rc: str) -> int:
         """Usable amount of ``rc``: ``floor((total - reserved) x ratio)``.

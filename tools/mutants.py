@@ -176,6 +176,21 @@ MUTANTS = {
         "        return None\n",
         "            return f\"{len(missing)} consumer(s) without their allocation\"\n"
         "        return \"always\"\n"),
+    "trusted-report-keeps-placeholder-uuid": (
+        "a node's report read by kind keeps the kind's placeholder uuid",
+        "nova_lite/db/trusted.py",
+        "                return _replace(kind, hypervisor_hostname=hostname, uuid=uuid)\n",
+        "                return _replace(kind, hypervisor_hostname=hostname)\n"),
+    "trusted-report-hostname-anywhere": (
+        "a report whose node name appears elsewhere too is read by kind",
+        "nova_lite/db/trusted.py",
+        "        if text.count(quoted_uuid) == 1 and text.count(quoted_host) == 1:\n",
+        "        if text.count(quoted_uuid) == 1 and text.count(quoted_host) >= 1:\n"),
+    "trusted-usage-not-read-only": (
+        "a node record read in bulk holds its usage as a plain dict",
+        "nova_lite/db/trusted.py",
+        "        \"usage\": types.MappingProxyType(usage) if usage else _NO_AMOUNTS,\n",
+        "        \"usage\": usage,\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -215,6 +230,9 @@ GUARDS = {
                               f"{_HISTORY}.TestChaosPostgreSQL"),
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
+    "trusted-report-keeps-placeholder-uuid": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "trusted-report-hostname-anywhere": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "trusted-usage-not-read-only": ("tests.test_node_records.TestSQLiteNodeRecords",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

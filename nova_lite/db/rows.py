@@ -326,8 +326,19 @@ def _inventory(total: int, reserved: int, min_unit: int, max_unit: int, step_siz
     return attrs.evolve(inv, used=used) if used else inv
 
 
-#: A node's inventories as read: ``((resource class, Inventory without usage), ...)``.
-_Offered = tuple[tuple[str, Inventory], ...]
+class _Offered:
+    """A node's inventories as read: ``items``, ``((resource class, Inventory
+    without usage), ...)``, and ``unused``, the read-only mapping of a node
+    that offers them and has no usage (shared by every such node)."""
+
+    __slots__ = ("items", "unused")
+
+    def __init__(self, items: tuple[tuple[str, Inventory], ...]) -> None:
+        self.items = items
+        self.unused: Mapping[str, Inventory] = types.MappingProxyType(dict(items))
+
+
+_NOTHING_OFFERED = _Offered(())
 # Nodes of one kind offer equal inventories: one tuple for all of them, by
 # the inventory rows' values.
 _OFFERED: dict[tuple[Any, ...], _Offered] = {}
@@ -342,18 +353,12 @@ def _offered(inventory_rows: Iterable[Any]) -> _Offered:
     if found is None:
         if len(_OFFERED) > 65536:   # a fleet of many kinds: start again
             _OFFERED.clear()
-        found = _OFFERED[key] = tuple((sys.intern(rc), _inventory(*values))
-                                      for rc, *values in key)
+        found = _OFFERED[key] = _Offered(tuple((sys.intern(rc), _inventory(*values))
+                                               for rc, *values in key))
     return found
 
 
 _NO_PCI: frozenset[str] = frozenset()
-
-
-@functools.lru_cache(maxsize=1024)
-def _unused(offered: _Offered) -> Mapping[str, Inventory]:
-    """The read-only inventories of a node without usage that offers ``offered``."""
-    return types.MappingProxyType(dict(offered))
 
 
 def _node(row: Any, inventory_rows: Iterable[Any], usage: _Usage) -> ComputeNode:
@@ -370,12 +375,12 @@ def _node_offering(row: Any, offered: _Offered, usage: _Usage) -> ComputeNode:
     """
     used, numa, pci, nested = usage
     inventories: Mapping[str, Inventory]
-    if any(rc in used for rc, _ in offered):
+    if used and any(rc in used for rc, _ in offered.items):
         inventories = {rc: _inventory(inv.total, inv.reserved, inv.min_unit, inv.max_unit,
                                       inv.step_size, inv.allocation_ratio, used[rc])
-                       if used.get(rc) else inv for rc, inv in offered}
+                       if used.get(rc) else inv for rc, inv in offered.items}
     else:   # what nodes of one kind without usage share
-        inventories = _unused(offered)
+        inventories = offered.unused
     return trusted.node_record(
         row, inventories, {sys.intern(rc): n for rc, n in used.items()},
         trusted.report(row.resources, row.uuid, row.nodename) if row.resources else None,
@@ -433,11 +438,16 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
     if nodename is None and limit is None and after is None:
         # Every node (of a host): its inventories and usage first, then the
         # node rows streamed, so the reports' texts are never all held at once.
-        node_filter = scope_filter(host, None)
-        offered = _offered_by_node(conn, node_filter)
-        usage = usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
+        # Each node's inventories come with its row, as one text the
+        # database joins (nodes of one kind: one text, parsed once).
+        usage = usage_by_node(conn, scope_filter(host, None)(T_ALLOC.c.node_uuid))
+        inventories = _INVENTORY_TEXTS if host is None else _INVENTORY_TEXTS.where(
+            T_INV.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)))
+        texts = inventories.group_by(T_INV.c.node_uuid).subquery()
+        query = query.add_columns(texts.c.offered).select_from(
+            T_NODES.outerjoin(texts, texts.c.node_uuid == T_NODES.c.uuid))
         streamed = conn.execute(query.execution_options(yield_per=_STREAM_ROWS))
-        return [_node_offering(row, offered.get(row.uuid, ()), usage.get(row.uuid, NO_USAGE))
+        return [_node_offering(row, _offered_text(row.offered), usage.get(row.uuid, NO_USAGE))
                 for row in streamed]
     rows = conn.execute(query).all()
     if not rows:
@@ -445,12 +455,53 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
     node_filter = scope_filter(host, [r.uuid for r in rows])
     offered = _offered_by_node(conn, node_filter)
     usage = usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
-    return [_node_offering(row, offered.get(row.uuid, ()), usage.get(row.uuid, NO_USAGE))
-            for row in rows]
+    return [_node_offering(row, offered.get(row.uuid, _NOTHING_OFFERED),
+                           usage.get(row.uuid, NO_USAGE)) for row in rows]
 
 
 #: Node rows fetched at a time by a read of every node.
 _STREAM_ROWS = 2000
+#: Fields of an inventory row in its text (:data:`_INVENTORY_TEXTS`), in order.
+_TEXT_FIELDS = ("resource_class", "total", "reserved", "min_unit", "max_unit", "step_size",
+                "allocation_ratio")
+
+
+def _inventory_text() -> sa.ColumnElement[str]:
+    parts: list[sa.ColumnElement[Any]] = []
+    for name in _TEXT_FIELDS:
+        column = T_INV.c[name]
+        if parts:
+            parts.append(sa.literal_column("':'"))
+        parts.append(sa.func.coalesce(sa.cast(column, sa.String), "")
+                     if name == "max_unit" else sa.cast(column, sa.String))
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = joined.concat(part)
+    return sa.func.aggregate_strings(joined, ";").label("offered")
+
+
+#: Each node's inventory rows as one text: ``class:total:reserved:min_unit:
+#: max_unit:step_size:ratio`` joined by ``;`` (``max_unit`` empty for NULL).
+_INVENTORY_TEXTS = sa.select(T_INV.c.node_uuid, _inventory_text())
+_OFFERED_TEXTS: dict[str, _Offered] = {}
+
+
+def _offered_text(text: str | None) -> _Offered:
+    """The inventories of a text of :data:`_INVENTORY_TEXTS` (None: none),
+    the tuple shared by every node that offers the same."""
+    if not text:
+        return _NOTHING_OFFERED
+    found = _OFFERED_TEXTS.get(text)
+    if found is None:
+        rows = []
+        for part in sorted(text.split(";")):
+            rc, total, reserved, min_unit, max_unit, step, ratio = part.split(":")
+            rows.append(_InventoryRow(rc, int(total), int(reserved), int(min_unit),
+                                      int(max_unit) if max_unit else None, int(step), ratio))
+        if len(_OFFERED_TEXTS) > 65536:   # a fleet of many kinds: start again
+            _OFFERED_TEXTS.clear()
+        found = _OFFERED_TEXTS[text] = _offered(rows)
+    return found
 
 
 def _offered_by_node(conn: sa.Connection, node_filter: Callable[
