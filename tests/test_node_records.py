@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from nova_lite.db import Store, models, trusted
 from nova_lite.objects import ComputeNode, NodeResources
 from nova_lite.resources import Inventory
+from nova_lite.scheduler.host_state import HostState
 from nova_lite.testing import databases
 from tests import base
 from tests.base import instance
@@ -103,6 +104,23 @@ class NodeRecordTests:
         self.assertIsNone(node.resources.uuid)
         self.assertEqual("elsewhere", node.resources.hypervisor_hostname)
         self.assert_as_validated(node)
+
+    def test_host_states_free_as_the_records_say(self):
+        # n-b holds one vCPU; with every vCPU reserved it is over capacity
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.inventories.update().where(
+                models.inventories.c.resource_class == "VCPU",
+                models.inventories.c.node_uuid == sa.select(models.compute_nodes.c.uuid).where(
+                    models.compute_nodes.c.nodename == "n-b").scalar_subquery()).values(
+                reserved=models.inventories.c.total))
+        nodes = self.store.get_compute_nodes()
+        self.assertEqual(1, nodes[1].over("VCPU"))
+        for node in nodes:
+            state = HostState(node)
+            self.assertEqual((node.free("MEMORY_MB"), node.free("DISK_GB"), node.free("VCPU"),
+                              node.free("PCPU")),
+                             (state.free_ram_mb, state.free_disk_gb, state.free_vcpus,
+                              state.free_pcpus), node.nodename)
 
     def test_bad_report_still_fails_as_it_did(self):
         self.set_report("n-a", lambda r: r.update(vcpus=-1))

@@ -191,6 +191,16 @@ MUTANTS = {
         "nova_lite/db/trusted.py",
         "        \"usage\": types.MappingProxyType(usage) if usage else _NO_AMOUNTS,\n",
         "        \"usage\": usage,\n"),
+    "host-state-free-negative": (
+        "the scheduler's free figures go negative on a node over capacity",
+        "nova_lite/scheduler/host_state.py",
+        "    return max(0, inv.capacity - usage.get(rc, 0))\n",
+        "    return inv.capacity - usage.get(rc, 0)\n"),
+    "index-bulk-unsorted": (
+        "states put in the host index at once are appended to its orders unsorted",
+        "nova_lite/scheduler/host_index.py",
+        "                rows.extend(pending)\n                rows.sort()\n",
+        "                rows.extend(pending)\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -233,6 +243,8 @@ GUARDS = {
     "trusted-report-keeps-placeholder-uuid": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "trusted-report-hostname-anywhere": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "trusted-usage-not-read-only": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "host-state-free-negative": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "index-bulk-unsorted": ("tests.test_host_index.HostIndexTests",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.
