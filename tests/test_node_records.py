@@ -12,6 +12,7 @@ import json
 import attrs
 import sqlalchemy as sa
 
+from nova_lite import cluster, node_metrics
 from nova_lite.db import Store, models, trusted
 from nova_lite.objects import ComputeNode, NodeResources
 from nova_lite.resources import Inventory
@@ -121,6 +122,25 @@ class NodeRecordTests:
                               node.free("PCPU")),
                              (state.free_ram_mb, state.free_disk_gb, state.free_vcpus,
                               state.free_pcpus), node.nodename)
+
+    def test_totals_of_nodes_of_a_kind_count_each_ones_usage(self):
+        # n-b's instance holds only a class no node offers: n-b shares its
+        # kind's inventories mapping with the others, yet its usage counts
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.allocations.update().values(
+                vcpu=0, memory_mb=0, disk_gb=0, other=json.dumps({"CUSTOM_GONE": 2})))
+        nodes = self.store.get_compute_nodes()
+        self.assertIs(nodes[0].inventories, nodes[1].inventories)
+        self.assertEqual({"CUSTOM_GONE": 2}, dict(nodes[1].usage))
+        totals = cluster.cluster_totals(nodes).resource("CUSTOM_GONE")
+        self.assertEqual((0, 2, 0, 2), (totals.capacity, totals.used, totals.free, totals.over))
+        for rc in ("VCPU", "MEMORY_MB", "DISK_GB"):
+            line = cluster.cluster_totals(nodes).resource(rc)
+            self.assertEqual(sum(n.free(rc) for n in nodes), line.free, rc)
+            self.assertEqual(sum(n.capacity(rc) for n in nodes), line.capacity, rc)
+        summed = node_metrics.host_samples(nodes[0].host, nodes)
+        over = dict(summed[1 + 5])   # nova_lite_host_resource_over{host, resource_class}
+        self.assertEqual(2, over[(nodes[0].host, "CUSTOM_GONE")])
 
     def test_bad_report_still_fails_as_it_did(self):
         self.set_report("n-a", lambda r: r.update(vcpus=-1))

@@ -201,6 +201,16 @@ MUTANTS = {
         "nova_lite/scheduler/host_index.py",
         "                rows.extend(pending)\n                rows.sort()\n",
         "                rows.extend(pending)\n"),
+    "totals-memo-ignores-usage": (
+        "cluster totals take a node's figures from another node of its kind, usage and all",
+        "nova_lite/cluster.py",
+        "        if node.usage:\n            return node_figures(node)\n",
+        "        if False:\n            return node_figures(node)\n"),
+    "metrics-memo-ignores-usage": (
+        "per-host metrics take a node's figures from another node of its kind, usage and all",
+        "nova_lite/node_metrics.py",
+        "        if node.usage:\n            return list(node_values(node))\n",
+        "        if False:\n            return list(node_values(node))\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -245,6 +255,8 @@ GUARDS = {
     "trusted-usage-not-read-only": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "host-state-free-negative": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "index-bulk-unsorted": ("tests.test_host_index.HostIndexTests",),
+    "totals-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "metrics-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.
