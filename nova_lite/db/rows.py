@@ -24,8 +24,7 @@ from nova_lite.db import models, serialize as ser, trusted
 from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import NodeNotFound
 from nova_lite.objects import (
-    Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, NodeResources,
-    nested_amounts)
+    Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, nested_amounts)
 from nova_lite.resources import Inventory
 
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
@@ -311,11 +310,6 @@ def _add_extras(amounts: dict[str, int], numa: list[InstanceNUMATopology], pci: 
             into = nested.setdefault(name, {})
             for rc, n in per.items():
                 into[rc] = into.get(rc, 0) + n
-
-
-def report_from_text(text: str) -> NodeResources:
-    """The NodeResources of a stored report (records are frozen: parsed once per text)."""
-    return trusted.parsed(text)
 
 
 @functools.lru_cache(maxsize=16384)
