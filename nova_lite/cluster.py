@@ -79,19 +79,60 @@ def node_classes(node: ComputeNode) -> list[str]:
     return sorted(set(node.inventories) | set(node.usage))
 
 
+#: One class of one node: (resource class, total, reserved, capacity, used, free, over).
+_Figures = tuple[str, int, int, int, int, int, int]
+
+
+def node_figures(node: ComputeNode) -> list[_Figures]:
+    """``(rc, total, reserved, capacity, used, free, over)`` of each class
+    ``node`` offers or uses, sorted by class: ``capacity``, ``free`` and
+    ``over`` as the node's own ``capacity()``, ``free()`` and ``over()``
+    give them."""
+    inventories, usage = node.inventories, node.usage
+    out = []
+    for rc in node_classes(node):
+        inv = inventories.get(rc) or node.inventory(rc)
+        used = usage.get(rc, 0)
+        capacity = inv.capacity
+        if used > capacity:   # past capacity: reserved units in use may count as used
+            capacity = node.capacity(rc)
+        out.append((rc, inv.total, inv.reserved, capacity, used, max(0, capacity - used),
+                    max(0, used - capacity)))
+    return out
+
+
+class FiguresMemo:
+    """:func:`node_figures` of nodes, computed once for all the nodes
+    without usage that share one inventories mapping (nodes of one kind,
+    as a full read of the records gives them).  Keep one only while the
+    nodes it saw are alive (it knows their mappings by identity)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[object, list[_Figures]]] = {}
+
+    def figures(self, node: ComputeNode) -> list[_Figures]:
+        if node.usage:
+            return node_figures(node)
+        seen = self._seen.get(id(node.inventories))
+        if seen is not None and seen[0] is node.inventories:
+            return seen[1]
+        found = node_figures(node)
+        self._seen[id(node.inventories)] = (node.inventories, found)
+        return found
+
+
 def class_totals(nodes: Iterable[ComputeNode]) -> tuple[ClassTotals, ...]:
     """Per resource class sums over ``nodes``, sorted by class name."""
     sums: dict[str, list[int]] = {}
+    memo = FiguresMemo()
     for node in nodes:
-        for rc in node_classes(node):
-            inv = node.inventory(rc)
-            line = sums.setdefault(rc, [0, 0, 0, 0, 0, 0])
-            line[0] += inv.total
-            line[1] += inv.reserved
-            line[2] += node.capacity(rc)
-            line[3] += node.used(rc)
-            line[4] += node.free(rc)
-            line[5] += node.over(rc)
+        for rc, *figures in memo.figures(node):
+            line = sums.get(rc)
+            if line is None:
+                sums[rc] = list(figures)
+            else:
+                for i, amount in enumerate(figures):
+                    line[i] += amount
     return tuple(ClassTotals(rc, *sums[rc]) for rc in sorted(sums))
 
 

@@ -34,7 +34,7 @@ registry (a test holds the two byte for byte equal).
 """
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -128,10 +128,25 @@ def node_values(node: "ComputeNode") -> Iterator[tuple[str, tuple[float, ...]]]:
     """``(resource class, (total, reserved, ratio, capacity, used, free, over))`` of
     each class ``node`` offers or uses, sorted; capacity, free and over as
     the node's own ``capacity``, ``free`` and ``over`` give them (free never negative)."""
-    for rc in cluster.node_classes(node):
-        inv = node.inventory(rc)
-        yield rc, (inv.total, inv.reserved, float(inv.allocation_ratio), node.capacity(rc),
-                   node.used(rc), node.free(rc), node.over(rc))
+    for rc, total, reserved, capacity, used, free, over in cluster.node_figures(node):
+        yield rc, (total, reserved, float(node.inventory(rc).allocation_ratio), capacity,
+                   used, free, over)
+
+
+def _values_memo() -> "Callable[[ComputeNode], list[tuple[str, tuple[float, ...]]]]":
+    """:func:`node_values` as a list, computed once for the nodes without
+    usage that share one inventories mapping (nodes of one kind); for the
+    nodes of one call only (their mappings are known by identity)."""
+    seen: dict[int, tuple[object, list[tuple[str, tuple[float, ...]]]]] = {}
+
+    def values(node: "ComputeNode") -> list[tuple[str, tuple[float, ...]]]:
+        if node.usage:
+            return list(node_values(node))
+        found = seen.get(id(node.inventories))
+        if found is None or found[0] is not node.inventories:
+            found = seen[id(node.inventories)] = (node.inventories, list(node_values(node)))
+        return found[1]
+    return values
 
 
 def child_values(node: "ComputeNode"
@@ -177,12 +192,13 @@ def host_samples(host: str, nodes: Sequence["ComputeNode"]) -> Samples:
     resources: dict[str, list[float]] = {}
     children: dict[str, list[float]] = {}
     pci: dict[tuple[str, str, str], list[int]] = {}
+    values_of = _values_memo()
     for node in nodes:
         for _, rc, values in child_values(node):
             sums = children.setdefault(rc, [0] * len(_NODE_GAUGES))
             for i, amount in enumerate(values):
                 sums[i] += amount
-        for rc, values in node_values(node):
+        for rc, values in values_of(node):
             sums = resources.setdefault(rc, [0] * len(_NODE_GAUGES))
             for i, amount in enumerate(values):
                 sums[i] += amount

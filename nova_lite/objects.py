@@ -237,7 +237,7 @@ class Migration:
 _NO_AMOUNTS: Mapping[str, Mapping[str, int]] = types.MappingProxyType({})
 
 
-def _nested_amounts(value: Mapping[str, Mapping[str, int]] | None
+def nested_amounts(value: Mapping[str, Mapping[str, int]] | None
                     ) -> Mapping[str, Mapping[str, int]]:
     """``{provider name: {rc: amount}}`` as read-only mappings."""
     if not value:
@@ -270,7 +270,7 @@ class Allocation:
     numa_topology: InstanceNUMATopology | None = None
     pci_devices: tuple[str, ...] = attrs.field(factory=tuple, converter=_addresses)
     providers: Mapping[str, Mapping[str, int]] = attrs.field(
-        factory=dict, converter=_nested_amounts, hash=False)
+        factory=dict, converter=nested_amounts, hash=False)
 
 
 @attrs.frozen
@@ -327,6 +327,10 @@ def numa_usage_for(host: NUMATopology | None,
                  for hc in (host.cells if host is not None else ()))
 
 
+#: The inventory of a class a node does not offer (records are frozen: one for all).
+_NOT_OFFERED = Inventory(total=0)
+
+
 def _address_set(value: Iterable[str]) -> frozenset[str]:
     return frozenset(value)
 
@@ -356,7 +360,7 @@ class ComputeNode:
     #: Each child provider's usage, ``{child name: {rc: amount}}`` (the
     #: sums of the allocations' ``providers``); ``usage`` is the node's own.
     provider_usage: Mapping[str, Mapping[str, int]] = attrs.field(
-        factory=dict, converter=_nested_amounts, hash=False)
+        factory=dict, converter=nested_amounts, hash=False)
     last_error: str | None = attrs.field(default=None, hash=False)
     #: False once the driver stops listing the node: its record is kept, but
     #: it admits no claim and the scheduler does not offer it.
@@ -383,7 +387,7 @@ class ComputeNode:
         :returns: its inventory.
         """
         inv = self.inventories.get(str(rc))
-        return inv if inv is not None else Inventory(total=0)
+        return inv if inv is not None else _NOT_OFFERED
 
     def capacity(self, rc: str) -> int:
         """Usable amount of ``rc``: ``floor((total - reserved) x ratio)``.

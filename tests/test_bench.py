@@ -17,14 +17,14 @@ import types
 import fixtures
 import testtools
 
-from bench import api, audit, builds, claims, cluster_work, common, concurrency, fleet, \
-    fleet_pg, nova_compare, paging, references, run_all, scheduler, steady_pass, summary
+from bench import api, audit, builds, claims, cluster_work, cold_load, common, concurrency, \
+    fleet, fleet_pg, nova_compare, paging, references, run_all, scheduler, steady_pass, summary
 from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS = (claims, audit, fleet, steady_pass, concurrency, references, api, metrics_bench,
-             paging, nova_compare, cluster_work, fleet_pg)
+             paging, nova_compare, cluster_work, fleet_pg, cold_load)
 
 
 def _command(*args):
@@ -134,6 +134,21 @@ class TestScenarios(testtools.TestCase):
         self.assertEqual((1, 1), (figures["heartbeat_transactions"],
                                   figures["heartbeat_statements"]))
         self.assertNotIn("wal_bytes_min", figures)
+
+    def test_cold_load_of_a_cloned_fleet(self):
+        self.use_postgresql()
+        self.useFixture(fixtures.MonkeyPatch("bench.cold_load.BASE", 100))
+        figures = self.run_case(cold_load, store="postgresql", nodes=200)
+        readers = figures["readers"]
+        self.assertEqual(set(cold_load.ROLES), set(readers))
+        for role, found in readers.items():
+            self.assertNotIn("error", found, role)
+            self.assertGreater(found["peak_rss_mib"], found["base_rss_mib"] / 2, role)
+            self.assertGreater(found["cold_cpu_ms"], 0, role)
+        # the copy's nodes are whole nodes: counted, and with their hosts' services
+        self.assertEqual(200, readers["api"]["nodes"])
+        self.assertGreater(readers["metrics"]["bytes"], 0)
+        self.assertTrue(readers["scheduler"]["picked"].startswith("host-"))
 
     def test_steady_pass_on_postgresql(self):
         self.use_postgresql()

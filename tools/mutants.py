@@ -213,6 +213,41 @@ MUTANTS = {
         "nova_lite/scheduler/host_manager.py",
         "                due.append(host)\n",
         "                pass\n"),
+    "trusted-report-keeps-placeholder-uuid": (
+        "a node's report read by kind keeps the kind's placeholder uuid",
+        "nova_lite/db/trusted.py",
+        "                return _replace(kind, hypervisor_hostname=hostname, uuid=uuid)\n",
+        "                return _replace(kind, hypervisor_hostname=hostname)\n"),
+    "trusted-report-hostname-anywhere": (
+        "a report whose node name appears elsewhere too is read by kind",
+        "nova_lite/db/trusted.py",
+        "        if text.count(quoted_uuid) == 1 and text.count(quoted_host) == 1:\n",
+        "        if text.count(quoted_uuid) == 1 and text.count(quoted_host) >= 1:\n"),
+    "trusted-usage-not-read-only": (
+        "a node record read in bulk holds its usage as a plain dict",
+        "nova_lite/db/trusted.py",
+        "        \"usage\": types.MappingProxyType(usage) if usage else _NO_AMOUNTS,\n",
+        "        \"usage\": usage,\n"),
+    "host-state-free-negative": (
+        "the scheduler's free figures go negative on a node over capacity",
+        "nova_lite/scheduler/host_state.py",
+        "    return max(0, inv.capacity - usage.get(rc, 0))\n",
+        "    return inv.capacity - usage.get(rc, 0)\n"),
+    "index-bulk-unsorted": (
+        "states put in the host index at once are appended to its orders unsorted",
+        "nova_lite/scheduler/host_index.py",
+        "                rows.extend(pending)\n                rows.sort()\n",
+        "                rows.extend(pending)\n"),
+    "totals-memo-ignores-usage": (
+        "cluster totals take a node's figures from another node of its kind, usage and all",
+        "nova_lite/cluster.py",
+        "        if node.usage:\n            return node_figures(node)\n",
+        "        if False:\n            return node_figures(node)\n"),
+    "metrics-memo-ignores-usage": (
+        "per-host metrics take a node's figures from another node of its kind, usage and all",
+        "nova_lite/node_metrics.py",
+        "        if node.usage:\n            return list(node_values(node))\n",
+        "        if False:\n            return list(node_values(node))\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -260,6 +295,13 @@ GUARDS = {
     "heartbeats-never-reread": (
         "tests.test_scheduler.SchedulerTests.test_a_view_notices_a_service_dying_and_never_"
         "a_live_one",),
+    "trusted-report-keeps-placeholder-uuid": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "trusted-report-hostname-anywhere": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "trusted-usage-not-read-only": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "host-state-free-negative": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "index-bulk-unsorted": ("tests.test_host_index.HostIndexTests",),
+    "totals-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "metrics-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

@@ -10,6 +10,8 @@ node's usage as the database sums it.
 import collections
 import functools
 import json
+import sys
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -18,11 +20,11 @@ import attrs
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from nova_lite.db import models, serialize as ser
+from nova_lite.db import models, serialize as ser, trusted
 from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import NodeNotFound
 from nova_lite.objects import (
-    Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, NodeResources)
+    Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, nested_amounts)
 from nova_lite.resources import Inventory
 
 T_NODES, T_INV, T_ALLOC = models.compute_nodes, models.inventories, models.allocations
@@ -310,37 +312,73 @@ def _add_extras(amounts: dict[str, int], numa: list[InstanceNUMATopology], pci: 
                 into[rc] = into.get(rc, 0) + n
 
 
-# Sized for a view of every node of a large fleet (the scheduler's, the
-# API's): each re-read node must not parse its report again.
-@functools.lru_cache(maxsize=32768)
-def report_from_text(text: str) -> NodeResources:
-    """The NodeResources of a stored report (records are frozen: parsed once per text)."""
-    return NodeResources.from_dict(json.loads(text))
-
-
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)
 def _inventory(total: int, reserved: int, min_unit: int, max_unit: int, step_size: int,
-               ratio: Any) -> Inventory:
-    return Inventory(total=total, reserved=reserved, min_unit=min_unit, max_unit=max_unit,
-                     step_size=step_size, allocation_ratio=Fraction(ratio))
+               ratio: Any, used: int = 0) -> Inventory:
+    inv = Inventory(total=total, reserved=reserved, min_unit=min_unit, max_unit=max_unit,
+                    step_size=step_size, allocation_ratio=Fraction(ratio))
+    return attrs.evolve(inv, used=used) if used else inv
+
+
+class _Offered:
+    """A node's inventories as read: ``items``, ``((resource class, Inventory
+    without usage), ...)``, and ``unused``, the read-only mapping of a node
+    that offers them and has no usage (shared by every such node)."""
+
+    __slots__ = ("items", "unused")
+
+    def __init__(self, items: tuple[tuple[str, Inventory], ...]) -> None:
+        self.items = items
+        self.unused: Mapping[str, Inventory] = types.MappingProxyType(dict(items))
+
+
+_NOTHING_OFFERED = _Offered(())
+# Nodes of one kind offer equal inventories: one tuple for all of them, by
+# the inventory rows' values.
+_OFFERED: dict[tuple[Any, ...], _Offered] = {}
+
+
+def _offered(inventory_rows: Iterable[Any]) -> _Offered:
+    """The inventories of some inventory rows, the tuple shared by every
+    node that offers the same."""
+    key = tuple((i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+                 i.allocation_ratio) for i in inventory_rows)
+    found = _OFFERED.get(key)
+    if found is None:
+        if len(_OFFERED) > 65536:   # a fleet of many kinds: start again
+            _OFFERED.clear()
+        found = _OFFERED[key] = _Offered(tuple((sys.intern(rc), _inventory(*values))
+                                               for rc, *values in key))
+    return found
+
+
+_NO_PCI: frozenset[str] = frozenset()
 
 
 def _node(row: Any, inventory_rows: Iterable[Any], usage: _Usage) -> ComputeNode:
     """A ComputeNode from its row, its inventory rows and its usage triple."""
+    return _node_offering(row, _offered(inventory_rows), usage)
+
+
+def _node_offering(row: Any, offered: _Offered, usage: _Usage) -> ComputeNode:
+    """A ComputeNode from its row, its inventories and its usage triple.
+
+    The values come from the database, which holds only what the records'
+    validators accepted: the record is built without running them again
+    (:mod:`nova_lite.db.trusted`).
+    """
     used, numa, pci, nested = usage
-    inventories: dict[str, Inventory] = {}
-    for i in inventory_rows:
-        inv = _inventory(i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
-                         i.allocation_ratio)
-        inventories[i.resource_class] = (attrs.evolve(inv, used=used[i.resource_class])
-                                         if used.get(i.resource_class) else inv)
-    return ComputeNode(
-        uuid=row.uuid, host=row.host, nodename=row.nodename, generation=row.generation,
-        inventories=inventories, usage=used,
-        resources=report_from_text(row.resources) if row.resources else None,
-        numa_placements=tuple(numa), pci_in_use=pci, provider_usage=nested,
-        last_error=row.last_error,
-        reported=bool(row.reported))
+    inventories: Mapping[str, Inventory]
+    if used and any(rc in used for rc, _ in offered.items):
+        inventories = {rc: _inventory(inv.total, inv.reserved, inv.min_unit, inv.max_unit,
+                                      inv.step_size, inv.allocation_ratio, used[rc])
+                       if used.get(rc) else inv for rc, inv in offered.items}
+    else:   # what nodes of one kind without usage share
+        inventories = offered.unused
+    return trusted.node_record(
+        row, inventories, {sys.intern(rc): n for rc, n in used.items()},
+        trusted.report(row.resources, row.uuid, row.nodename) if row.resources else None,
+        tuple(numa), frozenset(pci) if pci else _NO_PCI, nested_amounts(nested))
 
 
 #: The (amounts, numa_placements, pci_in_use, provider_usage) of a node
@@ -391,18 +429,82 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
         query = query.where(sa.tuple_(T_NODES.c.host, T_NODES.c.nodename) > sa.tuple_(*after))
     if limit is not None:
         query = query.limit(limit)
+    if nodename is None and limit is None and after is None:
+        # Every node (of a host): its inventories and usage first, then the
+        # node rows streamed, so the reports' texts are never all held at once.
+        # Each node's inventories come with its row, as one text the
+        # database joins (nodes of one kind: one text, parsed once).
+        usage = usage_by_node(conn, scope_filter(host, None)(T_ALLOC.c.node_uuid))
+        inventories = _INVENTORY_TEXTS if host is None else _INVENTORY_TEXTS.where(
+            T_INV.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)))
+        texts = inventories.group_by(T_INV.c.node_uuid).subquery()
+        query = query.add_columns(texts.c.offered).select_from(
+            T_NODES.outerjoin(texts, texts.c.node_uuid == T_NODES.c.uuid))
+        streamed = conn.execute(query.execution_options(yield_per=_STREAM_ROWS))
+        return [_node_offering(row, _offered_text(row.offered), usage.get(row.uuid, NO_USAGE))
+                for row in streamed]
     rows = conn.execute(query).all()
     if not rows:
         return []
-    paged = limit is not None or after is not None
-    scope = [r.uuid for r in rows] if nodename is not None or paged else None
-    node_filter = scope_filter(host, scope)
-    invs: collections.defaultdict[str, list[Any]] = collections.defaultdict(list)
-    for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
-        invs[r.node_uuid].append(r)
+    node_filter = scope_filter(host, [r.uuid for r in rows])
+    offered = _offered_by_node(conn, node_filter)
     usage = usage_by_node(conn, node_filter(T_ALLOC.c.node_uuid))
-    return [_node(row, invs.get(row.uuid, ()), usage.get(row.uuid, NO_USAGE))
-            for row in rows]
+    return [_node_offering(row, offered.get(row.uuid, _NOTHING_OFFERED),
+                           usage.get(row.uuid, NO_USAGE)) for row in rows]
+
+
+#: Node rows fetched at a time by a read of every node.
+_STREAM_ROWS = 2000
+#: Fields of an inventory row in its text (:data:`_INVENTORY_TEXTS`), in order.
+_TEXT_FIELDS = ("resource_class", "total", "reserved", "min_unit", "max_unit", "step_size",
+                "allocation_ratio")
+
+
+def _inventory_text() -> sa.ColumnElement[str]:
+    parts: list[sa.ColumnElement[Any]] = []
+    for name in _TEXT_FIELDS:
+        column = T_INV.c[name]
+        if parts:
+            parts.append(sa.literal_column("':'"))
+        parts.append(sa.func.coalesce(sa.cast(column, sa.String), "")
+                     if name == "max_unit" else sa.cast(column, sa.String))
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = joined.concat(part)
+    return sa.func.aggregate_strings(joined, ";").label("offered")
+
+
+#: Each node's inventory rows as one text: ``class:total:reserved:min_unit:
+#: max_unit:step_size:ratio`` joined by ``;`` (``max_unit`` empty for NULL).
+_INVENTORY_TEXTS = sa.select(T_INV.c.node_uuid, _inventory_text())
+_OFFERED_TEXTS: dict[str, _Offered] = {}
+
+
+def _offered_text(text: str | None) -> _Offered:
+    """The inventories of a text of :data:`_INVENTORY_TEXTS` (None: none),
+    the tuple shared by every node that offers the same."""
+    if not text:
+        return _NOTHING_OFFERED
+    found = _OFFERED_TEXTS.get(text)
+    if found is None:
+        rows = []
+        for part in sorted(text.split(";")):
+            rc, total, reserved, min_unit, max_unit, step, ratio = part.split(":")
+            rows.append(_InventoryRow(rc, int(total), int(reserved), int(min_unit),
+                                      int(max_unit) if max_unit else None, int(step), ratio))
+        if len(_OFFERED_TEXTS) > 65536:   # a fleet of many kinds: start again
+            _OFFERED_TEXTS.clear()
+        found = _OFFERED_TEXTS[text] = _offered(rows)
+    return found
+
+
+def _offered_by_node(conn: sa.Connection, node_filter: Callable[
+        [sa.ColumnElement[Any]], sa.ColumnElement[bool]]) -> dict[str, _Offered]:
+    """``{node uuid: its inventories}`` of the nodes ``node_filter`` selects."""
+    rows: collections.defaultdict[str, list[Any]] = collections.defaultdict(list)
+    for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
+        rows[r.node_uuid].append(r)
+    return {uuid: _offered(found) for uuid, found in rows.items()}
 
 
 def scope_filter(

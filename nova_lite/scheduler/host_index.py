@@ -42,17 +42,29 @@ class WeighSpec:
     multiplier: float
 
 
+#: More entries put at once than this are sorted in, not inserted one by one.
+BULK_PUT = 64
+
+
 class HostIndex:
     """Orders of HostStates by the attributes of ``weighs`` (WeighSpec records).
 
     Call :meth:`put` after a state's amounts changed (or it is new) and
-    :meth:`discard` when it is gone.
+    :meth:`discard` when it is gone.  What is put waits, unsorted, until the
+    orders are next read or changed: more than ``bulk_put`` states put at
+    once (the first read of a fleet) are then sorted in once, in O(n log
+    n), not inserted one by one, each insertion moving half of an order
+    of n.
     """
 
-    def __init__(self, weighs: Iterable[WeighSpec]) -> None:
+    def __init__(self, weighs: Iterable[WeighSpec], bulk_put: int = BULK_PUT) -> None:
         self.weighs = tuple(weighs)
+        self._bulk_put = bulk_put
         self._orders: dict[tuple[str, bool], list[_Row]] = {
             (w.attr, w.multiplier > 0): [] for w in self.weighs}
+        # entries put but not in their order yet, per order
+        self._pending: dict[tuple[str, bool], list[_Row]] = {
+            order: [] for order in self._orders}
         # uuid -> ((order, entry), ...)
         self._entries: dict[str, tuple[tuple[tuple[str, bool], _Row], ...]] = {}
 
@@ -61,17 +73,34 @@ class HostIndex:
         attributes) in every order, moving it if it was there."""
         self.discard(state.uuid)
         placed: list[tuple[tuple[str, bool], _Row]] = []
-        for order, rows in self._orders.items():
+        for order, pending in self._pending.items():
             attr, descending = order
             value = getattr(state, attr)
             entry = (-value if descending else value, state.host, state.nodename, state.uuid)
-            bisect.insort(rows, entry)
+            pending.append(entry)
             placed.append((order, entry))
         self._entries[state.uuid] = tuple(placed)
 
+    def _settle(self) -> None:
+        """Put the pending entries in their orders."""
+        for order, pending in self._pending.items():
+            if not pending:
+                continue
+            rows = self._orders[order]
+            if len(pending) > self._bulk_put:
+                rows.extend(pending)
+                rows.sort()
+            else:
+                for entry in pending:
+                    bisect.insort(rows, entry)
+            pending.clear()
+
     def discard(self, uuid: str) -> None:
         """Remove the state with ``uuid`` (nothing if it is not here)."""
-        for order, entry in self._entries.pop(uuid, ()):
+        if uuid not in self._entries:
+            return
+        self._settle()
+        for order, entry in self._entries.pop(uuid):
             rows = self._orders[order]
             del rows[bisect.bisect_left(rows, entry)]
 
@@ -87,6 +116,7 @@ class HostIndex:
         amount}`` every passing state holds; ``ordered``: every state in
         (host, node name) order (used when no weigher tells hosts apart).
         """
+        self._settle()
         scans: list[_Scan] = []
         for w in self.weighs:
             rows = self._orders[(w.attr, w.multiplier > 0)]

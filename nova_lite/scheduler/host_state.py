@@ -5,11 +5,13 @@ the scheduler just placed there, so back-to-back requests see it before
 the next refresh from the records.
 """
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from nova_lite.compute import accounting, placement
 from nova_lite.compute.node_usage import with_allocation
 from nova_lite.objects import Allocation, ComputeNode
+from nova_lite.resources import Inventory
 
 if TYPE_CHECKING:
     from nova_lite.db.aggregates import Aggregate
@@ -18,6 +20,20 @@ if TYPE_CHECKING:
 
 VCPU, PCPU, MEMORY_MB, DISK_GB = (accounting.VCPU, accounting.PCPU, accounting.MEMORY_MB,
                                   accounting.DISK_GB)
+
+
+def _free(inventories: Mapping[str, Inventory], usage: Mapping[str, int], rc: str) -> int:
+    """``ComputeNode.free(rc)`` of the node with these ``inventories`` and
+    ``usage``, in fewer steps (computed for every node of a fleet at once).
+
+    The same figure: past its inventory's capacity a node's capacity
+    counts reserved units in use as used (``Inventory.capacity_in_use``),
+    but never above what is used, so nothing is free either way.
+    """
+    inv = inventories.get(rc)
+    if inv is None:
+        return 0
+    return max(0, inv.capacity - usage.get(rc, 0))
 
 
 class HostState:
@@ -56,9 +72,11 @@ class HostState:
         self._recompute()
 
     def _recompute(self) -> None:
-        node = self.node
-        self.free_ram_mb, self.free_disk_gb = node.free(MEMORY_MB), node.free(DISK_GB)
-        self.free_vcpus, self.free_pcpus = node.free(VCPU), node.free(PCPU)
+        inventories, usage = self.node.inventories, self.node.usage
+        self.free_ram_mb = _free(inventories, usage, MEMORY_MB)
+        self.free_disk_gb = _free(inventories, usage, DISK_GB)
+        self.free_vcpus = _free(inventories, usage, VCPU)
+        self.free_pcpus = _free(inventories, usage, PCPU)
 
     def free(self, rc: str) -> int:
         """``max(0, capacity - used)`` of ``rc``, including this scheduler's picks."""

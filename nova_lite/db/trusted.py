@@ -1,0 +1,153 @@
+"""Node records built from rows, without checking again what was checked when written.
+
+Private to :mod:`nova_lite.db`.  A full read of a large fleet builds one
+:class:`~nova_lite.objects.ComputeNode` and one
+:class:`~nova_lite.objects.NodeResources` per node; running every
+validator and converter again on values the records held when they were
+written (and the database holds since) is most of that read's time, and
+a copy per node of what every node of a kind reports alike (CPU info,
+supported instances, traits) most of its memory.  So:
+
+- :func:`node_record` builds a ``ComputeNode`` from values already in the
+  form its converters give (read-only mappings, tuples, frozensets),
+  without running them again;
+- :func:`report` parses a node's stored report once per *kind* of report:
+  the text with the node's own hostname and uuid replaced by a
+  placeholder is the key; the node's record is that kind's record with
+  its own hostname and uuid set.  A report whose hostname or uuid is
+  found anywhere else in its text, or that is not in that form, is
+  parsed whole, as :meth:`NodeResources.from_dict` always does.  Records
+  parsed whole share their equal parts (CPU info, supported instances,
+  traits, stats) with the records parsed before them.
+
+Nothing here ever takes a value from outside the database: drivers'
+reports go through :meth:`NodeResources.from_dict` and the records'
+validators as they always did.
+"""
+
+import functools
+import json
+import sys
+import types
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from nova_lite.exception import InvalidInput
+from nova_lite.objects import ComputeNode, InstanceNUMATopology, NodeResources
+from nova_lite.resources import Inventory
+
+_R = TypeVar("_R")
+_NEW = object.__new__
+_SET = object.__setattr__
+#: Stands in for a node's hostname and uuid in the key of its kind of report.
+_PLACEHOLDER = "@"
+_QUOTED_PLACEHOLDER = json.dumps(_PLACEHOLDER)
+#: Fields of NodeResources that many nodes report alike: shared, not copied.
+_SHARED_FIELDS = ("cpu_info", "supported_instances", "traits", "stats", "hypervisor_type")
+_NO_AMOUNTS: Mapping[str, Any] = types.MappingProxyType({})
+
+
+def _build(cls: type[_R], values: Mapping[str, Any]) -> _R:
+    """An instance of the frozen attrs class ``cls`` with ``values`` (every
+    field), its validators and converters not run: every value must be
+    what they would give."""
+    record = _NEW(cls)
+    for name in _FIELDS[cls]:
+        _SET(record, name, values[name])
+    return record
+
+
+_FIELDS = {cls: tuple(a.name for a in attrs.fields(cls)) for cls in (ComputeNode, NodeResources)}
+
+
+def _replace(record: _R, **changes: Any) -> _R:
+    """A copy of ``record`` with ``changes`` (values of the types the
+    fields hold, already valid for them), its validators not run."""
+    cls = type(record)
+    return _build(cls, {name: changes[name] if name in changes else getattr(record, name)
+                        for name in _FIELDS[cls]})
+
+
+def node_record(row: Any, inventories: Mapping[str, Inventory], usage: dict[str, int],
+                resources: NodeResources | None, numa: tuple[InstanceNUMATopology, ...],
+                pci: frozenset[str],
+                provider_usage: Mapping[str, Mapping[str, int]]) -> ComputeNode:
+    """The ComputeNode of a ``compute_nodes`` row (``uuid``, ``host``,
+    ``nodename``, ``generation``, ``last_error``, ``reported``) with what
+    was read with it: ``usage`` and a dict ``inventories`` are the
+    record's own from now on (never changed afterwards); a read-only
+    ``inventories`` (shared by nodes that offer the same) and
+    ``provider_usage`` are taken as they are."""
+    return _build(ComputeNode, {
+        "uuid": row.uuid, "host": sys.intern(row.host), "nodename": row.nodename,
+        "generation": row.generation,
+        "inventories": inventories if isinstance(inventories, types.MappingProxyType)
+        else types.MappingProxyType(inventories) if inventories else _NO_AMOUNTS,
+        "usage": types.MappingProxyType(usage) if usage else _NO_AMOUNTS,
+        "resources": resources, "numa_placements": numa, "pci_in_use": pci,
+        "provider_usage": provider_usage, "last_error": row.last_error,
+        "reported": bool(row.reported)})
+
+
+# Sized for a view of every node of a large fleet whose reports differ in
+# more than hostname and uuid: each re-read node must not parse its report
+# again.
+@functools.lru_cache(maxsize=32768)
+def parsed(text: str) -> NodeResources:
+    """The NodeResources of a stored report, parsed whole (once per text),
+    sharing its common parts with the records parsed before it."""
+    record = NodeResources.from_dict(json.loads(text))
+    return _replace(record, **{name: _shared(getattr(record, name)) for name in _SHARED_FIELDS})
+
+
+_COMMON: dict[Any, Any] = {}
+_COMMON_MAX = 65536
+
+
+def _shared(value: _R) -> _R:
+    """The value equal to ``value`` seen first (``value`` itself the first time)."""
+    if len(_COMMON) > _COMMON_MAX:   # a fleet of many kinds: start again
+        _COMMON.clear()
+    try:
+        return _COMMON.setdefault(value, value)
+    except TypeError:   # an unhashable value (a mapping): shared by its items
+        key = (type(value), tuple(sorted(value.items())))   # type: ignore[attr-defined]
+        return _COMMON.setdefault(key, value)   # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=1024)
+def _kind(template: str) -> NodeResources | None:
+    """The record of a kind of report (``template``: a report with its
+    hostname and uuid as :data:`_PLACEHOLDER`), or None if they are not
+    where a report keeps them."""
+    try:
+        record = parsed(template)
+    except InvalidInput:   # the whole text is parsed, and says what is wrong
+        return None
+    if record.hypervisor_hostname != _PLACEHOLDER or record.uuid != _PLACEHOLDER:
+        return None
+    return record
+
+
+def report(text: str, uuid: str | None, hostname: str | None) -> NodeResources:
+    """The NodeResources of the stored report ``text`` of the node with
+    this ``uuid`` and (usually) this ``hostname``: the record of its kind
+    with the two set, or, when the text is not of that form, parsed
+    whole."""
+    if uuid and hostname and uuid != hostname and _PLACEHOLDER not in (uuid, hostname):
+        quoted_uuid, quoted_host = json.dumps(uuid), json.dumps(hostname)
+        if text.count(quoted_uuid) == 1 and text.count(quoted_host) == 1:
+            kind = _kind(text.replace(quoted_uuid, _QUOTED_PLACEHOLDER).replace(
+                quoted_host, _QUOTED_PLACEHOLDER))
+            if kind is not None:
+                return _replace(kind, hypervisor_hostname=hostname, uuid=uuid)
+    return parsed(text)
+
+
+def cache_clear() -> None:
+    """Forget every parsed report (tests)."""
+    parsed.cache_clear()
+    _kind.cache_clear()
+    _COMMON.clear()

@@ -1,0 +1,160 @@
+"""A full read of the nodes builds the records the validated path builds.
+
+The read of every node (:func:`nova_lite.db.rows.load_nodes`) builds its
+records without running the validators again and shares each kind of
+report (:mod:`nova_lite.db.trusted`): these tests hold what it gives to
+what the records' own constructors and ``NodeResources.from_dict`` give
+for the same rows, on both backends.
+"""
+
+import json
+
+import attrs
+import sqlalchemy as sa
+
+from nova_lite import cluster, node_metrics
+from nova_lite.db import Store, models, trusted
+from nova_lite.objects import ComputeNode, NodeResources
+from nova_lite.resources import Inventory
+from nova_lite.scheduler.host_state import HostState
+from nova_lite.testing import databases
+from tests import base
+from tests.base import instance
+
+NODES = ["n-a", "n-b", "n-c", "n-d"]
+
+
+class NodeRecordTests:
+
+    def setUp(self):
+        super().setUp()
+        trusted.cache_clear()
+        self.store = Store(self.make_url())
+        self.addCleanup(self.store.close)
+        _, self.rt = self.make_tracker("fake.multinode", store=self.store, nodes=NODES)
+        self.rt.instance_claim(instance(), "n-b")
+
+    def rows(self):
+        with self.store.db.engine.begin() as conn:
+            nodes = {r.nodename: r for r in conn.execute(sa.select(models.compute_nodes))}
+            inventories = conn.execute(sa.select(models.inventories)).all()
+        return nodes, inventories
+
+    def set_report(self, nodename, change):
+        """Rewrite ``nodename``'s stored report with ``change(dict)``."""
+        nodes, _ = self.rows()
+        report = json.loads(nodes[nodename].resources)
+        change(report)
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.compute_nodes.update().where(
+                models.compute_nodes.c.nodename == nodename).values(
+                resources=json.dumps(report, sort_keys=True)))
+
+    def assert_as_validated(self, node):
+        """``node`` equals the record its own constructor makes of its fields,
+        field for field and type for type, and its report is the stored one."""
+        again = ComputeNode(**{a.name: getattr(node, a.name) for a in attrs.fields(ComputeNode)})
+        for field in attrs.fields(ComputeNode):
+            mine, theirs = getattr(node, field.name), getattr(again, field.name)
+            self.assertEqual(theirs, mine, f"{node.nodename}: ComputeNode.{field.name}")
+            self.assertIs(type(theirs), type(mine), f"{node.nodename}: {field.name}'s type")
+        nodes, inventories = self.rows()
+        stored = NodeResources.from_dict(json.loads(nodes[node.nodename].resources))
+        self.assertEqual(stored, node.resources)
+        self.assertEqual(attrs.asdict(stored), attrs.asdict(node.resources))
+        expected = {}
+        for r in inventories:
+            if r.node_uuid == node.uuid:
+                expected[r.resource_class] = Inventory(
+                    total=r.total, reserved=r.reserved, min_unit=r.min_unit,
+                    max_unit=r.max_unit, step_size=r.step_size,
+                    allocation_ratio=r.allocation_ratio, used=node.used(r.resource_class))
+        self.assertEqual(expected, dict(node.inventories))
+
+    def test_full_read_gives_the_validated_records(self):
+        nodes = self.store.get_compute_nodes()
+        self.assertEqual(NODES, [n.nodename for n in nodes])
+        self.assertEqual(1, nodes[1].used("VCPU"))
+        for node in nodes:
+            self.assert_as_validated(node)
+            self.assertEqual(node.nodename, node.resources.hypervisor_hostname)
+            self.assertEqual(node.uuid, node.resources.uuid)
+        # the same records one node at a time (the rows read otherwise)
+        for node in nodes:
+            self.assertEqual(node, self.store.get_compute_node(node.host, node.nodename))
+
+    def test_nodes_of_a_kind_share_their_report_parts(self):
+        first, second = self.store.get_compute_nodes()[:2]
+        self.assertIsNot(first.resources, second.resources)
+        self.assertIs(first.resources.cpu_info, second.resources.cpu_info)
+        self.assertIs(first.resources.traits, second.resources.traits)
+
+    def test_hostname_found_elsewhere_in_the_report(self):
+        # the node's name is also a stats value: the report is parsed whole
+        self.set_report("n-c", lambda r: r["stats"].update(rack="n-c", owner="n-c-team"))
+        self.set_report("n-d", lambda r: r["stats"].update(rack="@"))
+        by_name = {n.nodename: n for n in self.store.get_compute_nodes()}
+        self.assertEqual({"rack": "n-c", "owner": "n-c-team"}, dict(by_name["n-c"].resources.stats))
+        self.assertEqual({"rack": "@"}, dict(by_name["n-d"].resources.stats))
+        for node in by_name.values():
+            self.assert_as_validated(node)
+
+    def test_report_without_hostname_or_uuid(self):
+        self.set_report("n-a", lambda r: r.update(uuid=None, hypervisor_hostname="elsewhere"))
+        node = {n.nodename: n for n in self.store.get_compute_nodes()}["n-a"]
+        self.assertIsNone(node.resources.uuid)
+        self.assertEqual("elsewhere", node.resources.hypervisor_hostname)
+        self.assert_as_validated(node)
+
+    def test_host_states_free_as_the_records_say(self):
+        # n-b holds one vCPU; with every vCPU reserved it is over capacity
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.inventories.update().where(
+                models.inventories.c.resource_class == "VCPU",
+                models.inventories.c.node_uuid == sa.select(models.compute_nodes.c.uuid).where(
+                    models.compute_nodes.c.nodename == "n-b").scalar_subquery()).values(
+                reserved=models.inventories.c.total))
+        nodes = self.store.get_compute_nodes()
+        self.assertEqual(1, nodes[1].over("VCPU"))
+        for node in nodes:
+            state = HostState(node)
+            self.assertEqual((node.free("MEMORY_MB"), node.free("DISK_GB"), node.free("VCPU"),
+                              node.free("PCPU")),
+                             (state.free_ram_mb, state.free_disk_gb, state.free_vcpus,
+                              state.free_pcpus), node.nodename)
+
+    def test_totals_of_nodes_of_a_kind_count_each_ones_usage(self):
+        # n-b's instance holds only a class no node offers: n-b shares its
+        # kind's inventories mapping with the others, yet its usage counts
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.allocations.update().values(
+                vcpu=0, memory_mb=0, disk_gb=0, other=json.dumps({"CUSTOM_GONE": 2})))
+        nodes = self.store.get_compute_nodes()
+        self.assertIs(nodes[0].inventories, nodes[1].inventories)
+        self.assertEqual({"CUSTOM_GONE": 2}, dict(nodes[1].usage))
+        totals = cluster.cluster_totals(nodes).resource("CUSTOM_GONE")
+        self.assertEqual((0, 2, 0, 2), (totals.capacity, totals.used, totals.free, totals.over))
+        for rc in ("VCPU", "MEMORY_MB", "DISK_GB"):
+            line = cluster.cluster_totals(nodes).resource(rc)
+            self.assertEqual(sum(n.free(rc) for n in nodes), line.free, rc)
+            self.assertEqual(sum(n.capacity(rc) for n in nodes), line.capacity, rc)
+        summed = node_metrics.host_samples(nodes[0].host, nodes)
+        over = dict(summed[1 + 5])   # nova_lite_host_resource_over{host, resource_class}
+        self.assertEqual(2, over[(nodes[0].host, "CUSTOM_GONE")])
+
+    def test_bad_report_still_fails_as_it_did(self):
+        self.set_report("n-a", lambda r: r.update(vcpus=-1))
+        self.assertRaisesRegex(Exception, "vcpus", self.store.get_compute_nodes)
+
+
+class TestSQLiteNodeRecords(NodeRecordTests, base.TestCase):
+
+    def make_url(self):
+        return self.useFixture(databases.SQLiteFile()).url
+
+
+class TestPostgreSQLNodeRecords(NodeRecordTests, base.TestCase):
+
+    def make_url(self):
+        databases.use_postgresql(self)
+        return self.useFixture(databases.PostgreSQLSchema()).url
