@@ -126,15 +126,16 @@ MUTANTS = {
         "    if False:\n"),
     "task-taken-twice": (
         "a host's worker takes a task another worker runs under a live lease",
-        "nova_lite/db/tasks.py",
-        "                       sa.and_(T_TASK.c.state == work.RUNNING, "
-        "T_TASK.c.lease_until < stamp)),\n",
-        "                       T_TASK.c.state == work.RUNNING),\n"),
+        "nova_lite/db/task_writes.py",
+        "           sa.and_(T_TASK.c.state == _RUNNING, "
+        "T_TASK.c.lease_until < sa.bindparam(\"now\"))),\n",
+        "           T_TASK.c.state == _RUNNING),\n"),
     "outcome-by-any-worker": (
         "a worker records the outcome of a task another worker took over",
-        "nova_lite/db/tasks.py",
-        "                T_TASK.c.id == task.id, T_TASK.c.taken_by == worker,\n",
-        "                T_TASK.c.id == task.id,\n"),
+        "nova_lite/db/task_writes.py",
+        "    T_TASK.c.taken_by == sa.bindparam(\"worker\"),\n"
+        "    T_TASK.c.state == _RUNNING).values(\n",
+        "    T_TASK.c.state == _RUNNING).values(\n"),
     "retaken-build-spawns-again": (
         "a build taken again after its worker died spawns a second guest",
         "nova_lite/compute/work_handlers.py",

@@ -41,11 +41,14 @@ LOG = logging.getLogger(__name__)
 
 @attrs.frozen
 class Job:
-    """A task being carried out by ``worker`` with the host's ``tracker``."""
+    """A task being carried out by ``worker`` with the host's ``tracker``;
+    ``taken_instance``: the task's instance as read in the transaction that
+    took it (None: not read then, or no record)."""
 
     task: Task
     worker: str
     tracker: ResourceTracker
+    taken_instance: Instance | None = None
 
     @property
     def store(self) -> Store:
@@ -75,8 +78,15 @@ class Job:
                 t.instance_uuid or t.host, state, f": {detail}" if detail else "")
         return outcome
 
+    def first_instance(self) -> Instance | None:
+        """The task's instance as read when the task was taken, else as recorded
+        now (None: no record): a handler's first look at it."""
+        if self.taken_instance is not None:
+            return self.taken_instance
+        return self.instance()
+
     def instance(self) -> Instance | None:
-        """The task's instance as recorded, or None (no record)."""
+        """The task's instance as recorded now, or None (no record)."""
         if self.task.instance_uuid is None:
             return None
         try:
@@ -117,7 +127,7 @@ def _overhead_known(job: Job, inst: Instance) -> None:
 
 def build(job: Job) -> str:
     """Spawn the instance's guest; see the module's description."""
-    inst = job.instance()
+    inst = job.first_instance()
     host = job.tracker.host
     node = job.task.params.get("node")
     if inst is not None and inst.vm_state == objects.BUILDING and inst.host is None \
@@ -209,7 +219,7 @@ def _destroy_quietly(job: Job, inst: Instance) -> None:
 
 def delete(job: Job) -> str:
     """Destroy the guest, then record the instance deleted (freeing its claim)."""
-    inst = job.instance()
+    inst = job.first_instance()
     if inst is None or inst.vm_state == objects.DELETED:
         if inst is not None:
             _destroy_quietly(job, inst)

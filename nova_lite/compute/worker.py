@@ -35,6 +35,7 @@ from nova_lite.db.listen import WorkListener
 from nova_lite.db.store import Store
 from nova_lite.db.tasks import Building
 from nova_lite.exception import NovaLiteError, StoreError
+from nova_lite.objects import Instance
 from nova_lite.work import Task
 
 LOG = logging.getLogger(__name__)
@@ -91,20 +92,23 @@ class Worker:
         rounds = 0
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
-            tasks = self.store.tasks.take(self.host, self.name, limit=TAKE_BATCH,
-                                          lease=self.lease, now=self.clock())
-            if not tasks:
+            taken = self.store.tasks.take_with_instances(
+                self.host, self.name, limit=TAKE_BATCH, lease=self.lease, now=self.clock())
+            if not taken:
                 break
-            for task in tasks:
-                done.append(self._do(task))
+            with self._running_lock:
+                self._running.update(task.id for task, _ in taken)
+            for task, inst in taken:
+                done.append(self._do(task, inst))
         return done
 
-    def _do(self, task: Task) -> TaskOutcome:
+    def _do(self, task: Task, inst: Instance | None = None) -> TaskOutcome:
+        """Carry ``task`` out; ``inst``: its instance as read when it was taken."""
         with self._running_lock:
             self._running.add(task.id)
         try:
             outcome = work_handlers.carry_out(work_handlers.Job(
-                task=task, worker=self.name, tracker=self.tracker))
+                task=task, worker=self.name, tracker=self.tracker, taken_instance=inst))
         except StoreError as exc:
             LOG.warning("Task %d (%s of %s) on host %s: the records could not be reached, "
                         "so its outcome is not recorded; it is taken again once its lease "
