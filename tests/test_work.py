@@ -377,6 +377,44 @@ class Queue:
         self.assertEqual([later.id],
                          [t.id for t in self.store.tasks.take(other, "w2", limit=5, lease=60)])
 
+    def test_quick_builds_of_one_take_are_recorded_in_one_transaction(self):
+        h1 = self.service("h1")
+        h1.worker.outcome_batch_wait = 3600   # however slow this machine is
+        result = api.build(self.store, flavor(memory_mb=64), 5, settings=self.settings())
+        done = h1.worker.run_pending()
+        self.assertEqual([queue.FINISHED] * 5, [d.outcome for d in done])
+        tasks = self.store.tasks.find(ids=[t.id for t in result.tasks])
+        self.assertEqual({work.DONE}, {t.state for t in tasks})
+        self.assertEqual(1, len({t.finished_at for t in tasks}), "one transaction's stamp")
+        self.assertEqual({objects.ACTIVE}, {self.store.get_instance(i.uuid).vm_state
+                                            for i in result.instances})
+        h1.worker.outcome_batch_wait = 0   # each alone
+        result = api.build(self.store, flavor(memory_mb=64), 3, settings=self.settings())
+        h1.worker.run_pending()
+        tasks = self.store.tasks.find(ids=[t.id for t in result.tasks])
+        self.assertEqual(3, len({t.finished_at for t in tasks}))
+
+    def test_outcomes_recorded_together_keep_each_tasks_own_conditions(self):
+        self.service("h1")
+        result = api.build(self.store, flavor(memory_mb=64), 3, settings=self.settings())
+        a, b, c = self.store.tasks.take("h1", "w1", limit=3, lease=0.0)
+        (lost,) = self.store.tasks.take("h1", "w2", limit=1, lease=60)   # a, taken over
+        self.assertEqual(a.id, lost.id)
+        self.store.record_instance_state(attrs.evolve(   # c's instance deleted meanwhile
+            self.store.get_instance(c.instance_uuid), vm_state=objects.DELETED))
+
+        def active(task):
+            return queue.Outcome(task, work.DONE, instance_change=queue.InstanceChange(
+                task.instance_uuid, "h1", (objects.BUILDING,), objects.ACTIVE))
+        self.assertEqual([queue.NOT_TAKEN, queue.FINISHED, queue.INSTANCE_MOVED_ON],
+                         self.store.tasks.finish_many("w1", [active(t) for t in (a, b, c)]))
+        states = {i.uuid: self.store.get_instance(i.uuid).vm_state for i in result.instances}
+        self.assertEqual([objects.BUILDING, objects.ACTIVE, objects.DELETED],
+                         [states[t.instance_uuid] for t in (a, b, c)],
+                         "the instance of a task not the worker's any more is left as it is")
+        self.assertEqual([work.RUNNING, work.DONE, work.CANCELLED],
+                         [t.state for t in self.store.tasks.find(ids=[a.id, b.id, c.id])])
+
     def test_many_tasks_are_recorded_in_order_in_one_transaction(self):
         count = task_writes.INSERT_ROWS + 7   # more than one INSERT
         asked = [WorkRequest(host=f"h{i % 3}", kind=work.AUDIT, params={"i": i})

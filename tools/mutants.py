@@ -136,6 +136,12 @@ MUTANTS = {
         "    T_TASK.c.taken_by == sa.bindparam(\"worker\"),\n"
         "    T_TASK.c.state == _RUNNING).values(\n",
         "    T_TASK.c.state == _RUNNING).values(\n"),
+    "instance-change-without-outcome": (
+        "an outcome's instance change is applied though the task's outcome was not "
+        "recorded (the task is another worker's now)",
+        "nova_lite/db/task_writes.py",
+        "        _FINISHED_HERE).values(\n",
+        "        ).values(\n"),
     "retaken-build-spawns-again": (
         "a build taken again after its worker died spawns a second guest",
         "nova_lite/compute/work_handlers.py",
@@ -204,6 +210,7 @@ GUARDS = {
     "heal-moves-of-live-services": (_HEAL,),
     "task-taken-twice": (_WORK,),
     "outcome-by-any-worker": (_WORK,),
+    "instance-change-without-outcome": (_WORK,),
     "retaken-build-spawns-again": (_WORK,),
     "traits-ignored": ("tests.test_traits.TraitScheduling",),
     "compute-node-entry-wins": ("tests.test_provider_config.ApplyTests",

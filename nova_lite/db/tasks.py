@@ -87,6 +87,19 @@ class InstanceChange:
 
 
 @attrs.frozen
+class Outcome:
+    """The outcome of a taken ``task`` to record (:meth:`TaskQueue.finish`
+    describes each field)."""
+
+    task: Task
+    state: str
+    detail: str | None = None
+    result: Mapping[str, Any] | None = None
+    instance_change: InstanceChange | None = None
+    follow_up: tuple[WorkRequest, ...] = ()
+
+
+@attrs.frozen
 class Building:
     """An instance recorded building on a host: its ``instance_uuid``, when
     its record was made and last changed (epoch s), and the id of its oldest
@@ -249,38 +262,63 @@ class TaskQueue:
         :returns: :data:`FINISHED`, :data:`NOT_TAKEN` (nothing written) or
             :data:`INSTANCE_MOVED_ON`.
         """
-        if state not in work.FINAL_STATES:
-            raise ValueError(f"a task finishes {', '.join(work.FINAL_STATES)}, not {state!r}")
-        stamp = time.time() if now is None else now
-        values = {"id": task.id, "worker": worker, "outcome": state, "words": detail,
-                  "now": stamp,
-                  "produced": None if result is None else json.dumps(result, sort_keys=True)}
+        (outcome,) = self._finish_many(worker, [Outcome(
+            task, state, detail=detail, result=result, instance_change=instance_change,
+            follow_up=tuple(follow_up))], now=now)
+        return outcome
 
-        def op(conn: DirectConnection) -> str:
-            if instance_change is None:
-                if not conn.execute(task_writes.FINISH, values).rowcount:
-                    return NOT_TAKEN
-            else:
-                # One round trip: the instance changes only if the task's
-                # outcome was recorded by the statement before.
-                c = instance_change
-                mine, changed = conn.execute_together([
-                    (task_writes.FINISH, values),
-                    (task_writes.change_instance(c.expect_vm_states), dict(
+    def finish_many(self, worker: str, outcomes: Sequence["Outcome"],
+                    now: float | None = None) -> list[str]:
+        """Record the ``outcomes`` of tasks ``worker`` took, in one transaction:
+        each as :meth:`finish` records it, on its own conditions (a task no
+        longer ``worker``'s is left as it is, the others are recorded).
+        Returns what became of each, in order.  On PostgreSQL the outcomes
+        and their instance changes are sent in one round trip."""
+        for o in outcomes:
+            if o.state not in work.FINAL_STATES:
+                raise ValueError(f"a task finishes {', '.join(work.FINAL_STATES)}, "
+                                 f"not {o.state!r}")
+        if not outcomes:
+            return []
+        stamp = time.time() if now is None else now
+
+        def op(conn: DirectConnection) -> list[str]:
+            sent: list[tuple[Any, Mapping[str, Any] | None]] = []
+            for o in outcomes:
+                values = {"id": o.task.id, "worker": worker, "outcome": o.state,
+                          "words": o.detail, "now": stamp, "produced": None
+                          if o.result is None else json.dumps(o.result, sort_keys=True)}
+                sent.append((task_writes.FINISH, values))
+                c = o.instance_change
+                if c is not None:
+                    # Applied only if the statement before recorded the outcome.
+                    sent.append((task_writes.change_instance(c.expect_vm_states), dict(
                         values, uuid=c.instance_uuid, on_host=c.host, vm=c.vm_state,
-                        task=c.task_state))])
-                if not mine.rowcount:
-                    return NOT_TAKEN
-                if not changed.rowcount:
-                    conn.execute(task_writes.CANCEL, {"id": task.id, "words": (
+                        task=c.task_state)))
+            answers = iter(conn.execute_together(sent))
+            found: list[str] = []
+            for o in outcomes:
+                mine = next(answers).rowcount
+                changed = next(answers).rowcount if o.instance_change is not None else 1
+                if not mine:
+                    found.append(NOT_TAKEN)
+                elif not changed:
+                    c = o.instance_change
+                    assert c is not None
+                    conn.execute(task_writes.CANCEL, {"id": o.task.id, "words": (
                         f"instance {c.instance_uuid} is no longer "
                         f"{'/'.join(c.expect_vm_states)} on host {c.host}")})
-                    return INSTANCE_MOVED_ON
-            if follow_up:
-                task_writes.insert(conn, follow_up, stamp)
-            return FINISHED
-        return self._direct(  # type: ignore[no-any-return]
-            f"record the outcome of {task.kind} task {task.id}", op)
+                    found.append(INSTANCE_MOVED_ON)
+                else:
+                    if o.follow_up:
+                        task_writes.insert(conn, o.follow_up, stamp)
+                    found.append(FINISHED)
+            return found
+        what = (f"{outcomes[0].task.kind} task {outcomes[0].task.id}" if len(outcomes) == 1
+                else f"{len(outcomes)} tasks")
+        return self._direct(f"record the outcome of {what}", op)  # type: ignore[no-any-return]
+
+    _finish_many = finish_many
 
     def release_dead(self, host: str, is_dead: Callable[[str], bool],
                      now: float | None = None) -> list[Task]:
