@@ -6,19 +6,19 @@ statements are built once with bound parameters and run on the
 transaction's DBAPI cursor (:mod:`nova_lite.db.direct`), each compiled once
 per dialect, as the claim's are.  The queue's guarantees are in them:
 
-- :data:`TAKE` takes, in one statement, up to ``limit`` of a host's tasks
+- ``TAKE`` takes, in one statement, up to ``limit`` of a host's tasks
   that wait (or run under a lease that ran out) and have no earlier open
   task of the same instance, oldest first; on PostgreSQL the candidates
   are locked ``FOR UPDATE SKIP LOCKED`` (two takers get different tasks,
   neither waits), on SQLite the transaction holds the database's write
   lock.
-- :data:`TAKEN_INSTANCES` reads the taken tasks' instances in the same
+- ``TAKEN_INSTANCES`` reads the taken tasks' instances in the same
   transaction (sent with the take in one round trip on PostgreSQL).
-- :data:`FINISH` records an outcome only while the task still runs under
+- ``FINISH`` records an outcome only while the task still runs under
   the worker that took it; :func:`change_instance` applies the outcome's
   instance state change only while the instance is in the state expected.
 - :func:`insert` records many tasks in one multi-row ``INSERT ...
-  RETURNING``; :data:`NOTIFY` wakes each host's listener on its own
+  RETURNING``; ``NOTIFY`` wakes each host's listener on its own
   channel (:func:`nova_lite.db.tasks.notify_channel`).
 """
 
@@ -101,7 +101,7 @@ NOTIFY = sa.text(
     "current_schema() || '/' || h) FROM unnest(CAST(:hosts AS text[])) AS h")
 
 
-#: Task ``id`` recorded ``outcome`` by ``worker`` at ``now``: by :data:`FINISH`
+#: Task ``id`` recorded ``outcome`` by ``worker`` at ``now``: by ``FINISH``
 #: in this transaction.
 _FINISHED_HERE = sa.exists().where(
     T_TASK.c.id == sa.bindparam("id"), T_TASK.c.taken_by == sa.bindparam("worker"),
@@ -112,7 +112,7 @@ _FINISHED_HERE = sa.exists().where(
 def change_instance(expect_vm_states: tuple[str, ...]) -> sa.Update:
     """Set instance ``uuid``'s ``vm``/``task`` state (at ``now``) only while it
     is on ``on_host`` in one of ``expect_vm_states``, and only once
-    :data:`FINISH` recorded the task's outcome (``id``, ``worker``,
+    ``FINISH`` recorded the task's outcome (``id``, ``worker``,
     ``outcome``, ``now``) in this transaction: the two are sent together."""
     return T_INST.update().where(
         T_INST.c.uuid == sa.bindparam("uuid"), T_INST.c.host == sa.bindparam("on_host"),
