@@ -142,6 +142,8 @@ class Steps:
         if hasattr(tasks, "take_with_instances"):   # the instances read with the tasks
             tasks.take_with_instances = self.timed("take", tasks.take_with_instances, took)
         tasks.finish = self.timed("finish", tasks.finish)
+        if hasattr(tasks, "finish_many"):   # the outcomes of several tasks at once
+            tasks.finish_many = self.timed("finish", tasks.finish_many)
         tasks.has_work = self.timed("poll", tasks.has_work)
         service.store.get_instance = self.timed("read", service.store.get_instance)
         service.driver.spawn = self.timed("spawn", service.driver.spawn)

@@ -28,13 +28,14 @@ import fixtures
 import sqlalchemy as sa
 import testtools
 
-from nova_lite import conf
+from nova_lite import conf, work
 from nova_lite.api import make_app
 from nova_lite.db import Store
 from nova_lite.db.listen import WorkListener
 from nova_lite.exception import DatabaseBusy, InvalidInput, StoreError
 from nova_lite.testing import components, databases
 from nova_lite.web_server import BackgroundServer
+from nova_lite.work import WorkRequest
 from tests.test_cli import CliTestCase
 
 #: The name the test's database has behind PgBouncer.
@@ -307,8 +308,7 @@ class TestSessionPooler(testtools.TestCase):
         self.addCleanup(listener.close)
         self.assertTrue(listener.wait(0))   # the first wait after connecting looks
         self.assertTrue(listener.listening)
-        store.db.write("notify", lambda c: c.execute(
-            sa.text("SELECT pg_notify('nova_lite_work', current_schema() || '/h1')")))
+        store.tasks.record([WorkRequest(host="h1", kind=work.AUDIT)])   # its NOTIFY
         self.assertTrue(listener.wait(30))
 
 

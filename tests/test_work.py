@@ -14,13 +14,14 @@ import time
 
 import attrs
 import fixtures
+import sqlalchemy as sa
 
 from nova_lite import objects, work
 from nova_lite.compute import api
 from nova_lite.compute.manager import ComputeService
 from nova_lite.compute.worker_identity import WorkerIdentity, is_gone
 from nova_lite.db import Store
-from nova_lite.db import tasks as queue
+from nova_lite.db import task_writes, tasks as queue
 from nova_lite.db.listen import WorkListener
 from nova_lite.exception import InstanceStateConflict, InvalidInput
 from nova_lite.scheduler import NoValidHost
@@ -348,11 +349,88 @@ class WakeUp:
         self.assertEqual([work.DONE] * 3, [t.state for t in done])
 
 
-class TestWorkSQLite(BuildAndDelete, DownHosts, Recovery, WakeUp, base.OnSQLiteFile, WorkCase):
+class Queue:
+
+    def test_a_take_reads_each_tasks_instance_in_its_transaction(self):
+        self.service("h1")
+        result = api.build(self.store, flavor(), 2, settings=self.settings())
+        (audit,) = self.store.tasks.record([WorkRequest(host="h1", kind=work.AUDIT)])
+        taken = self.store.tasks.take_with_instances("h1", "w1", limit=5, lease=60)
+        self.assertEqual([t.id for t in result.tasks] + [audit.id], [t.id for t, _ in taken])
+        self.assertEqual([self.store.get_instance(i.uuid) for i in result.instances] + [None],
+                         [inst for _, inst in taken])
+        self.assertEqual({work.RUNNING}, {t.state for t, _ in taken})
+        self.assertEqual([], self.store.tasks.take_with_instances("h1", "w2", limit=5,
+                                                                  lease=60))
+
+    def test_a_take_skips_a_task_whose_instance_has_an_earlier_open_one(self):
+        self.service("h1")
+        self.service("h2")
+        (inst,) = api.build(self.store, flavor(), settings=self.settings()).instances
+        other = "h2" if inst.host == "h1" else "h1"
+        (later,) = self.store.tasks.record(
+            [WorkRequest(host=other, kind=work.AUDIT, instance_uuid=inst.uuid)])
+        self.assertEqual([], self.store.tasks.take(other, "w2", limit=5, lease=60),
+                         "the build of the same instance is still open")
+        (build,) = self.store.tasks.take(inst.host, "w1", limit=5, lease=60)
+        self.assertEqual(queue.FINISHED, self.store.tasks.finish(build, "w1", work.DONE))
+        self.assertEqual([later.id],
+                         [t.id for t in self.store.tasks.take(other, "w2", limit=5, lease=60)])
+
+    def test_quick_builds_of_one_take_are_recorded_in_one_transaction(self):
+        h1 = self.service("h1")
+        h1.worker.outcome_batch_wait = 3600   # however slow this machine is
+        result = api.build(self.store, flavor(memory_mb=64), 5, settings=self.settings())
+        done = h1.worker.run_pending()
+        self.assertEqual([queue.FINISHED] * 5, [d.outcome for d in done])
+        tasks = self.store.tasks.find(ids=[t.id for t in result.tasks])
+        self.assertEqual({work.DONE}, {t.state for t in tasks})
+        self.assertEqual(1, len({t.finished_at for t in tasks}), "one transaction's stamp")
+        self.assertEqual({objects.ACTIVE}, {self.store.get_instance(i.uuid).vm_state
+                                            for i in result.instances})
+        h1.worker.outcome_batch_wait = 0   # each alone
+        result = api.build(self.store, flavor(memory_mb=64), 3, settings=self.settings())
+        h1.worker.run_pending()
+        tasks = self.store.tasks.find(ids=[t.id for t in result.tasks])
+        self.assertEqual(3, len({t.finished_at for t in tasks}))
+
+    def test_outcomes_recorded_together_keep_each_tasks_own_conditions(self):
+        self.service("h1")
+        result = api.build(self.store, flavor(memory_mb=64), 3, settings=self.settings())
+        a, b, c = self.store.tasks.take("h1", "w1", limit=3, lease=0.0)
+        (lost,) = self.store.tasks.take("h1", "w2", limit=1, lease=60)   # a, taken over
+        self.assertEqual(a.id, lost.id)
+        self.store.record_instance_state(attrs.evolve(   # c's instance deleted meanwhile
+            self.store.get_instance(c.instance_uuid), vm_state=objects.DELETED))
+
+        def active(task):
+            return queue.Outcome(task, work.DONE, instance_change=queue.InstanceChange(
+                task.instance_uuid, "h1", (objects.BUILDING,), objects.ACTIVE))
+        self.assertEqual([queue.NOT_TAKEN, queue.FINISHED, queue.INSTANCE_MOVED_ON],
+                         self.store.tasks.finish_many("w1", [active(t) for t in (a, b, c)]))
+        states = {i.uuid: self.store.get_instance(i.uuid).vm_state for i in result.instances}
+        self.assertEqual([objects.BUILDING, objects.ACTIVE, objects.DELETED],
+                         [states[t.instance_uuid] for t in (a, b, c)],
+                         "the instance of a task not the worker's any more is left as it is")
+        self.assertEqual([work.RUNNING, work.DONE, work.CANCELLED],
+                         [t.state for t in self.store.tasks.find(ids=[a.id, b.id, c.id])])
+
+    def test_many_tasks_are_recorded_in_order_in_one_transaction(self):
+        count = task_writes.INSERT_ROWS + 7   # more than one INSERT
+        asked = [WorkRequest(host=f"h{i % 3}", kind=work.AUDIT, params={"i": i})
+                 for i in range(count)]
+        made = self.store.tasks.record(asked)
+        self.assertEqual([(r.host, r.params) for r in asked], [(t.host, t.params) for t in made])
+        self.assertEqual(sorted(t.id for t in made), [t.id for t in made])
+        self.assertEqual(made, self.store.tasks.find())
+
+
+class TestWorkSQLite(BuildAndDelete, DownHosts, Recovery, WakeUp, Queue, base.OnSQLiteFile,
+                     WorkCase):
     pass
 
 
-class TestWorkPostgreSQL(BuildAndDelete, DownHosts, Recovery, WakeUp, base.OnPostgreSQL,
+class TestWorkPostgreSQL(BuildAndDelete, DownHosts, Recovery, WakeUp, Queue, base.OnPostgreSQL,
                          WorkCase):
 
     def test_notify_wakes_the_service_long_before_its_poll(self):
@@ -418,6 +496,33 @@ class TestWorkPostgreSQL(BuildAndDelete, DownHosts, Recovery, WakeUp, base.OnPos
         self.store.tasks.record([WorkRequest(host="h1", kind=work.AUDIT)])
         self.assertTrue(listener.wait(30))
         self.assertFalse(WorkListener("sqlite:///x.db", "h1").listening)
+
+    def test_a_burst_of_work_wakes_the_listener_once(self):
+        listener = WorkListener(self.url, "h1")
+        self.addCleanup(listener.close)
+        self.assertTrue(listener.wait(0.01), "a new listener first wakes its caller to look")
+        for _ in range(5):   # five transactions, five notifications
+            self.store.tasks.record([WorkRequest(host="h1", kind=work.AUDIT)])
+        self.assertTrue(listener.wait(30))
+        self.assertFalse(listener.wait(0.2), "the rest of the burst came with the first")
+
+    def test_work_is_notified_on_its_hosts_own_channel(self):
+        import psycopg
+        (schema,) = self.store.db.read("schema", lambda conn: conn.execute(
+            sa.text("SELECT current_schema()")).one())
+        url = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
+        conn = psycopg.connect(url, autocommit=True)
+        self.addCleanup(conn.close)
+        for host in ("h1", "h2"):
+            conn.execute(f"LISTEN {queue.notify_channel(schema, host)}")
+        conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
+        self.store.tasks.record([WorkRequest(host="h1", kind=work.AUDIT),
+                                 WorkRequest(host="h1", kind=work.AUDIT)])
+        notes = list(conn.notifies(timeout=5, stop_after=1))
+        notes += list(conn.notifies(timeout=0.2))
+        self.assertEqual([(queue.notify_channel(schema, "h1"), f"{schema}/h1")],
+                         [(n.channel, n.payload) for n in notes],
+                         "one notification, on h1's channel alone")
 
 
 class TestBuildErrors(base.OnSQLiteFile, WorkCase):

@@ -126,15 +126,22 @@ MUTANTS = {
         "    if False:\n"),
     "task-taken-twice": (
         "a host's worker takes a task another worker runs under a live lease",
-        "nova_lite/db/tasks.py",
-        "                       sa.and_(T_TASK.c.state == work.RUNNING, "
-        "T_TASK.c.lease_until < stamp)),\n",
-        "                       T_TASK.c.state == work.RUNNING),\n"),
+        "nova_lite/db/task_writes.py",
+        "           sa.and_(T_TASK.c.state == _RUNNING, "
+        "T_TASK.c.lease_until < sa.bindparam(\"now\"))),\n",
+        "           T_TASK.c.state == _RUNNING),\n"),
     "outcome-by-any-worker": (
         "a worker records the outcome of a task another worker took over",
-        "nova_lite/db/tasks.py",
-        "                T_TASK.c.id == task.id, T_TASK.c.taken_by == worker,\n",
-        "                T_TASK.c.id == task.id,\n"),
+        "nova_lite/db/task_writes.py",
+        "    T_TASK.c.taken_by == sa.bindparam(\"worker\"),\n"
+        "    T_TASK.c.state == _RUNNING).values(\n",
+        "    T_TASK.c.state == _RUNNING).values(\n"),
+    "instance-change-without-outcome": (
+        "an outcome's instance change is applied though the task's outcome was not "
+        "recorded (the task is another worker's now)",
+        "nova_lite/db/task_writes.py",
+        "        _FINISHED_HERE).values(\n",
+        "        ).values(\n"),
     "retaken-build-spawns-again": (
         "a build taken again after its worker died spawns a second guest",
         "nova_lite/compute/work_handlers.py",
@@ -275,6 +282,7 @@ GUARDS = {
     "heal-moves-of-live-services": (_HEAL,),
     "task-taken-twice": (_WORK,),
     "outcome-by-any-worker": (_WORK,),
+    "instance-change-without-outcome": (_WORK,),
     "retaken-build-spawns-again": (_WORK,),
     "traits-ignored": ("tests.test_traits.TraitScheduling",),
     "compute-node-entry-wins": ("tests.test_provider_config.ApplyTests",

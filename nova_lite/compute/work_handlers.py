@@ -38,14 +38,22 @@ from nova_lite.work import Task, WorkRequest
 
 LOG = logging.getLogger(__name__)
 
+#: A handler's outcome queued to be recorded with others (:meth:`Job.finish_soon`).
+QUEUED = "queued"
+
 
 @attrs.frozen
 class Job:
-    """A task being carried out by ``worker`` with the host's ``tracker``."""
+    """A task being carried out by ``worker`` with the host's ``tracker``;
+    ``taken_instance``: the task's instance as read in the transaction that
+    took it (None: not read then, or no record)."""
 
     task: Task
     worker: str
     tracker: ResourceTracker
+    taken_instance: Instance | None = None
+    #: Where :meth:`finish_soon` queues the outcome (None: recorded at once).
+    queue_outcome: "Callable[[Job, queue.Outcome, Callable[[], None]], None] | None" = None
 
     @property
     def store(self) -> Store:
@@ -62,6 +70,29 @@ class Job:
         outcome = self.store.tasks.finish(self.task, self.worker, state, detail=detail,
                                           result=result, instance_change=instance_change,
                                           follow_up=follow_up)
+        self.log_outcome(state, detail, outcome)
+        return outcome
+
+    def finish_soon(self, state: str, detail: str | None, *,
+                    instance_change: queue.InstanceChange | None,
+                    if_not_finished: Callable[[], None]) -> str:
+        """:meth:`finish`, or, when the worker records the outcomes of tasks
+        done together in one transaction (``queue_outcome``), queued for it
+        (returns :data:`QUEUED`; the worker logs the outcome when it is
+        recorded).  ``if_not_finished`` runs when the outcome is not
+        :data:`~nova_lite.db.tasks.FINISHED`."""
+        if self.queue_outcome is None:
+            outcome = self.finish(state, detail, instance_change=instance_change)
+            if outcome != queue.FINISHED:
+                if_not_finished()
+            return outcome
+        self.queue_outcome(self, queue.Outcome(self.task, state, detail=detail,
+                                               instance_change=instance_change),
+                           if_not_finished)
+        return QUEUED
+
+    def log_outcome(self, state: str, detail: str | None, outcome: str) -> None:
+        """Log what became of the task's outcome ``state`` (``outcome``)."""
         t = self.task
         if outcome == queue.NOT_TAKEN:
             LOG.warning("Host %s: task %d (%s of %s) is no longer this worker's: its outcome "
@@ -73,10 +104,16 @@ class Job:
             log = LOG.warning if state == work.FAILED else LOG.info
             log("Host %s: task %d (%s of %s) %s%s", t.host, t.id, t.kind,
                 t.instance_uuid or t.host, state, f": {detail}" if detail else "")
-        return outcome
+
+    def first_instance(self) -> Instance | None:
+        """The task's instance as read when the task was taken, else as recorded
+        now (None: no record): a handler's first look at it."""
+        if self.taken_instance is not None:
+            return self.taken_instance
+        return self.instance()
 
     def instance(self) -> Instance | None:
-        """The task's instance as recorded, or None (no record)."""
+        """The task's instance as recorded now, or None (no record)."""
         if self.task.instance_uuid is None:
             return None
         try:
@@ -117,7 +154,7 @@ def _overhead_known(job: Job, inst: Instance) -> None:
 
 def build(job: Job) -> str:
     """Spawn the instance's guest; see the module's description."""
-    inst = job.instance()
+    inst = job.first_instance()
     host = job.tracker.host
     node = job.task.params.get("node")
     if inst is not None and inst.vm_state == objects.BUILDING and inst.host is None \
@@ -149,15 +186,15 @@ def build(job: Job) -> str:
             LOG.debug("Spawn of instance %s on %s/%s failed", inst.uuid, host, inst.node,
                       exc_info=True)
             return fail_build(job, inst, f"spawn failed: {_reason(exc)}")
-    outcome = job.finish(work.DONE, f"spawned on node {inst.node}",
-                         instance_change=queue.InstanceChange(
-                             inst.uuid, host, (objects.BUILDING,), objects.ACTIVE, None))
-    if outcome != queue.FINISHED:
+    def not_finished() -> None:
         now = job.instance()
         if now is None or now.host != host or now.vm_state != objects.BUILDING:
             # Deleted or given up meanwhile: its claim is gone, so is the guest.
             _destroy_quietly(job, inst)
-    return outcome
+    return job.finish_soon(work.DONE, f"spawned on node {inst.node}",
+                           instance_change=queue.InstanceChange(
+                               inst.uuid, host, (objects.BUILDING,), objects.ACTIVE, None),
+                           if_not_finished=not_finished)
 
 
 def fail_build(job: Job, inst: Instance, reason: str) -> str:
@@ -209,7 +246,7 @@ def _destroy_quietly(job: Job, inst: Instance) -> None:
 
 def delete(job: Job) -> str:
     """Destroy the guest, then record the instance deleted (freeing its claim)."""
-    inst = job.instance()
+    inst = job.first_instance()
     if inst is None or inst.vm_state == objects.DELETED:
         if inst is not None:
             _destroy_quietly(job, inst)

@@ -14,6 +14,12 @@ back at once (the taker's process is gone), any other when the lease runs
 out.  Every handler finishes what an earlier attempt began rather than
 doing it twice (a guest already spawned is not spawned again).
 
+Each task is taken with its instance as recorded (one transaction for a
+batch of tasks).  The outcomes of builds whose spawns were quick are
+recorded together, in one transaction, within
+:data:`OUTCOME_BATCH_WAIT` of the first; each is still recorded only
+while its task is this worker's.
+
 The worker also keeps its host's builds honest (:meth:`Worker.check_builds`):
 a build that never reached the host, or whose outcome was lost, or that
 is older than ``instance_build_timeout``, goes to error and gives its claim
@@ -33,8 +39,9 @@ from nova_lite.compute.worker_identity import WorkerIdentity, is_gone
 from nova_lite.conf import Settings
 from nova_lite.db.listen import WorkListener
 from nova_lite.db.store import Store
-from nova_lite.db.tasks import Building
+from nova_lite.db.tasks import FINISHED, Building, Outcome
 from nova_lite.exception import NovaLiteError, StoreError
+from nova_lite.objects import Instance
 from nova_lite.work import Task
 
 LOG = logging.getLogger(__name__)
@@ -44,9 +51,31 @@ LOG = logging.getLogger(__name__)
 NOT_RECORDED = "not_recorded"
 #: The most tasks taken in one go.
 TAKE_BATCH = 64
+#: Builds of one take that each spawned in less than this (s) have their
+#: outcomes recorded in one transaction, the first of them waiting at most
+#: this long (plus the handler that runs when it is due); a build whose
+#: spawn took longer is recorded at once, with those queued before it.
+OUTCOME_BATCH_WAIT = 0.02
 #: A build with no open task is left alone this long (s) after its record last
 #: changed: the asker records the task just after the claim commits.
 HANDOVER_GRACE = 60.0
+
+
+class _Queued:
+    """Outcomes queued by one round's handlers (:meth:`Job.finish_soon
+    <nova_lite.compute.work_handlers.Job.finish_soon>`), to be recorded
+    together: ``(job, outcome, if_not_finished)``, and since when (monotonic
+    s) the first one waits."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[tuple[work_handlers.Job, Outcome, Callable[[], None]]] = []
+        self.since = 0.0
+
+    def __call__(self, job: work_handlers.Job, outcome: Outcome,
+                 if_not_finished: Callable[[], None]) -> None:
+        if not self.outcomes:
+            self.since = time.monotonic()
+        self.outcomes.append((job, outcome, if_not_finished))
 
 
 @attrs.frozen
@@ -77,6 +106,8 @@ class Worker:
         self.listener = WorkListener(self.store.url, self.host, pooler=self.store.pooler)
         #: The wall clock (epoch s) tasks are timed with.
         self.clock: Callable[[], float] = time.time
+        #: :data:`OUTCOME_BATCH_WAIT` of this worker (s; 0: each outcome alone).
+        self.outcome_batch_wait = OUTCOME_BATCH_WAIT
 
     @property
     def lease(self) -> float:
@@ -91,20 +122,68 @@ class Worker:
         rounds = 0
         while max_rounds is None or rounds < max_rounds:
             rounds += 1
-            tasks = self.store.tasks.take(self.host, self.name, limit=TAKE_BATCH,
-                                          lease=self.lease, now=self.clock())
-            if not tasks:
+            taken = self.store.tasks.take_with_instances(
+                self.host, self.name, limit=TAKE_BATCH, lease=self.lease, now=self.clock())
+            if not taken:
                 break
-            for task in tasks:
-                done.append(self._do(task))
+            with self._running_lock:
+                self._running.update(task.id for task, _ in taken)
+            queued = _Queued()
+            for task, inst in taken:
+                started = time.monotonic()
+                done.append(self._do(task, inst, queued))
+                now = time.monotonic()
+                if queued.outcomes and (now - started >= self.outcome_batch_wait
+                                        or now - queued.since >= self.outcome_batch_wait):
+                    self._record(queued, done)
+            self._record(queued, done)
         return done
 
-    def _do(self, task: Task) -> TaskOutcome:
+    def _record(self, queued: "_Queued", done: list[TaskOutcome]) -> None:
+        """Record the ``queued`` outcomes in one transaction; each one's entry
+        in ``done`` says what became of it."""
+        items, queued.outcomes = queued.outcomes, []
+        if not items:
+            return
+        try:
+            found = self.store.tasks.finish_many(self.name, [o for _, o, _ in items],
+                                                 now=self.clock())
+        except StoreError as exc:
+            LOG.warning("Host %s: the records could not be reached, so the outcomes of %d "
+                        "task(s) are not recorded; each is taken again once its lease "
+                        "(%g s) runs out: %s", self.host, len(items), self.lease, exc)
+            found = [NOT_RECORDED] * len(items)
+        finally:
+            with self._running_lock:
+                self._running.difference_update(job.task.id for job, _, _ in items)
+        recorded = {}
+        for (job, outcome, if_not_finished), what in zip(items, found):
+            recorded[job.task.id] = what
+            if what == NOT_RECORDED:
+                continue
+            job.log_outcome(outcome.state, outcome.detail, what)
+            if what != FINISHED:
+                try:
+                    if_not_finished()
+                except NovaLiteError as exc:
+                    LOG.warning("Host %s: task %d: cleaning up after its outcome (%s) "
+                                "failed: %s", self.host, job.task.id, what, exc)
+        done[:] = [attrs.evolve(d, outcome=recorded[d.task.id])
+                   if d.outcome == work_handlers.QUEUED and d.task.id in recorded else d
+                   for d in done]
+
+    def _do(self, task: Task, inst: Instance | None = None,
+            queued: "_Queued | None" = None) -> TaskOutcome:
+        """Carry ``task`` out; ``inst``: its instance as read when it was taken;
+        ``queued``: where a handler may queue its outcome (None: recorded at
+        once)."""
         with self._running_lock:
             self._running.add(task.id)
+        outcome = NOT_RECORDED
         try:
             outcome = work_handlers.carry_out(work_handlers.Job(
-                task=task, worker=self.name, tracker=self.tracker))
+                task=task, worker=self.name, tracker=self.tracker, taken_instance=inst,
+                queue_outcome=queued))
         except StoreError as exc:
             LOG.warning("Task %d (%s of %s) on host %s: the records could not be reached, "
                         "so its outcome is not recorded; it is taken again once its lease "
@@ -118,8 +197,9 @@ class Worker:
             outcome = work_handlers.fail_quietly(self.store, task, self.name,
                                                  f"unexpected error: {exc}")
         finally:
-            with self._running_lock:
-                self._running.discard(task.id)
+            if outcome != work_handlers.QUEUED:   # else held until it is recorded
+                with self._running_lock:
+                    self._running.discard(task.id)
         return TaskOutcome(task=task, outcome=outcome)
 
     def renew_leases(self) -> int:

@@ -1,10 +1,13 @@
 """Waking a compute service when work is recorded for its host.
 
 On PostgreSQL a :class:`WorkListener` holds one connection of its own in
-session mode and ``LISTEN`` s on :data:`~nova_lite.db.tasks.NOTIFY_CHANNEL`:
-the recording transaction's ``NOTIFY`` (payload: its schema and the
-host) arrives at its
-commit, so the service takes the work at once.  Everywhere else (SQLite,
+session mode and ``LISTEN`` s on its host's own channel
+(:func:`~nova_lite.db.tasks.notify_channel`, named after the schema and the
+host, so work for other hosts never wakes it): the recording transaction's
+``NOTIFY`` (payload: its schema and the host) arrives at its commit, so the
+service takes the work at once.  A wait that is woken also consumes every
+notification already delivered with it, so work recorded in a burst wakes
+the service once, not once per recording.  Everywhere else (SQLite,
 or a PostgreSQL reached through a pooler in transaction mode, ``[database]
 pooler = transaction``, where a ``LISTEN`` would be made on a server
 session the pooler then hands to other clients, and no notification would
@@ -18,7 +21,7 @@ import threading
 from typing import Any
 
 from nova_lite.db.engine import redact_url
-from nova_lite.db.tasks import NOTIFY_CHANNEL, notify_payload
+from nova_lite.db.tasks import notify_channel, notify_payload
 
 LOG = logging.getLogger(__name__)
 
@@ -72,15 +75,21 @@ class WorkListener:
             self._woken.clear()
             return woken
         try:
-            for note in conn.notifies(timeout=timeout, stop_after=1):
-                if note.payload == self._payload:
-                    return True
-            return self._woken.is_set()
+            woken = self._notified(conn.notifies(timeout=timeout, stop_after=1))
+            if woken:
+                # The rest of the burst already delivered: the caller takes
+                # all of its work in one go.
+                self._notified(conn.notifies(timeout=0.0))
+            return woken or self._woken.is_set()
         except Exception as exc:   # noqa: BLE001 - fall back to polling, reconnect later
             LOG.warning("Listening for work of host %s on %s failed (polling until it is "
                         "back): %s", self.host, redact_url(self._url), exc)
             self._drop()
             return False
+
+    def _notified(self, notes: Any) -> bool:
+        """Whether ``notes`` (psycopg's notifications) hold one for this host."""
+        return any([note.payload == self._payload for note in notes])
 
     def _connection(self) -> Any:
         if not self._listen or self._closed:
@@ -91,13 +100,14 @@ class WorkListener:
             import psycopg
             url = self._url.replace("postgresql+psycopg://", "postgresql://", 1)
             conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
-            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
             (schema,) = conn.execute("SELECT current_schema()").fetchone() or ("public",)
+            channel = notify_channel(schema, self.host)
+            conn.execute(f"LISTEN {channel}")
         except Exception as exc:   # noqa: BLE001 - poll instead
             LOG.warning("Cannot listen for work of host %s on %s (polling instead): %s",
                         self.host, redact_url(self._url), exc)
             return None
-        LOG.debug("Listening for work of host %s on channel %s", self.host, NOTIFY_CHANNEL)
+        LOG.debug("Listening for work of host %s on channel %s", self.host, channel)
         self._conn = conn
         self._payload = notify_payload(schema, self.host)
         # Work recorded before the LISTEN took effect sent its NOTIFY to

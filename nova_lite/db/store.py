@@ -183,7 +183,7 @@ class Store:
                 f"nova-lite needs {state.head}; a read-only command never migrates: run "
                 "'nova-lite db sync'")
         #: The work addressed to each host (:class:`~nova_lite.db.tasks.TaskQueue`).
-        self.tasks = TaskQueue(self._write, self._read)
+        self.tasks = TaskQueue(self._write, self._read, self._write_direct)
         #: The host aggregates and availability zones
         #: (:class:`~nova_lite.db.aggregates.Aggregates`).
         self.aggregates = Aggregates(self._write, self._read)

@@ -14,13 +14,17 @@ only while the task is still running under its name; otherwise (another
 worker took it over after the lease ran out, or it was cancelled) nothing
 is written and the worker learns so.
 
-On PostgreSQL each recording also sends ``NOTIFY`` on
-:data:`NOTIFY_CHANNEL` with ``<schema>/<host>`` as payload, delivered at
-commit, so a listening service wakes at once (:mod:`nova_lite.db.listen`);
-the schema keeps the records of another schema of the same database from
-waking it.
+On PostgreSQL each recording also sends ``NOTIFY`` on the host's own
+channel (:func:`notify_channel`: the schema and the host) with
+``<schema>/<host>`` as payload, delivered at commit, so a listening
+service wakes at once (:mod:`nova_lite.db.listen`) and no other service
+wakes for it.
+
+The hot statements (take, finish, record) are built once and run on the
+transaction's DBAPI cursor (:mod:`nova_lite.db.task_writes`).
 """
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -30,16 +34,16 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite import work
-from nova_lite.db import models
+from nova_lite.db import models, rows as instance_rows, task_writes
+from nova_lite.db.direct import DirectConnection
+from nova_lite.objects import Instance
 from nova_lite.work import Task, WorkRequest
 
 T_TASK = models.tasks
 T_INST = models.instances
 
-#: The PostgreSQL notification channel; the payload is ``<schema>/<host>``
-#: (:func:`notify_payload`).
+#: The prefix of the PostgreSQL notification channels (:func:`notify_channel`).
 NOTIFY_CHANNEL = "nova_lite_work"
-
 
 
 def notify_payload(schema: str, host: str) -> str:
@@ -47,8 +51,18 @@ def notify_payload(schema: str, host: str) -> str:
     return f"{schema}/{host}"
 
 
+def notify_channel(schema: str, host: str) -> str:
+    """The channel of the notifications of work for ``host`` recorded in
+    ``schema``: :data:`NOTIFY_CHANNEL`, ``_`` and the md5 of
+    :func:`notify_payload` in hex (47 characters, under PostgreSQL's 63
+    for any host name; the payload tells the unlikely twin apart)."""
+    digest = hashlib.md5(notify_payload(schema, host).encode(), usedforsecurity=False)
+    return f"{NOTIFY_CHANNEL}_{digest.hexdigest()}"
+
+
 _T = TypeVar("_T")
 _Run = Callable[[str, Callable[[sa.Connection], _T]], _T]
+_RunDirect = Callable[[str, Callable[[DirectConnection], _T]], _T]
 
 #: What :meth:`TaskQueue.finish` found.
 FINISHED = "finished"
@@ -73,6 +87,19 @@ class InstanceChange:
 
 
 @attrs.frozen
+class Outcome:
+    """The outcome of a taken ``task`` to record (:meth:`TaskQueue.finish`
+    describes each field)."""
+
+    task: Task
+    state: str
+    detail: str | None = None
+    result: Mapping[str, Any] | None = None
+    instance_change: InstanceChange | None = None
+    follow_up: tuple[WorkRequest, ...] = ()
+
+
+@attrs.frozen
 class Building:
     """An instance recorded building on a host: its ``instance_uuid``, when
     its record was made and last changed (epoch s), and the id of its oldest
@@ -84,40 +111,7 @@ class Building:
     open_task: int | None
 
 
-def _task(row: Any) -> Task:
-    return Task(
-        id=row.id, host=row.host, kind=row.kind, instance_uuid=row.instance_uuid,
-        migration_uuid=row.migration_uuid, params=json.loads(row.params or "{}"),
-        state=row.state, attempts=row.attempts, taken_by=row.taken_by,
-        lease_until=row.lease_until, detail=row.detail,
-        result=None if row.result is None else json.loads(row.result),
-        created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at)
-
-
-def _open_earlier() -> sa.Exists:
-    """An earlier open task of the same instance exists."""
-    earlier = T_TASK.alias("earlier")
-    return sa.exists().where(earlier.c.instance_uuid == T_TASK.c.instance_uuid,
-                             earlier.c.id < T_TASK.c.id,
-                             earlier.c.state.in_(work.OPEN_STATES))
-
-
-def insert_tasks(conn: sa.Connection, requests: Sequence[WorkRequest], now: float
-                 ) -> list[Task]:
-    """Insert ``requests`` as waiting tasks in ``conn``'s transaction (and NOTIFY
-    each host on PostgreSQL); returns them as recorded."""
-    made: list[Task] = []
-    for req in requests:
-        row = conn.execute(T_TASK.insert().values(
-            host=req.host, kind=req.kind, instance_uuid=req.instance_uuid,
-            migration_uuid=req.migration_uuid, params=json.dumps(req.params, sort_keys=True),
-            state=work.WAITING, attempts=0, created_at=now).returning(T_TASK)).one()
-        made.append(_task(row))
-    if conn.dialect.name == "postgresql":
-        for host in sorted({r.host for r in requests}):
-            conn.execute(sa.select(sa.func.pg_notify(
-                NOTIFY_CHANNEL, sa.func.current_schema() + sa.literal("/" + host))))
-    return made
+_task = task_writes.task_from_row
 
 
 class TaskQueue:
@@ -127,9 +121,11 @@ class TaskQueue:
     transaction of the store (its retries, busy timeout and errors).
     """
 
-    def __init__(self, write: _Run[Any], read: _Run[Any]) -> None:
+    def __init__(self, write: _Run[Any], read: _Run[Any],
+                 write_direct: _RunDirect[Any]) -> None:
         self._write = write
         self._read = read
+        self._direct = write_direct
 
     # -- asking ---------------------------------------------------------------
     def record(self, requests: Iterable[WorkRequest],
@@ -147,15 +143,14 @@ class TaskQueue:
         requests = list(requests)
         stamp = time.time() if now is None else now
 
-        def op(conn: sa.Connection) -> list[Task]:
+        def op(conn: DirectConnection) -> list[Task]:
             for uuid, task_state in (instance_task_states or {}).items():
-                conn.execute(T_INST.update().where(
-                    T_INST.c.uuid == uuid, T_INST.c.vm_state != "deleted").values(
-                    task_state=task_state, updated_at=stamp))
-            return insert_tasks(conn, requests, stamp)
+                conn.execute(task_writes.SET_TASK_STATE,
+                             {"uuid": uuid, "task": task_state, "now": stamp})
+            return task_writes.insert(conn, requests, stamp)
         kinds = ", ".join(sorted({r.kind for r in requests}))
         hosts = ", ".join(sorted({r.host for r in requests}))
-        return self._write(f"record {kinds} work for {hosts}", op)  # type: ignore[no-any-return]
+        return self._direct(f"record {kinds} work for {hosts}", op)  # type: ignore[no-any-return]
 
     def cancel_open(self, instance_uuid: str, detail: str, now: float | None = None) -> int:
         """Cancel ``instance_uuid``'s waiting tasks (a local delete); returns how
@@ -207,25 +202,32 @@ class TaskQueue:
         :param now: the clock (epoch s); None: now.
         :returns: the tasks taken, oldest first (possibly none).
         """
-        stamp = time.time() if now is None else now
+        return [task for task, _ in self.take_with_instances(
+            host, worker, limit=limit, lease=lease, now=now, instances=False)]
 
-        def op(conn: sa.Connection) -> list[Task]:
-            query = sa.select(T_TASK.c.id).where(
-                T_TASK.c.host == host,
-                sa.or_(T_TASK.c.state == work.WAITING,
-                       sa.and_(T_TASK.c.state == work.RUNNING, T_TASK.c.lease_until < stamp)),
-                sa.or_(T_TASK.c.instance_uuid.is_(None), sa.not_(_open_earlier())),
-            ).order_by(T_TASK.c.id).limit(limit)
-            if conn.dialect.name == "postgresql":
-                query = query.with_for_update(skip_locked=True)
-            ids = list(conn.execute(query).scalars())
-            if not ids:
-                return []
-            rows = conn.execute(T_TASK.update().where(T_TASK.c.id.in_(ids)).values(
-                state=work.RUNNING, taken_by=worker, lease_until=stamp + lease,
-                started_at=stamp, attempts=T_TASK.c.attempts + 1).returning(T_TASK)).all()
-            return sorted((_task(r) for r in rows), key=lambda t: t.id)
-        return self._write(f"take the work of host {host}", op)  # type: ignore[no-any-return]
+    def take_with_instances(self, host: str, worker: str, *, limit: int, lease: float,
+                            now: float | None = None, instances: bool = True
+                            ) -> list[tuple[Task, Instance | None]]:
+        """:meth:`take`, with each task's instance as recorded, read in the
+        transaction that takes it (None: the task is about no instance, or
+        the instance has no record; every one None with ``instances`` False:
+        not read).  On PostgreSQL the take and the read are one round trip."""
+        stamp = time.time() if now is None else now
+        values = {"host": host, "worker": worker, "now": stamp, "until": stamp + lease,
+                  "limit": limit}
+
+        def op(conn: DirectConnection) -> list[tuple[Task, Instance | None]]:
+            take = task_writes.TAKE[conn.dialect.name]
+            if instances:
+                taken, read = conn.execute_together([
+                    (take, values), (task_writes.TAKEN_INSTANCES, values)])
+                found = {r.uuid: instance_rows.instance_from_row(r) for r in read}
+            else:
+                taken, found = conn.execute(take, values), {}
+            tasks = sorted((_task(r) for r in taken), key=lambda t: t.id)
+            return [(t, found.get(t.instance_uuid) if t.instance_uuid else None)
+                    for t in tasks]
+        return self._direct(f"take the work of host {host}", op)  # type: ignore[no-any-return]
 
     def renew(self, worker: str, task_ids: Collection[int], lease: float,
               now: float | None = None) -> int:
@@ -260,35 +262,63 @@ class TaskQueue:
         :returns: :data:`FINISHED`, :data:`NOT_TAKEN` (nothing written) or
             :data:`INSTANCE_MOVED_ON`.
         """
-        if state not in work.FINAL_STATES:
-            raise ValueError(f"a task finishes {', '.join(work.FINAL_STATES)}, not {state!r}")
+        (outcome,) = self._finish_many(worker, [Outcome(
+            task, state, detail=detail, result=result, instance_change=instance_change,
+            follow_up=tuple(follow_up))], now=now)
+        return outcome
+
+    def finish_many(self, worker: str, outcomes: Sequence["Outcome"],
+                    now: float | None = None) -> list[str]:
+        """Record the ``outcomes`` of tasks ``worker`` took, in one transaction:
+        each as :meth:`finish` records it, on its own conditions (a task no
+        longer ``worker``'s is left as it is, the others are recorded).
+        Returns what became of each, in order.  On PostgreSQL the outcomes
+        and their instance changes are sent in one round trip."""
+        for o in outcomes:
+            if o.state not in work.FINAL_STATES:
+                raise ValueError(f"a task finishes {', '.join(work.FINAL_STATES)}, "
+                                 f"not {o.state!r}")
+        if not outcomes:
+            return []
         stamp = time.time() if now is None else now
 
-        def op(conn: sa.Connection) -> str:
-            mine = conn.execute(T_TASK.update().where(
-                T_TASK.c.id == task.id, T_TASK.c.taken_by == worker,
-                T_TASK.c.state == work.RUNNING).values(
-                state=state, detail=detail, finished_at=stamp, lease_until=None,
-                result=None if result is None else json.dumps(result, sort_keys=True))).rowcount
-            if not mine:
-                return NOT_TAKEN
-            if instance_change is not None:
-                c = instance_change
-                changed = conn.execute(T_INST.update().where(
-                    T_INST.c.uuid == c.instance_uuid, T_INST.c.host == c.host,
-                    T_INST.c.vm_state.in_(c.expect_vm_states)).values(
-                    vm_state=c.vm_state, task_state=c.task_state, updated_at=stamp)).rowcount
-                if not changed:
-                    conn.execute(T_TASK.update().where(T_TASK.c.id == task.id).values(
-                        state=work.CANCELLED, detail=(
-                            f"instance {c.instance_uuid} is no longer "
-                            f"{'/'.join(c.expect_vm_states)} on host {c.host}")))
-                    return INSTANCE_MOVED_ON
-            if follow_up:
-                insert_tasks(conn, follow_up, stamp)
-            return FINISHED
-        return self._write(  # type: ignore[no-any-return]
-            f"record the outcome of {task.kind} task {task.id}", op)
+        def op(conn: DirectConnection) -> list[str]:
+            sent: list[tuple[Any, Mapping[str, Any] | None]] = []
+            for o in outcomes:
+                values = {"id": o.task.id, "worker": worker, "outcome": o.state,
+                          "words": o.detail, "now": stamp, "produced": None
+                          if o.result is None else json.dumps(o.result, sort_keys=True)}
+                sent.append((task_writes.FINISH, values))
+                c = o.instance_change
+                if c is not None:
+                    # Applied only if the statement before recorded the outcome.
+                    sent.append((task_writes.change_instance(c.expect_vm_states), dict(
+                        values, uuid=c.instance_uuid, on_host=c.host, vm=c.vm_state,
+                        task=c.task_state)))
+            answers = iter(conn.execute_together(sent))
+            found: list[str] = []
+            for o in outcomes:
+                mine = next(answers).rowcount
+                changed = next(answers).rowcount if o.instance_change is not None else 1
+                if not mine:
+                    found.append(NOT_TAKEN)
+                elif not changed:
+                    c = o.instance_change
+                    assert c is not None
+                    conn.execute(task_writes.CANCEL, {"id": o.task.id, "words": (
+                        f"instance {c.instance_uuid} is no longer "
+                        f"{'/'.join(c.expect_vm_states)} on host {c.host}")})
+                    found.append(INSTANCE_MOVED_ON)
+                else:
+                    if o.follow_up:
+                        task_writes.insert(conn, o.follow_up, stamp)
+                    found.append(FINISHED)
+            return found
+        what = (f"{outcomes[0].task.kind} task {outcomes[0].task.id}" if len(outcomes) == 1
+                else f"{len(outcomes)} tasks")
+        return self._direct(f"record the outcome of {what}", op)  # type: ignore[no-any-return]
+
+    _finish_many = finish_many
 
     def release_dead(self, host: str, is_dead: Callable[[str], bool],
                      now: float | None = None) -> list[Task]:

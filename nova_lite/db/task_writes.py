@@ -1,0 +1,171 @@
+"""The work queue's hot statements, built once: take, finish, record, notify.
+
+A compute service takes its host's tasks and records their outcomes many
+times a second at fleet scale, and every build records a task: these
+statements are built once with bound parameters and run on the
+transaction's DBAPI cursor (:mod:`nova_lite.db.direct`), each compiled once
+per dialect, as the claim's are.  The queue's guarantees are in them:
+
+- ``TAKE`` takes, in one statement, up to ``limit`` of a host's tasks
+  that wait (or run under a lease that ran out) and have no earlier open
+  task of the same instance, oldest first; on PostgreSQL the candidates
+  are locked ``FOR UPDATE SKIP LOCKED`` (two takers get different tasks,
+  neither waits), on SQLite the transaction holds the database's write
+  lock.
+- ``TAKEN_INSTANCES`` reads the taken tasks' instances in the same
+  transaction (sent with the take in one round trip on PostgreSQL).
+- ``FINISH`` records an outcome only while the task still runs under
+  the worker that took it; :func:`change_instance` applies the outcome's
+  instance state change only while the instance is in the state expected.
+- :func:`insert` records many tasks in one multi-row ``INSERT ...
+  RETURNING``; ``NOTIFY`` wakes each host's listener on its own
+  channel (:func:`nova_lite.db.tasks.notify_channel`).
+"""
+
+import functools
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from nova_lite import work
+from nova_lite.db import models
+from nova_lite.db.direct import DirectConnection
+from nova_lite.work import Task, WorkRequest
+
+T_TASK, T_INST = models.tasks, models.instances
+
+_RUNNING, _WAITING = sa.literal(work.RUNNING), sa.literal(work.WAITING)
+_OPEN = [sa.literal(s) for s in work.OPEN_STATES]
+
+#: An earlier open task of the same instance exists.
+_EARLIER = T_TASK.alias("earlier")
+_OPEN_EARLIER = sa.exists().where(_EARLIER.c.instance_uuid == T_TASK.c.instance_uuid,
+                                  _EARLIER.c.id < T_TASK.c.id, _EARLIER.c.state.in_(_OPEN))
+
+#: The ids of the tasks a host's worker may take now (``host``, ``now``,
+#: ``limit``), oldest first.
+_TAKEABLE = sa.select(T_TASK.c.id).where(
+    T_TASK.c.host == sa.bindparam("host"),
+    sa.or_(T_TASK.c.state == _WAITING,
+           sa.and_(T_TASK.c.state == _RUNNING, T_TASK.c.lease_until < sa.bindparam("now"))),
+    sa.or_(T_TASK.c.instance_uuid.is_(None), sa.not_(_OPEN_EARLIER)),
+).order_by(T_TASK.c.id).limit(sa.bindparam("limit")).with_for_update(skip_locked=True)
+
+
+def _take(chosen: sa.ColumnElement[bool]) -> sa.Update:
+    return T_TASK.update().where(chosen).values(
+        state=_RUNNING, taken_by=sa.bindparam("worker"), lease_until=sa.bindparam("until"),
+        started_at=sa.bindparam("now"),
+        attempts=T_TASK.c.attempts + sa.literal_column("1")).returning(*T_TASK.c)
+
+
+#: Take them for ``worker`` until ``until`` (epoch s); returns the tasks as
+#: taken.  ``{dialect name: statement}``: on PostgreSQL the candidates are
+#: chosen and locked once, as an array (an init plan), and the rows found
+#: by their key.
+TAKE = {"postgresql": _take(T_TASK.c.id == sa.any_(sa.func.array(_TAKEABLE.scalar_subquery()))),
+        "sqlite": _take(T_TASK.c.id.in_(_TAKEABLE.scalar_subquery()))}
+
+#: The instances of the tasks ``worker`` took at ``now`` on ``host``, read in
+#: the transaction that took them.
+TAKEN_INSTANCES = sa.select(T_INST).where(T_INST.c.uuid.in_(
+    sa.select(T_TASK.c.instance_uuid).where(
+        T_TASK.c.host == sa.bindparam("host"), T_TASK.c.state == _RUNNING,
+        T_TASK.c.taken_by == sa.bindparam("worker"),
+        T_TASK.c.started_at == sa.bindparam("now"))))
+
+#: Record task ``id``'s outcome if ``worker`` still runs it.
+FINISH = T_TASK.update().where(
+    T_TASK.c.id == sa.bindparam("id"),
+    T_TASK.c.taken_by == sa.bindparam("worker"),
+    T_TASK.c.state == _RUNNING).values(
+    state=sa.bindparam("outcome"), detail=sa.bindparam("words"),
+    finished_at=sa.bindparam("now"), lease_until=sa.null(), result=sa.bindparam("produced"))
+
+#: Task ``id`` cancelled with ``words`` (its instance moved on meanwhile).
+CANCEL = T_TASK.update().where(T_TASK.c.id == sa.bindparam("id")).values(
+    state=sa.literal(work.CANCELLED), detail=sa.bindparam("words"))
+
+#: Set instance ``uuid``'s ``task`` state at ``now``, unless it is deleted.
+SET_TASK_STATE = T_INST.update().where(
+    T_INST.c.uuid == sa.bindparam("uuid"), T_INST.c.vm_state != sa.literal("deleted")).values(
+    task_state=sa.bindparam("task"), updated_at=sa.bindparam("now"))
+
+#: Wake the listeners of ``hosts`` (a list) of the current schema, each on its
+#: own channel: ``nova_lite_work_`` and the md5 of ``<schema>/<host>``, with
+#: ``<schema>/<host>`` as payload.
+NOTIFY = sa.text(
+    "SELECT pg_notify('nova_lite_work_' || md5(current_schema() || '/' || h), "
+    "current_schema() || '/' || h) FROM unnest(CAST(:hosts AS text[])) AS h")
+
+
+#: Task ``id`` recorded ``outcome`` by ``worker`` at ``now``: by ``FINISH``
+#: in this transaction.
+_FINISHED_HERE = sa.exists().where(
+    T_TASK.c.id == sa.bindparam("id"), T_TASK.c.taken_by == sa.bindparam("worker"),
+    T_TASK.c.state == sa.bindparam("outcome"), T_TASK.c.finished_at == sa.bindparam("now"))
+
+
+@functools.cache
+def change_instance(expect_vm_states: tuple[str, ...]) -> sa.Update:
+    """Set instance ``uuid``'s ``vm``/``task`` state (at ``now``) only while it
+    is on ``on_host`` in one of ``expect_vm_states``, and only once
+    ``FINISH`` recorded the task's outcome (``id``, ``worker``,
+    ``outcome``, ``now``) in this transaction: the two are sent together."""
+    return T_INST.update().where(
+        T_INST.c.uuid == sa.bindparam("uuid"), T_INST.c.host == sa.bindparam("on_host"),
+        T_INST.c.vm_state.in_([sa.literal(s) for s in expect_vm_states]),
+        _FINISHED_HERE).values(
+        vm_state=sa.bindparam("vm"), task_state=sa.bindparam("task"),
+        updated_at=sa.bindparam("now"))
+
+
+#: The most rows one INSERT records (more go in several).
+INSERT_ROWS = 100
+_INSERTED = ("host", "kind", "instance_uuid", "migration_uuid", "params", "state", "attempts",
+             "created_at")
+
+
+@functools.cache
+def _insert(rows: int) -> sa.Insert:
+    """An INSERT of ``rows`` waiting tasks (parameters ``<column>_<row>``),
+    returning them."""
+    return T_TASK.insert().values([
+        {c: sa.bindparam(f"{c}_{i}") for c in _INSERTED} for i in range(rows)]
+    ).returning(*T_TASK.c)
+
+
+def task_from_row(row: Any) -> Task:
+    """A task row as a :class:`~nova_lite.work.Task`."""
+    return Task(
+        id=row.id, host=row.host, kind=row.kind, instance_uuid=row.instance_uuid,
+        migration_uuid=row.migration_uuid, params=json.loads(row.params or "{}"),
+        state=row.state, attempts=row.attempts, taken_by=row.taken_by,
+        lease_until=row.lease_until, detail=row.detail,
+        result=None if row.result is None else json.loads(row.result),
+        created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at)
+
+
+def insert(conn: DirectConnection, requests: Sequence[WorkRequest], now: float) -> list[Task]:
+    """Record ``requests`` as waiting tasks in ``conn``'s transaction, in
+    multi-row INSERTs, and notify their hosts on PostgreSQL; returns them as
+    recorded, in order."""
+    made: list[Task] = []
+    for start in range(0, len(requests), INSERT_ROWS):
+        chunk = requests[start:start + INSERT_ROWS]
+        values: dict[str, Any] = {}
+        for i, req in enumerate(chunk):
+            values.update({
+                f"host_{i}": req.host, f"kind_{i}": req.kind,
+                f"instance_uuid_{i}": req.instance_uuid,
+                f"migration_uuid_{i}": req.migration_uuid,
+                f"params_{i}": json.dumps(req.params, sort_keys=True),
+                f"state_{i}": work.WAITING, f"attempts_{i}": 0, f"created_at_{i}": now})
+        rows = conn.execute(_insert(len(chunk)), values).all()
+        # One statement's ids follow its rows' order.
+        made.extend(task_from_row(r) for r in sorted(rows, key=lambda r: r.id))
+    if requests and conn.dialect.name == "postgresql":
+        conn.execute(NOTIFY, {"hosts": sorted({r.host for r in requests})})
+    return made
