@@ -65,7 +65,7 @@ T_FIND, T_TASK = models.host_findings, models.tasks
 @attrs.frozen
 class NodeRow:
     """One node row: what an audit compares of it, and what
-    :func:`nova_lite.db.rows._node` builds a ComputeNode from."""
+    ``nova_lite.db.rows._node`` builds a ComputeNode from."""
 
     uuid: str
     host: str
