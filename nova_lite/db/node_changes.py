@@ -86,7 +86,7 @@ class ChangeReader:
         self.mark: int | None = None
         self._looked_at = 0.0   # time.time() of the last look
         self._stamps: tuple[tuple[int, float], ...] | None = None   # aggregates' (id, updated_at)
-        self._next_stamps = self._stamps
+        self._next_stamps: tuple[tuple[int, float], ...] | None = self._stamps
 
     def read(self, known: Mapping[str, Any], hosts: Collection[str] = ()) -> Changes:
         """The changes since the last look.

@@ -472,7 +472,7 @@ def _read_nodes(conn: sa.Connection, host: str, statement: sa.Select[Any]
     for r in conn.execute(statement).tuples():
         uuid = r[0]
         if uuid not in heads:
-            heads[uuid] = NodeRow(*r[:6], bool(r[6]))
+            heads[uuid] = NodeRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
             inventories[uuid] = {}
         if r[7] is not None:
             inventories[uuid][r[7]] = r[8:]

@@ -59,7 +59,8 @@ def _build(cls: type[_R], values: Mapping[str, Any]) -> _R:
     return record
 
 
-_FIELDS = {cls: tuple(a.name for a in attrs.fields(cls)) for cls in (ComputeNode, NodeResources)}
+_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(a.name for a in attrs.fields(cls)) for cls in (ComputeNode, NodeResources)}
 
 
 def _replace(record: _R, **changes: Any) -> _R:
