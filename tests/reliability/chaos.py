@@ -18,6 +18,18 @@ where they landed (``providers``, the allocation's); each audit logs the
 GPUs' capacities it reported (``children``), and an audit now and then
 shrinks or grows a GPU (:data:`GPU_SIZES`) as it does the node.
 
+Every node also reports PCI devices (:data:`PCI_DEVICES`: two ``type-PCI``
+devices of one vendor/product and a PF with 2 VFs) with ``[pci]
+report_in_placement`` on, so each is a child provider too (the VFs' one,
+named after the PF, holds 2 units); ``[pci] alias`` names ``dev`` and
+``vf``, and a third of the flavors of claims and resizes ask one or two of
+either with ``pci_passthrough:alias``.  A claim picks the devices (not "most
+room"): it logs the units it asked per class (``pci_amounts``) and the
+devices it picked (``pci_devices``, the allocation's addresses); an audit
+logs the device providers' capacities among ``children`` and where each
+device is counted (``pci_holders``, written out in :data:`PCI_HOLDERS`, not
+derived by the product).
+
 ``churn`` is the mix run beside heal: no audits (an audit repairs
 allocations too, which the history could not account for), unshelves that
 stay offloaded with any task state until a later ``spawn``, and leaks (an
@@ -25,8 +37,9 @@ instance of its own marked deleted without freeing it, for heal to find).
 Each churn worker first makes two consumers that live all along and that no
 other worker touches (an unshelve placed but not spawned, a move in
 progress), so that the last heal pass always has live consumers to leave
-alone, and one leak holding a vGPU, so that heal always frees one on a
-GPU (half the later leaks hold one too).  Its ``setup-split`` gives each
+alone, one leak holding a vGPU and one holding a VF, so that heal always
+frees one on a GPU and one on a PCI device provider (three later leaks in
+four hold a vGPU or a device too).  Its ``setup-split`` gives each
 host one node; both services beat.  :mod:`tests.reliability.healer` heals
 beside it, in processes of its own.
 

@@ -48,6 +48,18 @@ an audit records the children's inventories with the node's report):
 - every free, confirm, revert and heal step frees on each child what the
   consumer held there.
 
+A node's PCI device providers (``[pci] report_in_placement``) are children
+too, replayed by the same rules save "most room": a claim picks devices, and
+the units follow them.  The audit says where each device is counted
+(``pci_holders``: ``{address: [provider, class]}``), and a claim admitted at
+``g`` must have picked (``pci_devices``) as many devices of each class as it
+asked (``pci_amounts``), none held by another consumer of the node at
+``g - 1``, and landed exactly one unit on the provider of each, in its
+class, within the provider's capacity; a refusal that a node and its GPUs
+would fit must have had fewer free units of an asked class than asked.  A
+free, confirm (which hands the devices of a migration to its instance),
+revert or heal step frees the consumer's devices with its units.
+
 At the end each child's recorded usage must equal the replayed one, and
 each child's recorded generation must equal the number of changes the
 history made to it: one per claim that landed on it, per allocation

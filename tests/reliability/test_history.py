@@ -1,13 +1,14 @@
 """The history checker, and 4 chaos processes on one store proved by it.
 
 The checker is tested on small hand-made histories, each with the one
-fault it must name (of a node, or of one of its GPUs); then 4 processes act
-at random on shared nodes with two small GPUs each and on instances
-(claims, some asking vGPUs, deletes, shelve and unshelve, resizes, confirms
+fault it must name (of a node, of one of its GPUs, or of one of its PCI
+device providers); then 4 processes act at random on shared nodes with two
+small GPUs and a few PCI devices each and on instances (claims, some asking
+vGPUs, some PCI devices, deletes, shelve and unshelve, resizes, confirms
 and reverts, audits that grow, shrink or move a node to the other host and
 shrink or grow a GPU) on a SQLite file and on PostgreSQL, and every
-admission and every refusal they logged is replayed against the node and
-its GPUs as they were at that generation.  The
+admission and every refusal they logged is replayed against the node, its
+GPUs and its device providers as they were at that generation.  The
 heal processes beside a churn are in :mod:`tests.reliability.test_heal_history`.
 """
 
