@@ -11,8 +11,8 @@ host, as a bare-metal node's does).  ``setup`` records both nodes on the
 first host and prints their audit events, for the checker.
 
 Every node has two GPUs (child resource providers of ``VGPU`` inventory,
-:data:`GPUS`: small and unequal, so they fill and claims are refused); a
-third of the flavors ask ``resources:VGPU``, which a claim lands on one
+:data:`GPUS`: small and unequal, so they fill and claims are refused);
+45% of the flavors ask ``resources:VGPU``, which a claim lands on one
 GPU.  Each claim logs the child amounts it asked (``child_amounts``) and
 where they landed (``providers``, the allocation's); each audit logs the
 GPUs' capacities it reported (``children``), and an audit now and then
@@ -22,7 +22,7 @@ Every node also reports PCI devices (:data:`PCI_DEVICES`: two ``type-PCI``
 devices of one vendor/product and a PF with 2 VFs) with ``[pci]
 report_in_placement`` on, so each is a child provider too (the VFs' one,
 named after the PF, holds 2 units); ``[pci] alias`` names ``dev`` and
-``vf``, and a third of the flavors of claims and resizes ask one or two of
+``vf``, and 30% of the flavors of claims and resizes ask one or two of
 either with ``pci_passthrough:alias``.  A claim picks the devices (not "most
 room"): it logs the units it asked per class (``pci_amounts``) and the
 devices it picked (``pci_devices``, the allocation's addresses); an audit
@@ -92,7 +92,7 @@ GPU_SIZES = [GPUS, GPUS, GPUS, {"gpu0": 1, "gpu1": 2}, {"gpu0": 3, "gpu1": 4},
              {"gpu0": 2, "gpu1": 1}]
 FLAVORS = [objects.Flavor(name=f"chaos.{v}.{m}.{d}", vcpus=v, memory_mb=m, root_gb=d)
            for v, m, d in ((1, 512, 5), (1, 1024, 10), (2, 2048, 10), (4, 4096, 20))]
-#: Flavors asking vGPUs (an amount lands whole on one GPU); half the claims use one.
+#: Flavors asking vGPUs (an amount lands whole on one GPU); 45% of the claims use one.
 VGPU_FLAVORS = [objects.Flavor(name=f"chaos.vgpu{g}", vcpus=1, memory_mb=512, root_gb=5,
                                extra_specs={"resources:VGPU": str(g)}) for g in (1, 2)]
 
@@ -118,7 +118,7 @@ PCI_ALIAS = json.dumps([
     {"name": "dev", "vendor_id": "10de", "product_id": "1eb8", "device_type": "type-PCI"},
     {"name": "vf", "vendor_id": "8086", "product_id": "154c", "device_type": "type-VF"}])
 ALIAS_CLASSES = {"dev": DEV_CLASS, "vf": VF_CLASS}
-#: Flavors asking PCI devices (``pci_passthrough:alias``); a third of the claims use one.
+#: Flavors asking PCI devices (``pci_passthrough:alias``); 30% of the claims use one.
 PCI_FLAVORS = [objects.Flavor(name=f"chaos.pci.{spec.replace(':', '')}", vcpus=1,
                               memory_mb=512, root_gb=5,
                               extra_specs={"pci_passthrough:alias": spec})
@@ -287,10 +287,10 @@ class Worker(EventLog):
         return claim
 
     def flavor(self):
-        """A flavor for a claim or a resize: one asking vGPUs a third of the
-        time, one asking PCI devices a third of the time."""
+        """A flavor for a claim or a resize: one asking vGPUs 45% of the
+        time, one asking PCI devices 30% of the time."""
         roll = self.random.random()
-        return self.random.choice(VGPU_FLAVORS if roll < 0.3 else PCI_FLAVORS if roll < 0.6
+        return self.random.choice(VGPU_FLAVORS if roll < 0.45 else PCI_FLAVORS if roll < 0.75
                                   else FLAVORS)
 
     def _place(self):
