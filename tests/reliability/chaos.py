@@ -12,7 +12,7 @@ first host and prints their audit events, for the checker.
 
 Every node has two GPUs (child resource providers of ``VGPU`` inventory,
 :data:`GPUS`: small and unequal, so they fill and claims are refused);
-45% of the flavors ask ``resources:VGPU``, which a claim lands on one
+half the flavors ask ``resources:VGPU``, which a claim lands on one
 GPU.  Each claim logs the child amounts it asked (``child_amounts``) and
 where they landed (``providers``, the allocation's); each audit logs the
 GPUs' capacities it reported (``children``), and an audit now and then
@@ -92,7 +92,7 @@ GPU_SIZES = [GPUS, GPUS, GPUS, {"gpu0": 1, "gpu1": 2}, {"gpu0": 3, "gpu1": 4},
              {"gpu0": 2, "gpu1": 1}]
 FLAVORS = [objects.Flavor(name=f"chaos.{v}.{m}.{d}", vcpus=v, memory_mb=m, root_gb=d)
            for v, m, d in ((1, 512, 5), (1, 1024, 10), (2, 2048, 10), (4, 4096, 20))]
-#: Flavors asking vGPUs (an amount lands whole on one GPU); 45% of the claims use one.
+#: Flavors asking vGPUs (an amount lands whole on one GPU); half the claims use one.
 VGPU_FLAVORS = [objects.Flavor(name=f"chaos.vgpu{g}", vcpus=1, memory_mb=512, root_gb=5,
                                extra_specs={"resources:VGPU": str(g)}) for g in (1, 2)]
 
@@ -287,10 +287,10 @@ class Worker(EventLog):
         return claim
 
     def flavor(self):
-        """A flavor for a claim or a resize: one asking vGPUs 45% of the
+        """A flavor for a claim or a resize: one asking vGPUs half the
         time, one asking PCI devices 30% of the time."""
         roll = self.random.random()
-        return self.random.choice(VGPU_FLAVORS if roll < 0.45 else PCI_FLAVORS if roll < 0.75
+        return self.random.choice(VGPU_FLAVORS if roll < 0.5 else PCI_FLAVORS if roll < 0.8
                                   else FLAVORS)
 
     def _place(self):
