@@ -48,6 +48,20 @@ def requested(flavor):
     return {rc: n for rc, n in amounts.items() if n}
 
 
+def differs_from(alloc, asked):
+    """Whether ``alloc``'s amounts differ from ``asked`` (its consumer's flavor's)
+    other than by one unit per PCI device it holds, landed on the children (its
+    device providers' units, in classes the flavor does not name)."""
+    extra = add_amounts(dict(alloc.resources), asked, sign=-1)
+    if not extra:
+        return False
+    landed = {}
+    for per in alloc.providers.values():
+        add_amounts(landed, {rc: n for rc, n in per.items() if rc in extra})
+    return (extra != landed or any(rc in asked for rc in extra)
+            or sum(extra.values()) != len(alloc.pci_devices))
+
+
 def add_amounts(total, amounts, sign=1):
     """Add ``amounts`` into the dict ``total`` (zeros dropped)."""
     for rc, n in amounts.items():
@@ -66,9 +80,10 @@ def record_problems(store, host=None):
       a shelved-offloaded one placed by an unshelve claim too), or an
       in-progress migration, on a recorded node that holds no allocation
       there, or more than one (lost or double);
-    - an allocation whose amounts differ from its consumer's flavor, or whose
-      amounts on child providers (``providers``) differ from its amounts of
-      the classes only children offer;
+    - an allocation whose amounts differ from its consumer's flavor (other
+      than by one unit per PCI device it holds, on the device providers), or
+      whose amounts on child providers (``providers``) differ from its
+      amounts of the classes only children offer;
     - a node whose stored usage differs from the sum of its allocations (the
       classes its child providers hold apart), or whose ``provider_usage``
       differs from the sum of its allocations' ``providers``.
@@ -109,7 +124,7 @@ def record_problems(store, host=None):
                     (inst.host, inst.node) != (node.host, node.nodename):
                 problems.append(f"allocation of instance {inst.uuid} on {node.nodename} but "
                                 f"the instance is {inst.vm_state} at {inst.host}/{inst.node}")
-            elif dict(alloc.resources) != requested(inst.flavor):
+            elif differs_from(alloc, requested(inst.flavor)):
                 problems.append(f"allocation of instance {inst.uuid} holds "
                                 f"{dict(alloc.resources)}, its flavor asks "
                                 f"{requested(inst.flavor)}")
@@ -123,7 +138,7 @@ def record_problems(store, host=None):
             elif (mig.dest_compute, mig.dest_node) != (node.host, node.nodename):
                 problems.append(f"allocation of migration {mig.uuid} on {node.nodename}, "
                                 f"its destination is {mig.dest_node}")
-            elif dict(alloc.resources) != requested(mig.new_flavor):
+            elif differs_from(alloc, requested(mig.new_flavor)):
                 problems.append(f"allocation of migration {mig.uuid} holds "
                                 f"{dict(alloc.resources)}, its new flavor asks "
                                 f"{requested(mig.new_flavor)}")

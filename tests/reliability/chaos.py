@@ -11,12 +11,24 @@ host, as a bare-metal node's does).  ``setup`` records both nodes on the
 first host and prints their audit events, for the checker.
 
 Every node has two GPUs (child resource providers of ``VGPU`` inventory,
-:data:`GPUS`: small and unequal, so they fill and claims are refused); a
-third of the flavors ask ``resources:VGPU``, which a claim lands on one
+:data:`GPUS`: small and unequal, so they fill and claims are refused);
+half the flavors ask ``resources:VGPU``, which a claim lands on one
 GPU.  Each claim logs the child amounts it asked (``child_amounts``) and
 where they landed (``providers``, the allocation's); each audit logs the
 GPUs' capacities it reported (``children``), and an audit now and then
 shrinks or grows a GPU (:data:`GPU_SIZES`) as it does the node.
+
+Every node also reports PCI devices (:data:`PCI_DEVICES`: two ``type-PCI``
+devices of one vendor/product and a PF with 2 VFs) with ``[pci]
+report_in_placement`` on, so each is a child provider too (the VFs' one,
+named after the PF, holds 2 units); ``[pci] alias`` names ``dev`` and
+``vf``, and 30% of the flavors of claims and resizes ask one or two of
+either with ``pci_passthrough:alias``.  A claim picks the devices (not "most
+room"): it logs the units it asked per class (``pci_amounts``) and the
+devices it picked (``pci_devices``, the allocation's addresses); an audit
+logs the device providers' capacities among ``children`` and where each
+device is counted (``pci_holders``, written out in :data:`PCI_HOLDERS`, not
+derived by the product).
 
 ``churn`` is the mix run beside heal: no audits (an audit repairs
 allocations too, which the history could not account for), unshelves that
@@ -25,8 +37,9 @@ instance of its own marked deleted without freeing it, for heal to find).
 Each churn worker first makes two consumers that live all along and that no
 other worker touches (an unshelve placed but not spawned, a move in
 progress), so that the last heal pass always has live consumers to leave
-alone, and one leak holding a vGPU, so that heal always frees one on a
-GPU (half the later leaks hold one too).  Its ``setup-split`` gives each
+alone, one leak holding a vGPU and one holding a VF, so that heal always
+frees one on a GPU and one on a PCI device provider (three later leaks in
+four hold a vGPU or a device too).  Its ``setup-split`` gives each
 host one node; both services beat.  :mod:`tests.reliability.healer` heals
 beside it, in processes of its own.
 
@@ -46,10 +59,13 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite import conf, objects
+from nova_lite.compute import moves
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import Store, models
 from nova_lite.exception import NovaLiteError
+from nova_lite.objects import PciDevice
+from nova_lite.pci_alias import flavor_pci_requests
 from nova_lite.providers import NODE_CLASSES, ChildProvider
 from nova_lite.resources import Inventory
 from nova_lite.virt.fake import FakeMultiNodeDriver
@@ -80,6 +96,34 @@ FLAVORS = [objects.Flavor(name=f"chaos.{v}.{m}.{d}", vcpus=v, memory_mb=m, root_
 VGPU_FLAVORS = [objects.Flavor(name=f"chaos.vgpu{g}", vcpus=1, memory_mb=512, root_gb=5,
                                extra_specs={"resources:VGPU": str(g)}) for g in (1, 2)]
 
+#: PCI device classes (``CUSTOM_PCI_<VENDOR>_<PRODUCT>``) of the chaos nodes' devices.
+DEV_CLASS, PF_CLASS, VF_CLASS = ("CUSTOM_PCI_10DE_1EB8", "CUSTOM_PCI_8086_1572",
+                                 "CUSTOM_PCI_8086_154C")
+#: Every chaos node's PCI devices: two of one vendor/product and a PF with 2 VFs.
+PCI_DEVICES = (
+    PciDevice(address="0000:81:00.0", vendor_id="10de", product_id="1eb8"),
+    PciDevice(address="0000:82:00.0", vendor_id="10de", product_id="1eb8"),
+    PciDevice(address="0000:83:00.0", vendor_id="8086", product_id="1572", dev_type="type-PF"),
+    *(PciDevice(address=f"0000:83:02.{i}", vendor_id="8086", product_id="154c",
+                dev_type="type-VF", parent_addr="0000:83:00.0") for i in range(2)))
+#: Where each device is counted, written out here (not derived by the product):
+#: ``{address: (provider address, class)}``; a provider is named ``<node>_<address>``.
+PCI_HOLDERS = {"0000:81:00.0": ("0000:81:00.0", DEV_CLASS),
+               "0000:82:00.0": ("0000:82:00.0", DEV_CLASS),
+               "0000:83:00.0": ("0000:83:00.0", PF_CLASS),
+               "0000:83:02.0": ("0000:83:00.0", VF_CLASS),
+               "0000:83:02.1": ("0000:83:00.0", VF_CLASS)}
+#: ``[pci] alias`` of the chaos hosts, and the class each alias is counted in.
+PCI_ALIAS = json.dumps([
+    {"name": "dev", "vendor_id": "10de", "product_id": "1eb8", "device_type": "type-PCI"},
+    {"name": "vf", "vendor_id": "8086", "product_id": "154c", "device_type": "type-VF"}])
+ALIAS_CLASSES = {"dev": DEV_CLASS, "vf": VF_CLASS}
+#: Flavors asking PCI devices (``pci_passthrough:alias``); 30% of the claims use one.
+PCI_FLAVORS = [objects.Flavor(name=f"chaos.pci.{spec.replace(':', '')}", vcpus=1,
+                              memory_mb=512, root_gb=5,
+                              extra_specs={"pci_passthrough:alias": spec})
+               for spec in ("dev:1", "dev:2", "vf:1", "vf:2")]
+
 
 class SharedNodesDriver(FakeMultiNodeDriver):
     """Fake nodes whose uuid is the node's own, whatever host reports them."""
@@ -95,8 +139,30 @@ def gpus(node, sizes=GPUS):
 
 
 def child_capacity(node, sizes):
-    """``{child name: {rc: capacity}}`` an audit of ``node`` with GPUs ``sizes`` records."""
-    return {f"{node}_{gpu}": {"VGPU": n} for gpu, n in sorted(sizes.items())}
+    """``{child name: {rc: capacity}}`` an audit of ``node`` with GPUs ``sizes``
+    records: its GPUs and its PCI device providers (one unit per device)."""
+    out = {f"{node}_{gpu}": {"VGPU": n} for gpu, n in sorted(sizes.items())}
+    for provider, rc in PCI_HOLDERS.values():
+        per = out.setdefault(f"{node}_{provider}", {})
+        per[rc] = per.get(rc, 0) + 1
+    return out
+
+
+def pci_holders(node):
+    """``{address: [provider name, rc]}`` of the PCI devices of ``node``."""
+    return {address: [f"{node}_{provider}", rc]
+            for address, (provider, rc) in sorted(PCI_HOLDERS.items())}
+
+
+def pci_request(flavor):
+    """``{rc: devices}`` ``flavor`` asks with ``pci_passthrough:alias``."""
+    out = {}
+    spec = (flavor.extra_specs or {}).get("pci_passthrough:alias", "")
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        alias, _, count = item.partition(":")
+        rc = ALIAS_CLASSES[alias]
+        out[rc] = out.get(rc, 0) + int(count or 1)
+    return out
 
 
 def child_request(flavor):
@@ -124,7 +190,8 @@ def settings(host, **extra):
     """Every amount is its own capacity: nothing reserved, ratios 1."""
     return conf.Settings(host=host, state_path="/tmp", reserved_host_memory_mb=0,
                          cpu_allocation_ratio=1.0, ram_allocation_ratio=1.0,
-                         disk_allocation_ratio=1.0, **extra)
+                         disk_allocation_ratio=1.0, pci_alias=PCI_ALIAS,
+                         pci_report_in_placement=True, **extra)
 
 
 def holds(instance):
@@ -170,7 +237,7 @@ class Worker(EventLog):
         self.trackers = {}
         for host in HOSTS:
             driver = SharedNodesDriver(settings=settings(host), nodes=list(NODES),
-                                       **SIZES[0])
+                                       pci_devices=PCI_DEVICES, **SIZES[0])
             driver.init_host(host)
             for node in NODES:
                 driver.set_node_providers(node, gpus(node))
@@ -198,13 +265,14 @@ class Worker(EventLog):
                               error=str(result.failed))
         self.write(op="audit", host=host, node=node, node_uuid=self.node_uuid(node),
                    capacity=capacity(size), children=child_capacity(node, gpu_sizes),
-                   generation=result.generations[node], result="ok")
+                   pci_holders=pci_holders(node), generation=result.generations[node], result="ok")
 
     def _claim(self, op, host, node, instance, flavor, call):
         amounts = {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb,
                    "DISK_GB": flavor.root_gb}
         base = dict(op=op, host=host, node=node, node_uuid=self.node_uuid(node),
-                    instance=instance.uuid, amounts=amounts, child_amounts=child_request(flavor))
+                    instance=instance.uuid, amounts=amounts, child_amounts=child_request(flavor),
+                    pci_amounts=pci_request(flavor))
         try:
             claim = call()
         except ComputeResourcesUnavailable as exc:
@@ -215,12 +283,15 @@ class Worker(EventLog):
         consumer = claim.migration.uuid if claim.migration is not None else instance.uuid
         providers = {name: dict(per) for name, per in claim.allocation.providers.items()}
         self.write(**base, consumer=consumer, generation=claim.generation, result="admitted",
-                   providers=providers)
+                   providers=providers, pci_devices=list(claim.allocation.pci_devices))
         return claim
 
     def flavor(self):
-        """A flavor for a claim or a resize: one asking vGPUs half the time."""
-        return self.random.choice(VGPU_FLAVORS if self.random.random() < 0.5 else FLAVORS)
+        """A flavor for a claim or a resize: one asking vGPUs half the
+        time, one asking PCI devices 30% of the time."""
+        roll = self.random.random()
+        return self.random.choice(VGPU_FLAVORS if roll < 0.5 else PCI_FLAVORS if roll < 0.8
+                                  else FLAVORS)
 
     def _place(self):
         """A host and node to claim on (in a churn, each host claims on its own node)."""
@@ -232,8 +303,10 @@ class Worker(EventLog):
     def claim(self, project="chaos", flavor=None):
         host, node = self._place()
         flavor = flavor or self.flavor()
-        instance = objects.Instance(uuid=str(uuid.uuid4()), flavor=flavor, project_id=project,
-                                    vm_state="building")
+        instance = objects.Instance(
+            uuid=str(uuid.uuid4()), flavor=flavor, project_id=project, vm_state="building",
+            pci_requests=flavor_pci_requests(flavor.extra_specs,
+                                             self.trackers[host].settings.pci_aliases))
         return self._claim("claim", host, node, instance, flavor,
                            lambda: self.trackers[host].instance_claim(instance, node))
 
@@ -286,9 +359,10 @@ class Worker(EventLog):
 
     def leak(self, flavor=None):
         """Claim an instance of our own (of ``flavor``, default a small one with
-        or without a vGPU), then mark it deleted without freeing it; returns the claim."""
-        claim = self.claim(project=LEAK_PROJECT,
-                           flavor=flavor or self.random.choice((FLAVORS[0], VGPU_FLAVORS[0])))
+        or without a vGPU or a PCI device), then mark it deleted without
+        freeing it; returns the claim."""
+        claim = self.claim(project=LEAK_PROJECT, flavor=flavor or self.random.choice(
+            (FLAVORS[0], VGPU_FLAVORS[0], PCI_FLAVORS[0], PCI_FLAVORS[2])))
         if claim is None:
             return None
         started = time.time()
@@ -307,8 +381,11 @@ class Worker(EventLog):
             return
         host, node = self._place()
         flavor = flavor or self.flavor()
+        rt = self.trackers[host]
+        asking = attrs.evolve(stored, pci_requests=moves.resize_pci_requests(
+            stored, flavor, rt.settings))
         return self._claim("resize", host, node, stored, flavor,
-                           lambda: self.trackers[host].resize_claim(stored, flavor, node))
+                           lambda: rt.resize_claim(asking, flavor, node))
 
     def _released(self, op, instance, call, **extra):
         try:
@@ -399,8 +476,10 @@ class Worker(EventLog):
         if moved is not None:
             self._with_room(lambda: self.resize(self.store.get_instance(moved.instance.uuid),
                                                 flavor=FLAVORS[0]))
-        # And one leak on a GPU, so heal always has a vGPU to free.
+        # And one leak on a GPU and one on a PCI device (a VF), so heal
+        # always has a vGPU and a device to free.
         self._with_room(lambda: self.leak(flavor=VGPU_FLAVORS[0]))
+        self._with_room(lambda: self.leak(flavor=PCI_FLAVORS[2]))
 
     def _with_room(self, attempt, tries=8):
         """``attempt()`` until it gives a claim, deleting an instance after each refusal."""

@@ -48,6 +48,18 @@ an audit records the children's inventories with the node's report):
 - every free, confirm, revert and heal step frees on each child what the
   consumer held there.
 
+A node's PCI device providers (``[pci] report_in_placement``) are children
+too, replayed by the same rules save "most room": a claim picks devices, and
+the units follow them.  The audit says where each device is counted
+(``pci_holders``: ``{address: [provider, class]}``), and a claim admitted at
+``g`` must have picked (``pci_devices``) as many devices of each class as it
+asked (``pci_amounts``), none held by another consumer of the node at
+``g - 1``, and landed exactly one unit on the provider of each, in its
+class, within the provider's capacity; a refusal that a node and its GPUs
+would fit must have had fewer free units of an asked class than asked.  A
+free, confirm (which hands the devices of a migration to its instance),
+revert or heal step frees the consumer's devices with its units.
+
 At the end each child's recorded usage must equal the replayed one, and
 each child's recorded generation must equal the number of changes the
 history made to it: one per claim that landed on it, per allocation
@@ -101,6 +113,58 @@ class NodeState:
     on_children: dict = attrs.Factory(dict)
     #: child name -> how many changes the history made to it (its generation)
     child_changes: collections.Counter = attrs.Factory(collections.Counter)
+    #: PCI address -> (provider name, rc) of the node's devices, as the last audit said
+    pci_holders: dict = attrs.Factory(dict)
+    #: consumer uuid -> the PCI addresses it holds on the node
+    devices: dict = attrs.Factory(dict)
+
+    def pci_children(self):
+        """The names of the node's PCI device providers."""
+        return {name for name, _ in self.pci_holders.values()}
+
+    def pci_room(self, rc):
+        """Free units of ``rc`` over the PCI device providers offering it."""
+        used = self.child_used()
+        return sum(caps[rc] - used.get(name, {}).get(rc, 0)
+                   for name, caps in self.children.items()
+                   if name in self.pci_children() and rc in caps)
+
+    def pci_problems(self, consumer, asked, landed, devices):
+        """Why units ``landed`` (``{child: {rc: n}}``) on the PCI providers are not
+        one per device of ``devices`` (the addresses the claim picked), each on
+        the provider of its device, for a claim asking ``asked`` (``{rc: n}``)."""
+        problems = []
+        used = self.child_used()
+        units = collections.Counter()
+        for name, amounts in sorted(landed.items()):
+            for rc, n in sorted(amounts.items()):
+                units[name, rc] += n
+                cap = self.children.get(name, {}).get(rc)
+                had = used.get(name, {}).get(rc, 0)
+                if cap is None:
+                    problems.append(f"PCI provider {name} does not offer {rc}")
+                elif had + n > cap:
+                    problems.append(f"PCI provider {name} {rc}: used {had} + {n} > capacity "
+                                    f"{cap}")
+        holders = collections.Counter()
+        for address in devices:
+            if address not in self.pci_holders:
+                problems.append(f"device {address} is not one of the node's")
+                continue
+            holders[tuple(self.pci_holders[address])] += 1
+            other = next((c for c, held in self.devices.items()
+                          if address in held and c != consumer), None)
+            if other is not None:
+                problems.append(f"device {address} is held by {other} already")
+        if units != holders:
+            problems.append(f"the PCI units landed on {dict(units)} but the devices picked "
+                            f"({', '.join(devices) or 'none'}) are on {dict(holders)}")
+        picked = collections.Counter()
+        for _, rc in holders.elements():
+            picked[rc] += 1
+        if {rc: n for rc, n in picked.items() if n} != {rc: n for rc, n in asked.items() if n}:
+            problems.append(f"asked {asked} of the PCI devices but picked {list(devices)}")
+        return problems
 
     def child_used(self):
         """``{child name: {rc: amount}}`` held on the children (zeros left out)."""
@@ -164,9 +228,11 @@ class NodeState:
         if wrong:
             return wrong
         if self.problems(event["host"], event["amounts"]) or any(
-                not self.child_room(rc, n) for rc, n in asked.items() if n > 0):
+                not self.child_room(rc, n) for rc, n in asked.items() if n > 0) or any(
+                self.pci_room(rc) < n for rc, n in (event.get("pci_amounts") or {}).items()):
             return []
-        return [f"refused {event['amounts']} (of the children {asked}) but it fits (used "
+        return [f"refused {event['amounts']} (of the children {asked}, of the PCI devices "
+                f"{event.get('pci_amounts') or {}}) but it fits (used "
                 f"{self.used()}, capacity {self.capacity}; children used {self.child_used()}, "
                 f"capacity {self.children})"]
 
@@ -275,6 +341,8 @@ def replay(events):
                 state.capacity = dict(event["capacity"])
                 state.owner = event["host"]
                 _audit_children(state, event.get("children", state.children))
+                state.pci_holders = {address: tuple(holder) for address, holder in
+                                     (event.get("pci_holders") or {}).items()}
                 continue
             if generation != state.generation + 1:
                 violations.append(f"{where}: committed at {generation} after "
@@ -311,14 +379,26 @@ def _apply(state, event, renames, where, violations):
     op = _done(event)
     if op in ("claim", "resize", "unshelve"):
         landed = event.get("providers") or {}
+        pci = state.pci_children()
+        on_pci = {name: per for name, per in landed.items() if name in pci}
+        devices = list(event.get("pci_devices") or ())
         problems = state.problems(event["host"], event["amounts"])
-        problems += state.child_problems(event.get("child_amounts") or {}, landed)
+        problems += state.child_problems(
+            event.get("child_amounts") or {},
+            {name: per for name, per in landed.items() if name not in pci})
+        problems += state.pci_problems(event["consumer"], event.get("pci_amounts") or {},
+                                       on_pci, devices)
         if problems:
             violations.append(f"{where}: admitted {event['amounts']}"
-                              + (f" and {event['child_amounts']} on {landed}"
+                              + (f" and {event['child_amounts']}"
                                  if event.get("child_amounts") else "")
+                              + (f" and PCI {event['pci_amounts']} (devices {devices})"
+                                 if event.get("pci_amounts") else "")
+                              + (f" on {landed}" if landed else "")
                               + " but " + "; ".join(problems))
         state.held[event["consumer"]] = (event["instance"], dict(event["amounts"]))
+        if devices:
+            state.devices[event["consumer"]] = tuple(devices)
         landed = {name: dict(per) for name, per in landed.items() if any(per.values())}
         if landed:
             state.on_children[event["consumer"]] = landed
@@ -336,6 +416,8 @@ def _apply(state, event, renames, where, violations):
             state.origin[event["instance"]] = state.origin.pop(migration, None)
             if migration in state.on_children:   # handed over: no child changes
                 state.on_children[event["instance"]] = state.on_children.pop(migration)
+            if migration in state.devices:
+                state.devices[event["instance"]] = state.devices.pop(migration)
     elif op == "revert":
         _drop(state, _key(state, event["migration"], renames))
 
@@ -351,6 +433,7 @@ def _drop(state, key):
     """Free what ``key`` held on the node; each child it held amounts on changes."""
     state.held.pop(key, None)
     state.origin.pop(key, None)
+    state.devices.pop(key, None)
     state.child_changes.update(state.on_children.pop(key, {}).keys())
 
 

@@ -10,8 +10,9 @@ ms), then pass again once the churn stopped.  The history checker replays
 every step heal applied as a write of its own and names each live consumer
 it freed (with its state and the step), and each live consumer the records
 leave without its allocation; the leaks must all be healed, those holding a
-vGPU on a node's GPU (a child provider) too, each GPU's usage and
-generation must add up to the history's.  On SQLite and on PostgreSQL.
+vGPU on a node's GPU or a PCI device on its provider (child providers) too,
+and each child's usage and generation must add up to the history's.  On
+SQLite and on PostgreSQL.
 """
 
 import collections
@@ -85,15 +86,19 @@ class HealChaosMixin:
             self.assertTrue(done[(op, result)], f"no {op} {result} in {dict(done)}")
         self.assertTrue(done[("confirm", "ok")] + done[("revert", "ok")], dict(done))
         self.assertGreaterEqual(sum(p["beside"] for p in passes), self.healers, passes)
-        # A leak that held a vGPU on a GPU was found and healed.
-        on_gpus = {e["instance"] for e in events if e.get("result") == "admitted"
-                   and e.get("providers") and e["op"] == "claim"}
+        # A leak that held a vGPU on a GPU was found and healed, and one that
+        # held a PCI device on its provider.
         leaked = {e["instance"] for e in events if e["op"] == "leak" and e["result"] == "ok"}
         healed = {consumer for e in events if e["op"] == "heal" and e.get("result") == "ok"
                   for consumer, _ in e.get("removed") or ()}
-        self.assertTrue(on_gpus & leaked & healed,
-                        f"no leak on a GPU healed: {len(on_gpus & leaked)} leaks on GPUs, "
-                        f"{len(leaked)} leaks, {len(healed)} consumers healed")
+        for kind, names in (("a GPU", {f"{n}_{g}" for n in chaos.NODES for g in chaos.GPUS}),
+                            ("a PCI device", {f"{n}_{p}" for n in chaos.NODES
+                                              for p, _ in chaos.PCI_HOLDERS.values()})):
+            on = {e["instance"] for e in events if e.get("result") == "admitted"
+                  and e["op"] == "claim" and names & set(e.get("providers") or ())}
+            self.assertTrue(on & leaked & healed,
+                            f"no leak on {kind} healed: {len(on & leaked)} leaks on "
+                            f"{kind}, {len(leaked)} leaks, {len(healed)} consumers healed")
 
 
 def _text(value):

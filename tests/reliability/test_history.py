@@ -1,13 +1,14 @@
 """The history checker, and 4 chaos processes on one store proved by it.
 
 The checker is tested on small hand-made histories, each with the one
-fault it must name (of a node, or of one of its GPUs); then 4 processes act
-at random on shared nodes with two small GPUs each and on instances
-(claims, some asking vGPUs, deletes, shelve and unshelve, resizes, confirms
+fault it must name (of a node, of one of its GPUs, or of one of its PCI
+device providers); then 4 processes act at random on shared nodes with two
+small GPUs and a few PCI devices each and on instances (claims, some asking
+vGPUs, some PCI devices, deletes, shelve and unshelve, resizes, confirms
 and reverts, audits that grow, shrink or move a node to the other host and
 shrink or grow a GPU) on a SQLite file and on PostgreSQL, and every
-admission and every refusal they logged is replayed against the node and
-its GPUs as they were at that generation.  The
+admission and every refusal they logged is replayed against the node, its
+GPUs and its device providers as they were at that generation.  The
 heal processes beside a churn are in :mod:`tests.reliability.test_heal_history`.
 """
 
@@ -385,6 +386,117 @@ class TestChildChecker(base.TestCase):
         self.assertIn("without moving its generation", "\n".join(self.check(events)))
 
 
+PCI = {"p1": {"PCI_A": 1}, "p2": {"PCI_A": 1}, "pf": {"VF": 2}}
+HOLDERS = {"a1": ["p1", "PCI_A"], "a2": ["p2", "PCI_A"], "v0": ["pf", "VF"], "v1": ["pf", "VF"]}
+
+
+def _pci_audit(generation, seq):
+    return dict(_audit(generation, seq, children=PCI), pci_holders=HOLDERS)
+
+
+def _pci_claim(generation, seq, consumer, devices=(), landed=None, asked=None, **kw):
+    """A claim asking ``asked`` (default one unit per device of ``devices``'
+    class) that picked ``devices`` and landed ``landed`` (default on their
+    providers)."""
+    event = _claim(generation, seq, consumer, **kw)
+    if asked is None:
+        asked = {}
+        for address in devices:
+            asked[HOLDERS[address][1]] = asked.get(HOLDERS[address][1], 0) + 1
+    event["pci_amounts"] = asked
+    if event["result"] == "admitted":
+        if landed is None:
+            landed = {}
+            for address in devices:
+                name, rc = HOLDERS[address]
+                landed.setdefault(name, {})[rc] = landed.get(name, {}).get(rc, 0) + 1
+        event["providers"] = landed
+        event["pci_devices"] = list(devices)
+    return event
+
+
+class TestPciChecker(base.TestCase):
+    """The rules for a node's PCI device providers: units land one per picked
+    device on that device's provider (not "most room"), never beyond a
+    provider's capacity nor on a device another consumer holds; each hand-made
+    history has one fault, and the checker names it."""
+
+    def check(self, events, usage=None, child_usage=None, generations=None):
+        records = dict(NO_PROBLEMS, usage={"u0": usage or {}},
+                       provider_usage={"u0": child_usage or {}})
+        if generations is not None:
+            records["children"] = {"u0": generations}
+        return history.check(events, records)
+
+    def test_a_consistent_pci_history_passes(self):
+        refused = _pci_claim(4, 5, "i4", result="refused", asked={"PCI_A": 1},
+                             reasons=["Claim pci failed: requested 1 x 10de:1eb8 but only 0 "
+                                      "free device(s) match"])
+        events = [_pci_audit(1, 1), _pci_claim(2, 2, "i1", ["a1"]),
+                  _pci_claim(3, 3, "i2", ["a2"]), _pci_claim(4, 4, "i3", ["v0", "v1"]),
+                  refused, _free(5, 6, "i1"), _pci_claim(6, 7, "i5", ["a1"]),
+                  _free(7, 8, "i3")]
+        used = {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}
+        # p1: two claims and a free; p2: one claim; pf: one claim and a free.
+        self.assertEqual([], self.check(
+            events, used, {"p1": {"PCI_A": 1}, "p2": {"PCI_A": 1}},
+            generations={"p1": 3, "p2": 1, "pf": 2}))
+
+    def test_a_unit_off_the_picked_device_is_named(self):
+        events = [_pci_audit(1, 1), _pci_claim(2, 2, "i1", ["a2"],
+                                               landed={"p1": {"PCI_A": 1}})]
+        problems = self.check(events, ONE, {"p1": {"PCI_A": 1}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("generation 2: claim", problems[0])
+        self.assertIn("the PCI units landed on {('p1', 'PCI_A'): 1} but the devices picked "
+                      "(a2) are on {('p2', 'PCI_A'): 1}", problems[0])
+
+    def test_a_device_held_twice_is_named_and_beyond_capacity(self):
+        events = [_pci_audit(1, 1), _pci_claim(2, 2, "i1", ["a1"]),
+                  _pci_claim(3, 3, "i2", ["a1"])]
+        problems = self.check(events, {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20},
+                              {"p1": {"PCI_A": 2}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("generation 3: claim", problems[0])
+        self.assertIn("PCI provider p1 PCI_A: used 1 + 1 > capacity 1", problems[0])
+        self.assertIn("device a1 is held by i1 already", problems[0])
+
+    def test_devices_other_than_asked_are_named(self):
+        events = [_pci_audit(1, 1), _pci_claim(2, 2, "i1", ["v0"], asked={"PCI_A": 1})]
+        problems = self.check(events, ONE, {"pf": {"VF": 1}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("asked {'PCI_A': 1} of the PCI devices but picked ['v0']", problems[0])
+
+    def test_a_pci_refusal_while_a_device_was_free_is_named(self):
+        events = [_pci_audit(1, 1), _pci_claim(2, 2, "i1", ["a1"]),
+                  _pci_claim(2, 3, "i2", result="refused", asked={"PCI_A": 1},
+                             reasons=["Claim pci failed"])]
+        problems = self.check(events, ONE, {"p1": {"PCI_A": 1}})
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn("of the PCI devices {'PCI_A': 1}) but it fits", problems[0])
+        # With both taken, the refusal is right.
+        events[2:] = [_pci_claim(3, 3, "i2", ["a2"]),
+                      _pci_claim(3, 4, "i3", result="refused", asked={"PCI_A": 1})]
+        self.assertEqual([], self.check(events, {"VCPU": 2, "MEMORY_MB": 2048,
+                                                 "DISK_GB": 20},
+                                        {"p1": {"PCI_A": 1}, "p2": {"PCI_A": 1}}))
+
+    def test_a_confirm_hands_the_devices_over_and_a_heal_frees_them(self):
+        events = [_pci_audit(1, 1), _pci_claim(2, 2, "i1", ["a1"]),
+                  dict(_pci_claim(3, 3, "m1", ["a2"]), op="resize", instance="i1"),
+                  dict(op="confirm", instance="i1", migration="m1", result="ok",
+                       generations={"u0": 4}, pid=1, seq=4),
+                  # a1 is free again: another claim may take it, a2 not.
+                  _pci_claim(5, 5, "i2", ["a1"]), _leak(6, "i1", 50.0, 51.0),
+                  _heal(6, 1, "i1"), _pci_claim(7, 7, "i3", ["a2"])]
+        self.assertEqual([], self.check(events, {"VCPU": 2, "MEMORY_MB": 2048,
+                                                 "DISK_GB": 20},
+                                        {"p1": {"PCI_A": 1}, "p2": {"PCI_A": 1}},
+                                        generations={"p1": 3, "p2": 3, "pf": 0}))
+        events[4] = _pci_claim(5, 5, "i2", ["a2"])
+        self.assertIn("device a2 is held by i1 already", "\n".join(self.check(events)))
+
+
 class ChaosMixin:
     """4 chaos processes on one store; the checker replays what they logged."""
 
@@ -427,11 +539,24 @@ class ChaosMixin:
         # GPU with room, and audits that resized a GPU under its claims.
         landed = {name for e in events if e.get("result") == "admitted"
                   for name in e.get("providers") or {}}
-        self.assertEqual({f"{n}_{g}" for n in chaos.NODES for g in chaos.GPUS}, landed)
+        gpus = {f"{n}_{g}" for n in chaos.NODES for g in chaos.GPUS}
+        self.assertEqual(gpus, landed & gpus)
         self.assertTrue(any("no child provider has room" in reason for e in events
                             if e.get("result") == "refused" for reason in e["reasons"]))
         self.assertGreater(len({json.dumps(e["children"], sort_keys=True) for e in events
                                 if e["op"] == "audit" and e.get("result") == "ok"}), 1)
+        # ... and on the PCI devices' providers: devices landed on each node's,
+        # a device other than the first of its kind was picked (so a unit
+        # landing off the picked device shows), and claims were refused for
+        # want of a free device.
+        for node in chaos.NODES:
+            self.assertTrue({f"{node}_{provider}" for provider, _ in
+                             chaos.PCI_HOLDERS.values()} & landed, node)
+        picked = {a for e in events if e.get("result") == "admitted"
+                  for a in e.get("pci_devices") or ()}
+        self.assertTrue(picked & {"0000:82:00.0", "0000:83:02.1"}, picked)
+        self.assertTrue(any(reason.startswith("Claim pci failed") for e in events
+                            if e.get("result") == "refused" for reason in e["reasons"]))
         self.addDetail("history", _text("\n".join(json.dumps(e) for e in events[-200:])))
 
 
