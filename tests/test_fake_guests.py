@@ -9,7 +9,6 @@ spawned, and hosts stay apart.
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import time
 import uuid
@@ -25,6 +24,7 @@ from nova_lite.exception import InvalidInput
 from nova_lite.testing import DriverConformanceTests
 from nova_lite.testing.databases import PostgreSQLDatabase, SQLiteFile, use_postgresql
 from nova_lite.virt import fake, fake_guests
+from tests import processes
 from tests.base import flavor, instance
 
 #: How many guests each of the two processes spawns in the concurrency test.
@@ -331,17 +331,8 @@ class TestSharedGuests(FileStoreMixin, testtools.TestCase):
         self.assertEqual(2, log.output.count("Reading fake guests file"))
 
     def test_two_processes_lose_no_spawn(self):
-        ctx = multiprocessing.get_context("spawn")
-        barrier, results = ctx.Barrier(2), ctx.Queue()
-        children = [ctx.Process(target=_spawn_many, args=(
-            self.db.url, self.state_path, "h1", SPAWNS_PER_PROCESS, barrier, results))
-            for _ in range(2)]
-        for child in children:
-            child.start()
-        outcomes = [results.get(timeout=180) for _ in children]
-        for child in children:
-            child.join(timeout=60)
-            self.assertEqual(0, child.exitcode)
+        outcomes = processes.run_together(
+            self, _spawn_many, [(self.db.url, self.state_path, "h1", SPAWNS_PER_PROCESS)] * 2)
         spawned = []
         for kind, value in outcomes:
             self.assertEqual("ok", kind, value)

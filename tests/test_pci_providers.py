@@ -14,9 +14,7 @@ PostgreSQL; every view shows the providers; a leak on one is healed.
 import contextlib
 import io
 import json
-import multiprocessing
 import os
-import queue
 import sys
 import uuid
 
@@ -42,7 +40,7 @@ from nova_lite.testing import databases
 from nova_lite.virt import loader
 from nova_lite.web_server import BackgroundServer
 from nova_lite.compute import moves
-from tests import base, test_pci_alias, test_resize_pci, test_scheduler
+from tests import base, processes, test_pci_alias, test_resize_pci, test_scheduler
 from tests.entry_points import ThrowawayDistributions
 from tests.test_api import request
 from tests.test_metrics import parse, scrape
@@ -440,24 +438,8 @@ class ConcurrentPciProviderClaims:
     def test_claims_from_several_processes_fill_the_vfs_exactly(self):
         plugin_path = install_plugin(self)
         url = self.make_url()
-        ctx = multiprocessing.get_context("spawn")
-        barrier, results = ctx.Barrier(PROCESSES), ctx.Queue()
-        procs = [ctx.Process(target=_claim_worker, args=(url, self.state_path, plugin_path,
-                                                         barrier, results))
-                 for _ in range(PROCESSES)]
-        for p in procs:
-            p.start()
-        outcomes = []
-        try:
-            for _ in procs:
-                outcomes.append(results.get(timeout=180))
-        except queue.Empty:
-            self.fail(f"only {len(outcomes)} of {PROCESSES} workers reported")
-        finally:
-            for p in procs:
-                p.join(timeout=30)
-                if p.is_alive():
-                    p.kill()
+        outcomes = processes.run_together(
+            self, _claim_worker, [(url, self.state_path, plugin_path)] * PROCESSES)
         self.assertEqual([], [e for _, _, errs in outcomes for e in errs])
         landed = [item for items, _, _ in outcomes for item in items]
         self.assertEqual(["0000:83:02.0", "0000:83:02.1", "0000:83:02.2"],

@@ -8,8 +8,6 @@ process and from several, on a SQLite file and on PostgreSQL.
 import contextlib
 import io
 import json
-import multiprocessing
-import queue
 import uuid
 
 import attrs
@@ -31,7 +29,7 @@ from nova_lite.scheduler import HostManager, NoValidHost
 from nova_lite.testing import databases
 from nova_lite.virt import loader
 from nova_lite.virt.fake import FakeDriver
-from tests import base, test_scheduler
+from tests import base, processes, test_scheduler
 from tests.test_provider_config import ConfigDir, document, provider
 
 HOST = "gpuhost"
@@ -432,24 +430,8 @@ class ConcurrentProviderClaims:
 
     def test_claims_from_several_processes_fill_each_gpu_exactly(self):
         url = self.make_url()
-        ctx = multiprocessing.get_context("spawn")
-        barrier, results = ctx.Barrier(PROCESSES), ctx.Queue()
-        procs = [ctx.Process(target=_claim_worker, args=(url, self.state_path, barrier,
-                                                         results))
-                 for _ in range(PROCESSES)]
-        for p in procs:
-            p.start()
-        outcomes = []
-        try:
-            for _ in procs:
-                outcomes.append(results.get(timeout=180))
-        except queue.Empty:
-            self.fail(f"only {len(outcomes)} of {PROCESSES} workers reported")
-        finally:
-            for p in procs:
-                p.join(timeout=30)
-                if p.is_alive():
-                    p.kill()
+        outcomes = processes.run_together(
+            self, _claim_worker, [(url, self.state_path)] * PROCESSES)
         errors = [e for _, _, errs in outcomes for e in errs]
         self.assertEqual([], errors)
         landed = [name for names, _, _ in outcomes for name in names]
