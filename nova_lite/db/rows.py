@@ -453,6 +453,25 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
                            usage.get(row.uuid, NO_USAGE)) for row in rows]
 
 
+def load_nodes_of(conn: sa.Connection, node_uuids: Sequence[str]) -> list[ComputeNode]:
+    """The ComputeNode records of the live nodes among ``node_uuids`` (in no
+    particular order), in three queries: the node rows with their
+    inventories as one text each (as a read of every node gets them), and
+    the usage (:func:`usage_by_node`).  For a few hundred uuids at a time
+    (one ``IN`` list)."""
+    texts = _INVENTORY_TEXTS.where(T_INV.c.node_uuid.in_(node_uuids)).group_by(
+        T_INV.c.node_uuid).subquery()
+    query = sa.select(T_NODES, texts.c.offered).select_from(
+        T_NODES.outerjoin(texts, texts.c.node_uuid == T_NODES.c.uuid)).where(
+        T_NODES.c.uuid.in_(node_uuids))
+    node_rows = conn.execute(query).all()
+    if not node_rows:
+        return []
+    usage = usage_by_node(conn, T_ALLOC.c.node_uuid.in_([r.uuid for r in node_rows]))
+    return [_node_offering(row, _offered_text(row.offered), usage.get(row.uuid, NO_USAGE))
+            for row in node_rows]
+
+
 #: Node rows fetched at a time by a read of every node.
 _STREAM_ROWS = 2000
 #: Fields of an inventory row in its text (:data:`_INVENTORY_TEXTS`), in order.
