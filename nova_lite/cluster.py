@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from nova_lite.db.node_changes import ChangeReader
+from nova_lite import heap
+from nova_lite.db.node_changes import ChangeReader, Changes
 from nova_lite.exception import MarkerNotFound
 from nova_lite.objects import ComputeNode
 
@@ -167,7 +168,10 @@ class NodeCache:
         self._hosts: collections.Counter[str] = collections.Counter()
 
     def _refresh(self) -> None:
-        changes = self._changes.read(self._nodes)
+        with heap.full_read(self._changes.full_due(), lambda: len(self._nodes)):
+            self._take(self._changes.read(self._nodes))
+
+    def _take(self, changes: Changes) -> None:
         if not (changes.full or changes.nodes or changes.gone_nodes):
             return
         if changes.full:

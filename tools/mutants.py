@@ -251,6 +251,16 @@ MUTANTS = {
         "nova_lite/scheduler/sorted_rows.py",
         "        self._maxes[i] = block[-1]\n        self._maxes.insert(i + 1, tail[-1])\n",
         "        self._maxes.insert(i + 1, tail[-1])\n"),
+    "full-read-collector-left-off": (
+        "a view's full read leaves Python's cyclic garbage collector paused",
+        "nova_lite/heap.py",
+        "    finally:\n        gc.enable()\n",
+        "    finally:\n        pass\n"),
+    "full-read-freezes-small": (
+        "a full read of a small fleet freezes the heap too",
+        "nova_lite/heap.py",
+        "    if held >= FREEZE_RECORDS:\n",
+        "    if True:\n"),
     "index-stale-positions": (
         "the host index's orders keep the block positions of before a change",
         "nova_lite/scheduler/sorted_rows.py",
@@ -322,6 +332,8 @@ GUARDS = {
     "index-bulk-unsorted": ("tests.test_host_index.HostIndexTests",),
     "index-split-loses-max": ("tests.test_host_index.HostIndexTests", "tests.test_sorted_rows"),
     "index-stale-positions": ("tests.test_host_index.HostIndexTests", "tests.test_sorted_rows"),
+    "full-read-collector-left-off": ("tests.test_heap",),
+    "full-read-freezes-small": ("tests.test_heap",),
     "totals-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "metrics-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
 }

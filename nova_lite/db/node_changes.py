@@ -97,7 +97,7 @@ class ChangeReader:
         their heartbeats).
         """
         now = time.time()
-        if self.mark is None or now - self._looked_at >= queries.TOMBSTONE_KEEP_S / 2:
+        if self.full_due(now):
             changes, mark = self._read_all()
         else:
             since = self.mark
@@ -107,6 +107,12 @@ class ChangeReader:
         self._stamps = self._next_stamps
         self._looked_at = now
         return changes
+
+    def full_due(self, now: float | None = None) -> bool:
+        """Whether the next look reads everything (the first one, or one
+        after too long); ``now``: time.time()."""
+        now = time.time() if now is None else now
+        return self.mark is None or now - self._looked_at >= queries.TOMBSTONE_KEEP_S / 2
 
     def _aggregates(self, conn: sa.Connection, full: bool) -> tuple[Aggregate, ...] | None:
         """Every aggregate if one changed since the last look (or ``full``),
