@@ -40,6 +40,9 @@ class SortedRowsTests(testtools.TestCase):
             self.assertEqual(bisect.bisect_right(naive, key, key=_KEY),
                              bisect.bisect_right(rows, key, key=_KEY))
         self.assertRaises(IndexError, rows.__getitem__, len(naive))
+        # each block's greatest entry is the one kept aside for it
+        self.assertEqual([block[-1] for block in rows._blocks], rows._maxes)
+        self.assertNotIn([], rows._blocks)
 
     @hypothesis.settings(max_examples=500)
     @hypothesis.given(st.lists(entries, max_size=20), steps, st.integers(1, 4))
