@@ -173,7 +173,7 @@ class ChangeReader:
 
 def load_nodes_by_uuid(conn: sa.Connection, uuids: Sequence[str]) -> list[ComputeNode]:
     """The ComputeNode records of ``uuids`` that still exist, three queries per
-    500 of them (:func:`~nova_lite.db.rows.load_nodes_of`; ``rows.load_nodes``
+    500 of them (``rows.load_nodes_of``; ``rows.load_nodes``
     selects by host and name only)."""
     found: list[ComputeNode] = []
     for i in range(0, len(uuids), _CHUNK):

@@ -435,11 +435,21 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
         # Each node's inventories come with its row, as one text the
         # database joins (nodes of one kind: one text, parsed once).
         usage = usage_by_node(conn, scope_filter(host, None)(T_ALLOC.c.node_uuid))
-        inventories = _INVENTORY_TEXTS if host is None else _INVENTORY_TEXTS.where(
-            T_INV.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)))
-        texts = inventories.group_by(T_INV.c.node_uuid).subquery()
-        query = query.add_columns(texts.c.offered).select_from(
-            T_NODES.outerjoin(texts, texts.c.node_uuid == T_NODES.c.uuid))
+        if conn.dialect.name == "postgresql":
+            # Each node's text by a lookup in the inventories' key, in the
+            # order of the (host, nodename) index: rows streamed as they come,
+            # no sort of every wide row (it spilled to disk at the default
+            # work_mem) nor an aggregate of every inventory row made once per
+            # parallel worker; no JIT compilation (a fifth of a second) either.
+            conn.exec_driver_sql("SET LOCAL jit = off")
+            query = query.add_columns(_INVENTORY_TEXTS.with_only_columns(_inventory_text()).where(
+                T_INV.c.node_uuid == T_NODES.c.uuid).scalar_subquery().label("offered"))
+        else:
+            inventories = _INVENTORY_TEXTS if host is None else _INVENTORY_TEXTS.where(
+                T_INV.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)))
+            texts = inventories.group_by(T_INV.c.node_uuid).subquery()
+            query = query.add_columns(texts.c.offered).select_from(
+                T_NODES.outerjoin(texts, texts.c.node_uuid == T_NODES.c.uuid))
         streamed = conn.execute(query.execution_options(yield_per=_STREAM_ROWS))
         return [_node_offering(row, _offered_text(row.offered), usage.get(row.uuid, NO_USAGE))
                 for row in streamed]
