@@ -97,10 +97,10 @@ class ChangeReader:
         their heartbeats).
         """
         now = time.time()
-        if self.full_due(now):
+        since = self.mark
+        if since is None or self.full_due(now):
             changes, mark = self._read_all()
         else:
-            since = self.mark
             changes, mark = self.store.db.read(
                 "changed records", lambda conn: self._read_since(conn, since, known, hosts))
         self.mark = mark
