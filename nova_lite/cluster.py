@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from nova_lite.db.node_changes import ChangeReader
+from nova_lite import heap
+from nova_lite.db.node_changes import ChangeReader, Changes
 from nova_lite.exception import MarkerNotFound
 from nova_lite.objects import ComputeNode
 
@@ -167,24 +168,28 @@ class NodeCache:
         self._hosts: collections.Counter[str] = collections.Counter()
 
     def _refresh(self) -> None:
-        changes = self._changes.read(self._nodes)
+        with heap.full_read(self._changes.full_due(), lambda: len(self._nodes)):
+            self._take(self._changes.read(self._nodes))
+
+    def _take(self, changes: Changes) -> None:
         if not (changes.full or changes.nodes or changes.gone_nodes):
             return
         if changes.full:
             self._nodes, self._sums, self._hosts = {}, {}, collections.Counter()
         reorder = changes.full or bool(changes.gone_nodes)
+        memo = FiguresMemo()
         for node in changes.nodes:
             held = self._nodes.get(node.uuid)
             if held is None or (held.host, held.nodename) != (node.host, node.nodename):
                 reorder = True
             if held is not None:
-                self._count(held, -1)
-            self._count(node, 1)
+                self._count(held, -1, memo)
+            self._count(node, 1, memo)
             self._nodes[node.uuid] = node
         for uuid in changes.gone_nodes:
             held = self._nodes.pop(uuid, None)
             if held is not None:
-                self._count(held, -1)
+                self._count(held, -1, memo)
         if reorder:
             self._ordered = sorted(self._nodes.values(), key=lambda n: (n.host, n.nodename))
             self._position = {n.uuid: i for i, n in enumerate(self._ordered)}
@@ -195,18 +200,21 @@ class NodeCache:
         LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes),
                   len(changes.nodes), len(changes.gone_nodes))
 
-    def _count(self, node: ComputeNode, sign: int) -> None:
-        """Add ``node`` to the sums (``sign`` 1) or take it out (-1)."""
+    def _count(self, node: ComputeNode, sign: int, memo: FiguresMemo) -> None:
+        """Add ``node`` to the sums (``sign`` 1) or take it out (-1); ``memo``:
+        the figures of this refresh's nodes of a kind (see :class:`FiguresMemo`)."""
         self._hosts[node.host] += sign
         if not self._hosts[node.host]:
             del self._hosts[node.host]
-        for line in class_totals((node,)):
-            sums = self._sums.setdefault(line.resource_class, [0] * 7)
-            for i, value in enumerate(attrs.astuple(line)[1:]):
+        for rc, *figures in memo.figures(node):
+            sums = self._sums.get(rc)
+            if sums is None:
+                sums = self._sums[rc] = [0] * 7
+            for i, value in enumerate(figures):
                 sums[i] += sign * value
             sums[6] += sign
             if not sums[6]:
-                del self._sums[line.resource_class]
+                del self._sums[rc]
 
     def nodes(self) -> list[ComputeNode]:
         """Every live compute node record, sorted by host and name."""

@@ -23,7 +23,7 @@ from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.db import COMPUTE_BINARY, ServiceRecord
 from nova_lite.scheduler import HostManager, NoValidHost
 from nova_lite.scheduler import filters as flt
-from nova_lite.scheduler import host_checks, host_index
+from nova_lite.scheduler import host_checks, host_index, sorted_rows
 from nova_lite.scheduler import weighers as wgh
 from nova_lite.scheduler.host_index import HostIndex
 from tests import base
@@ -129,6 +129,9 @@ def indexed(index, states, filters, spec, ignored, count):
 #: How many states put at once are sorted in: 1 (every put of more than one
 #: at once, as the first read of a fleet puts them) or the default.
 bulks = st.sampled_from((1, host_index.BULK_PUT))
+#: Entries per block of the orders: a few (blocks split and empty as states
+#: move) or the default (one block at these sizes).
+loads = st.sampled_from((1, 2, 3, sorted_rows.LOAD))
 
 
 class HostIndexTests(testtools.TestCase):
@@ -142,18 +145,19 @@ class HostIndexTests(testtools.TestCase):
                          f"expected {expected}, got {got}")
 
     @hypothesis.settings(max_examples=400)
-    @hypothesis.given(fleets(), configs(), st.lists(requests, min_size=1, max_size=4), bulks)
-    def test_agrees_with_the_full_pass(self, states, config, reqs, bulk):
-        index = HostIndex(host_checks.weigh_specs(config[1]), bulk_put=bulk)
+    @hypothesis.given(fleets(), configs(), st.lists(requests, min_size=1, max_size=4), bulks,
+                      loads)
+    def test_agrees_with_the_full_pass(self, states, config, reqs, bulk, load):
+        index = HostIndex(host_checks.weigh_specs(config[1]), bulk_put=bulk, load=load)
         for state in states:
             index.put(state)
         for request in reqs:
             self.check(index, states, config, request)
 
     @hypothesis.settings(max_examples=200)
-    @hypothesis.given(fleets(), configs(), requests, st.data(), bulks)
-    def test_agrees_after_changes(self, states, config, request, data, bulk):
-        index = HostIndex(host_checks.weigh_specs(config[1]), bulk_put=bulk)
+    @hypothesis.given(fleets(), configs(), requests, st.data(), bulks, loads)
+    def test_agrees_after_changes(self, states, config, request, data, bulk, load):
+        index = HostIndex(host_checks.weigh_specs(config[1]), bulk_put=bulk, load=load)
         for state in states:
             index.put(state)
         states = list(states)

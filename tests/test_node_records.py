@@ -13,7 +13,7 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite import cluster, node_metrics
-from nova_lite.db import Store, models, trusted
+from nova_lite.db import Store, models, node_changes, rows, trusted
 from nova_lite.objects import ComputeNode, NodeResources
 from nova_lite.resources import Inventory
 from nova_lite.scheduler.host_state import HostState
@@ -82,6 +82,25 @@ class NodeRecordTests:
         # the same records one node at a time (the rows read otherwise)
         for node in nodes:
             self.assertEqual(node, self.store.get_compute_node(node.host, node.nodename))
+
+    def test_read_by_uuid_gives_the_validated_records(self):
+        # what the views read again after a change: the same records as a
+        # full read, also for a node without inventories and a uuid not there
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.inventories.delete().where(
+                models.inventories.c.node_uuid == sa.select(models.compute_nodes.c.uuid).where(
+                    models.compute_nodes.c.nodename == "n-c").scalar_subquery()))
+        full = {n.uuid: n for n in self.store.get_compute_nodes()}
+        self.assertEqual({}, dict(full[next(u for u, n in full.items()
+                                            if n.nodename == "n-c")].inventories))
+        wanted = [*full, "00000000-0000-0000-0000-000000000000"]
+        with self.store.db.engine.begin() as conn:
+            read = node_changes.load_nodes_by_uuid(conn, wanted)
+            self.assertEqual([], rows.load_nodes_of(conn, wanted[-1:]))
+        self.assertEqual(full, {n.uuid: n for n in read})
+        self.assertEqual(1, next(n for n in read if n.nodename == "n-b").used("VCPU"))
+        for node in read:
+            self.assert_as_validated(node)
 
     def test_nodes_of_a_kind_share_their_report_parts(self):
         first, second = self.store.get_compute_nodes()[:2]

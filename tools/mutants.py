@@ -242,9 +242,30 @@ MUTANTS = {
         "    return inv.capacity - usage.get(rc, 0)\n"),
     "index-bulk-unsorted": (
         "states put in the host index at once are appended to its orders unsorted",
-        "nova_lite/scheduler/host_index.py",
-        "                rows.extend(pending)\n                rows.sort()\n",
-        "                rows.extend(pending)\n"),
+        "nova_lite/scheduler/sorted_rows.py",
+        "        merged.extend(added)\n        merged.sort()\n",
+        "        merged.extend(added)\n"),
+    "index-split-loses-max": (
+        "a block of the host index's orders that splits keeps the greatest entry of the "
+        "whole block as its own, so later entries land in the wrong block",
+        "nova_lite/scheduler/sorted_rows.py",
+        "        self._maxes[i] = block[-1]\n        self._maxes.insert(i + 1, tail[-1])\n",
+        "        self._maxes.insert(i + 1, tail[-1])\n"),
+    "full-read-collector-left-off": (
+        "a view's full read leaves Python's cyclic garbage collector paused",
+        "nova_lite/heap.py",
+        "    finally:\n        gc.enable()\n",
+        "    finally:\n        pass\n"),
+    "full-read-freezes-small": (
+        "a full read of a small fleet freezes the heap too",
+        "nova_lite/heap.py",
+        "    if held >= FREEZE_RECORDS:\n",
+        "    if True:\n"),
+    "index-stale-positions": (
+        "the host index's orders keep the block positions of before a change",
+        "nova_lite/scheduler/sorted_rows.py",
+        "    def _changed(self) -> None:\n        self._starts = None\n",
+        "    def _changed(self) -> None:\n"),
     "totals-memo-ignores-usage": (
         "cluster totals take a node's figures from another node of its kind, usage and all",
         "nova_lite/cluster.py",
@@ -309,6 +330,10 @@ GUARDS = {
     "trusted-usage-not-read-only": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "host-state-free-negative": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "index-bulk-unsorted": ("tests.test_host_index.HostIndexTests",),
+    "index-split-loses-max": ("tests.test_host_index.HostIndexTests", "tests.test_sorted_rows"),
+    "index-stale-positions": ("tests.test_host_index.HostIndexTests", "tests.test_sorted_rows"),
+    "full-read-collector-left-off": ("tests.test_heap",),
+    "full-read-freezes-small": ("tests.test_heap",),
     "totals-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "metrics-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
 }

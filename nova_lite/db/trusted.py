@@ -66,9 +66,12 @@ _FIELDS: dict[type, tuple[str, ...]] = {
 def _replace(record: _R, **changes: Any) -> _R:
     """A copy of ``record`` with ``changes`` (values of the types the
     fields hold, already valid for them), its validators not run."""
-    cls = type(record)
-    return _build(cls, {name: changes[name] if name in changes else getattr(record, name)
-                        for name in _FIELDS[cls]})
+    copy = _NEW(type(record))
+    for name in _FIELDS[type(record)]:
+        _SET(copy, name, getattr(record, name))
+    for name, value in changes.items():
+        _SET(copy, name, value)
+    return copy
 
 
 def node_record(row: Any, inventories: Mapping[str, Inventory], usage: dict[str, int],

@@ -12,18 +12,22 @@ long as:
   orders are then cut to the hosts that hold at least that amount);
 - every weigher's raw value is an integer attribute of the HostState.
 
-Each order is a sorted list of ``(key, host, nodename, uuid)`` with ``key``
-the value (ascending, for a negative multiplier) or minus it (descending),
-so equal values come in (host, node name) order, the full pass's tie order.
+Each order is a :class:`~nova_lite.scheduler.sorted_rows.SortedRows` of
+``(key, host, nodename, uuid)`` with ``key`` the value (ascending, for a
+negative multiplier) or minus it (descending), so equal values come in
+(host, node name) order, the full pass's tie order.  Its blocks keep a
+changed host's move at O(log n + block size), not O(n): k changed hosts
+cost O(k log n), however large the fleet.
 """
 
 import bisect
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
 from nova_lite.scheduler.host_state import HostState
+from nova_lite.scheduler.sorted_rows import LOAD, SortedRows
 
 #: HostState attributes an order can hold: integer amounts, never negative.
 INDEXABLE = frozenset({"free_ram_mb", "free_disk_gb", "free_vcpus", "free_pcpus"})
@@ -53,15 +57,17 @@ class HostIndex:
     :meth:`discard` when it is gone.  What is put waits, unsorted, until the
     orders are next read or changed: more than ``bulk_put`` states put at
     once (the first read of a fleet) are then sorted in once, in O(n log
-    n), not inserted one by one, each insertion moving half of an order
-    of n.
+    n), not inserted one by one; fewer are inserted one by one, each in
+    O(log n + ``load``).  ``load``: the block size of the orders (see
+    :class:`~nova_lite.scheduler.sorted_rows.SortedRows`).
     """
 
-    def __init__(self, weighs: Iterable[WeighSpec], bulk_put: int = BULK_PUT) -> None:
+    def __init__(self, weighs: Iterable[WeighSpec], bulk_put: int = BULK_PUT,
+                 load: int = LOAD) -> None:
         self.weighs = tuple(weighs)
         self._bulk_put = bulk_put
-        self._orders: dict[tuple[str, bool], list[_Row]] = {
-            (w.attr, w.multiplier > 0): [] for w in self.weighs}
+        self._orders: dict[tuple[str, bool], SortedRows] = {
+            (w.attr, w.multiplier > 0): SortedRows(load=load) for w in self.weighs}
         # entries put but not in their order yet, per order
         self._pending: dict[tuple[str, bool], list[_Row]] = {
             order: [] for order in self._orders}
@@ -71,14 +77,21 @@ class HostIndex:
     def put(self, state: HostState) -> None:
         """Place ``state`` (anything with ``uuid``, ``host``, ``nodename`` and the
         attributes) in every order, moving it if it was there."""
-        self.discard(state.uuid)
+        held = self._entries.get(state.uuid)
         placed: list[tuple[tuple[str, bool], _Row]] = []
-        for order, pending in self._pending.items():
+        for i, (order, pending) in enumerate(self._pending.items()):
             attr, descending = order
             value = getattr(state, attr)
             entry = (-value if descending else value, state.host, state.nodename, state.uuid)
-            pending.append(entry)
             placed.append((order, entry))
+            if held is None:
+                pending.append(entry)
+                continue
+            if pending:
+                self._settle()
+            rows = self._orders[order]
+            rows.remove(held[i][1])
+            rows.add(entry)
         self._entries[state.uuid] = tuple(placed)
 
     def _settle(self) -> None:
@@ -88,11 +101,10 @@ class HostIndex:
                 continue
             rows = self._orders[order]
             if len(pending) > self._bulk_put:
-                rows.extend(pending)
-                rows.sort()
+                rows.update(pending)
             else:
                 for entry in pending:
-                    bisect.insort(rows, entry)
+                    rows.add(entry)
             pending.clear()
 
     def discard(self, uuid: str) -> None:
@@ -101,8 +113,7 @@ class HostIndex:
             return
         self._settle()
         for order, entry in self._entries.pop(uuid):
-            rows = self._orders[order]
-            del rows[bisect.bisect_left(rows, entry)]
+            self._orders[order].remove(entry)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -149,7 +160,7 @@ class _Scan:
     ``low`` and ``scale`` normalise the value as the full pass does."""
 
     attr: str
-    rows: list[_Row]
+    rows: SortedRows
     pos: int
     end: int
     low: int
@@ -157,7 +168,7 @@ class _Scan:
     scale: float
 
 
-def _range(rows: Sequence[_Row], descending: bool, minimum: int | None) -> tuple[int, int]:
+def _range(rows: SortedRows, descending: bool, minimum: int | None) -> tuple[int, int]:
     """``(start, end)`` of the rows whose value is at least ``minimum``."""
     if not minimum:
         return 0, len(rows)
@@ -166,7 +177,7 @@ def _range(rows: Sequence[_Row], descending: bool, minimum: int | None) -> tuple
     return bisect.bisect_left(rows, minimum, key=_KEY), len(rows)
 
 
-def _first_passing(rows: Sequence[_Row], positions: Iterable[int], states: Mapping[str, HostState],
+def _first_passing(rows: SortedRows, positions: Iterable[int], states: Mapping[str, HostState],
                    passes: Callable[[HostState], bool]) -> int | None:
     for i in positions:
         if passes(states[rows[i][3]]):

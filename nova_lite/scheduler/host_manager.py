@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import stevedore
 
-from nova_lite import conf
+from nova_lite import conf, heap
 from nova_lite import validators as v
 from nova_lite.db.aggregates import Aggregate, host_zone
 from nova_lite.db.node_changes import ChangeReader, Changes
@@ -170,7 +170,12 @@ class HostManager:
         One read transaction: the node and service rows changed since the
         last look, the service rows whose heartbeat is due for a look
         (see the module docstring), and the aggregates if one changed.
+        A full read runs within :func:`nova_lite.heap.full_read`.
         """
+        with heap.full_read(self._changes.full_due(), lambda: len(self._states)):
+            return self._refresh()
+
+    def _refresh(self) -> list[HostState]:
         now, monotonic = time.time(), time.monotonic()
         due = self._due_heartbeats(now, monotonic)
         changes = self._changes.read(self._states, due)
