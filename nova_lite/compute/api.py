@@ -2,8 +2,10 @@
 
 The records are the only channel to the hosts.  :func:`build` schedules,
 claims on the chosen nodes and records a build task for each instance's
-host; that host's compute service spawns it on its own driver and records
-it active (or error, with the reason, its claim given back).  :func:`delete`
+host, in the transaction of the build's (last) claim: a build task is never
+recorded without its claim, and a claim that fails records none.  That
+host's compute service spawns it on its own driver and records it active
+(or error, with the reason, its claim given back).  :func:`delete`
 records a delete task for the instance's host; ``force`` on a host whose
 service is down deletes the record at once and frees its claim (Nova's
 local delete), and the host destroys the guest when it comes back.
@@ -20,11 +22,13 @@ Each chosen node is claimed for its host (``trackers``: ``{host:
 ResourceTracker}`` or a callable; by default a tracker per host that claims
 through the records alone, without loading any driver here); a claim that
 loses (another build took the room first: ComputeResourcesUnavailable) is
-retried on the Selection's alternates in order.  Instances scheduled to the
-same node are claimed together in one transaction, all or none
-(``ResourceTracker.instance_claims``).  If a group finds no node at all,
-every claim this build made is given back and :class:`BuildFailed` lists
-every attempt.
+retried on the Selection's alternates in order; the claim first decides on
+the scheduler's record of the node (``Selection.node``), which its
+transaction checks, and the scheduler's view then takes the node as the
+claim left it.  Instances scheduled to the same node are claimed together
+in one transaction, all or none (``ResourceTracker.build_claims``).  If a
+group finds no node at all, every claim this build made is given back and
+:class:`BuildFailed` lists every attempt.
 
 A claim made here counts the flavor alone: a host whose driver adds an
 overhead per instance claims it again with the overhead before spawning.
