@@ -461,7 +461,7 @@ class ResourceTracker:
         :raises nova_lite.exception.InvalidInput: for no instance, one given
             twice, or a wrong argument.
         """
-        return self.build_claims(instances, nodename, limits).claims
+        return list(self.build_claims(instances, nodename, limits).claims)
 
     def build_claims(self, instances: Iterable[Instance], nodename: str,
                      limits: object = None, *, tasks: Sequence[WorkRequest] = (),
