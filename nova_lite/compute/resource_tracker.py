@@ -890,4 +890,4 @@ def _log_final_view(node: ComputeNode) -> None:
              "; ".join(parts) or "no inventory")
 
 
-__all__ = ["ResourceTracker", "AuditResult", "Released", "ComputeNode"]
+__all__ = ["ResourceTracker", "AuditResult", "BuildClaims", "Released", "ComputeNode"]
