@@ -70,8 +70,8 @@ class ZoneMoveTests(_Zones):
         attempts = []
         inst = objects.Instance(uuid=str(uuid.uuid4()), flavor=SMALL, project_id="demo")
         trackers = api.RecordsTrackers(self.store, self.settings_)
-        ((_, claim),) = api._claim_with_alternates(lost, [inst], trackers, attempts,
-                                                   manager.host_zone)
+        (claim,) = api._claim_with_alternates(lost, [inst], trackers, attempts,
+                                              manager.host_zone).claims
         self.assertEqual([sel.host], [a[0] for a in attempts])
         self.assertEqual(alternate.host, claim.instance.host)
         self.assertEqual(manager.host_zone(alternate.host),

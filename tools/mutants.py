@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
                "tests.test_store", "tests.test_claim_concurrency", "tests.test_claim_usage",
                "tests.test_claim_statements", "tests.test_claim_checked", "tests.test_holds",
-               "tests.test_heal")
+               "tests.test_heal", "tests.test_build_records")
 
 MUTANTS = {
     "cas-ignored": (
@@ -276,11 +276,27 @@ MUTANTS = {
         "nova_lite/node_metrics.py",
         "        if node.usage:\n            return list(node_values(node))\n",
         "        if False:\n            return list(node_values(node))\n"),
+    "build-task-own-transaction": (
+        "a build records its tasks in a transaction of their own, after its claims committed",
+        "nova_lite/compute/api.py",
+        "                build_work if index == last else None)\n",
+        "                None)\n"),
+    "build-claim-reads-the-node": (
+        "a build's claim reads the node again instead of deciding on the scheduler's record",
+        "nova_lite/compute/api.py",
+        "                                tasks=tasks, seen=selection.node)\n",
+        "                                tasks=tasks, seen=None)\n"),
+    "view-rereads-its-own-claim": (
+        "the scheduler's view does not take the node as its claim left it",
+        "nova_lite/compute/api.py",
+        "            manager.saw(made.node)\n",
+        "            made.node\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
 _HOLDS, _HEAL = "tests.test_holds.TestHoldTableSQLite", "tests.test_heal.TestHealSQLite"
 _WORK = "tests.test_work.TestWorkSQLite"
+_BUILDS = "tests.test_build_records"
 _CHECKED, _RACES, _USAGE = ("tests.test_claim_checked", "tests.test_claim_races",
                             "tests.test_claim_usage")
 
@@ -336,10 +352,18 @@ GUARDS = {
     "full-read-freezes-small": ("tests.test_heap",),
     "totals-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
     "metrics-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),
+    "build-task-own-transaction": (_BUILDS,),
+    "build-claim-reads-the-node": (_BUILDS,),
+    "view-rereads-its-own-claim": (_BUILDS,),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.
 SECOND = {
+    "build-task-own-transaction": (
+        "nova_lite/compute/api.py",
+        "        ordered = [claimed[i.uuid] for i in instances]\n",
+        "        ordered = [claimed[i.uuid] for i in instances]\n"
+        "        tasks = tuple(store.tasks.record(build_work([], '', '')))\n"),
     "move-check-outside": (
         "nova_lite/compute/resource_tracker.py",
         "        migration = self._new_migration(instance, flavor, nodename, kind)\n",

@@ -2,8 +2,10 @@
 
 The records are the only channel to the hosts.  :func:`build` schedules,
 claims on the chosen nodes and records a build task for each instance's
-host; that host's compute service spawns it on its own driver and records
-it active (or error, with the reason, its claim given back).  :func:`delete`
+host, in the transaction of the build's (last) claim: a build task is never
+recorded without its claim, and a claim that fails records none.  That
+host's compute service spawns it on its own driver and records it active
+(or error, with the reason, its claim given back).  :func:`delete`
 records a delete task for the instance's host; ``force`` on a host whose
 service is down deletes the record at once and frees its claim (Nova's
 local delete), and the host destroys the guest when it comes back.
@@ -20,11 +22,13 @@ Each chosen node is claimed for its host (``trackers``: ``{host:
 ResourceTracker}`` or a callable; by default a tracker per host that claims
 through the records alone, without loading any driver here); a claim that
 loses (another build took the room first: ComputeResourcesUnavailable) is
-retried on the Selection's alternates in order.  Instances scheduled to the
-same node are claimed together in one transaction, all or none
-(``ResourceTracker.instance_claims``).  If a group finds no node at all,
-every claim this build made is given back and :class:`BuildFailed` lists
-every attempt.
+retried on the Selection's alternates in order; the claim first decides on
+the scheduler's record of the node (``Selection.node``), which its
+transaction checks, and the scheduler's view then takes the node as the
+claim left it.  Instances scheduled to the same node are claimed together
+in one transaction, all or none (``ResourceTracker.build_claims``).  If a
+group finds no node at all, every claim this build made is given back and
+:class:`BuildFailed` lists every attempt.
 
 A claim made here counts the flavor alone: a host whose driver adds an
 overhead per instance claims it again with the overhead before spawning.
@@ -49,7 +53,7 @@ from nova_lite.virt.driver import ComputeDriver
 from nova_lite.work import Task, WorkRequest
 
 if TYPE_CHECKING:
-    from nova_lite.compute.resource_tracker import ResourceTracker
+    from nova_lite.compute.resource_tracker import BuildClaims, ResourceTracker
     from nova_lite.conf import Settings
     from nova_lite.db.store import Store
 
@@ -116,10 +120,12 @@ def _tracker_for(trackers: _Trackers, host: str) -> "ResourceTracker":
     return tracker
 
 
-def _claim_group(tracker: "ResourceTracker", instances: Sequence[objects.Instance], nodename: str,
-                 limits: Mapping[str, float] | None) -> list[Claim]:
-    """Claim ``instances`` on one node in one transaction: all or none."""
-    return list(tracker.instance_claims(instances, nodename, limits=limits))
+def _claim_group(tracker: "ResourceTracker", instances: Sequence[objects.Instance],
+                 selection: Selection, tasks: Sequence[WorkRequest]) -> "BuildClaims":
+    """Claim ``instances`` on the selection's node, ``tasks`` recorded with
+    them, in one transaction: all or none."""
+    return tracker.build_claims(instances, selection.nodename, limits=selection.limits,
+                                tasks=tasks, seen=selection.node)
 
 
 def with_alias_requests(spec: RequestSpec, settings: "Settings") -> RequestSpec:
@@ -186,16 +192,35 @@ def build(store: "Store", request: RequestSpec | objects.Flavor, num_instances: 
         groups.setdefault((sel.host, sel.nodename), (sel, []))[1].append(inst)
     held: list[tuple[ResourceTracker, Claim]] = []
     attempts: list[tuple[str, str, str]] = []
+    placed: dict[str, tuple[str, str]] = {}   # instance uuid -> (host, node) claimed
+
+    def build_work(members: Sequence[objects.Instance], host: str,
+                   nodename: str) -> list[WorkRequest]:
+        """The build task of every instance, in request order, ``members`` on
+        ``host``/``nodename`` and the others where they were claimed."""
+        here = {m.uuid: (host, nodename) for m in members}
+        return [WorkRequest(host=where[0], kind=work.BUILD, instance_uuid=i.uuid,
+                            params={"node": where[1]})
+                for i in instances for where in (here.get(i.uuid) or placed[i.uuid],)]
+
+    tasks: tuple[Task, ...] = ()
     try:
-        for sel, members in groups.values():
-            held.extend(_claim_with_alternates(
+        last = len(groups) - 1
+        for index, (sel, members) in enumerate(groups.values()):
+            # The build tasks are recorded with the last group's claim, in
+            # its transaction: a build task is never recorded without its
+            # claim, and a build whose last claim fails records none.
+            made = _claim_with_alternates(
                 sel, members, claimers, attempts,
-                None if spec.availability_zone is not None else manager.host_zone))
-        placed = {claim.instance.uuid: claim.instance for _, claim in held}
-        ordered = [placed[i.uuid] for i in instances]
-        tasks = store.tasks.record(
-            [WorkRequest(host=str(i.host), kind=work.BUILD, instance_uuid=i.uuid,
-                         params={"node": i.node}) for i in ordered])
+                None if spec.availability_zone is not None else manager.host_zone,
+                build_work if index == last else None)
+            held.extend((made.tracker, claim) for claim in made.claims)
+            placed.update((c.instance.uuid, (str(c.instance.host), str(c.instance.node)))
+                          for c in made.claims)
+            manager.saw(made.node)
+            tasks = made.tasks or tasks
+        claimed = {claim.instance.uuid: claim.instance for _, claim in held}
+        ordered = [claimed[i.uuid] for i in instances]
     except BaseException:
         for _, claim in held:
             try:
@@ -294,22 +319,37 @@ def wait(store: "Store", tasks: Sequence[Task], timeout: float,
         time.sleep(interval)
 
 
+@attrs.frozen
+class _GroupClaimed:
+    """The claims of one group on the node it landed on, by ``tracker``;
+    ``tasks``: those recorded with them; ``node``: that node as they left it."""
+
+    tracker: "ResourceTracker"
+    claims: tuple[Claim, ...]
+    tasks: tuple[Task, ...]
+    node: objects.ComputeNode
+
+
 def _claim_with_alternates(
         selection: Selection, members: Sequence[objects.Instance], trackers: _Trackers,
         attempts: list[tuple[str, str, str]], zone_of: Callable[[str], str] | None = None,
-) -> list[tuple["ResourceTracker", Claim]]:
-    """``[(tracker, claim)]`` for ``members`` on the selection or its alternates;
-    ``zone_of`` (a host's zone), when given, sets the zone each records."""
+        work_for: Callable[[Sequence[objects.Instance], str, str], list[WorkRequest]]
+        | None = None) -> _GroupClaimed:
+    """The claims of ``members`` on the selection or its alternates; ``zone_of``
+    (a host's zone), when given, sets the zone each records; ``work_for``
+    (``members``, host, node), when given, the tasks recorded with them."""
     for candidate in (selection, *selection.alternates):
         tracker = _tracker_for(trackers, candidate.host)
         here = members if zone_of is None else [
             attrs.evolve(m, availability_zone=zone_of(candidate.host)) for m in members]
+        tasks = work_for(members, candidate.host, candidate.nodename) if work_for else []
         try:
-            claims = _claim_group(tracker, here, candidate.nodename, candidate.limits)
+            made = _claim_group(tracker, here, candidate, tasks)
         except ComputeResourcesUnavailable as exc:
             LOG.info("Claim of %d instance(s) on %s/%s lost (%s); trying the next alternate",
                      len(members), candidate.host, candidate.nodename, exc)
             attempts.append((candidate.host, candidate.nodename, str(exc)))
             continue
-        return [(tracker, claim) for claim in claims]
+        return _GroupClaimed(tracker=tracker, claims=made.claims, tasks=made.tasks,
+                             node=made.node)
     raise BuildFailed(attempts)

@@ -31,8 +31,20 @@ from nova_lite.objects import (
 from nova_lite.providers import child_uuid
 from nova_lite.traits import node_traits
 from nova_lite.virt.driver import ComputeDriver
+from nova_lite.work import Task, WorkRequest
 
 LOG = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class BuildClaims:
+    """What :meth:`ResourceTracker.build_claims` made: ``claims``, one per
+    instance, in order; ``tasks``, recorded with them, in order; ``node``,
+    the node's record as the claims left it."""
+
+    claims: tuple[Claim, ...]
+    tasks: tuple[Task, ...]
+    node: ComputeNode
 
 
 @attrs.frozen
@@ -153,6 +165,18 @@ class ResourceTracker:
         :returns: the node names, sorted.
         """
         return sorted(self._nodes)
+
+    def _adopted(self, nodename: str, seen: ComputeNode | None) -> ComputeNode:
+        """:meth:`_tracked`, or ``seen`` (the node as a caller read it) when it
+        is of this host and node and newer than the record tracked here (or
+        none is): the caller read it more recently than this tracker did."""
+        node = self._nodes.get(nodename)
+        if seen is not None and seen.host == self.host and seen.nodename == nodename \
+                and (node is None or (seen.uuid == node.uuid
+                                      and seen.generation > node.generation)):
+            node = self._nodes[nodename] = seen
+            return node
+        return self._tracked(nodename)
 
     def _tracked(self, nodename: str) -> ComputeNode:
         node = self._nodes.get(nodename)
@@ -437,6 +461,31 @@ class ResourceTracker:
         :raises nova_lite.exception.InvalidInput: for no instance, one given
             twice, or a wrong argument.
         """
+        return list(self.build_claims(instances, nodename, limits).claims)
+
+    def build_claims(self, instances: Iterable[Instance], nodename: str,
+                     limits: object = None, *, tasks: Sequence[WorkRequest] = (),
+                     seen: ComputeNode | None = None) -> "BuildClaims":
+        """:meth:`instance_claims`, with ``tasks`` recorded in the claims'
+        transaction: the claims and the tasks are committed together or not
+        at all (a build's claims and the build tasks of its hosts).
+
+        :param instances: as :meth:`instance_claims`.
+        :param nodename: as :meth:`instance_claims`.
+        :param limits: as :meth:`instance_claims`.
+        :param tasks: the work to record with the claims, in order.
+        :param seen: ``nodename``'s record as the caller read it (a
+            scheduler's view): the claim is first decided on it, instead of
+            reading the node, when this tracker holds no record of the node
+            or an older one.  A record that is stale by then costs no
+            exactness: the claim's transaction checks the decision as for
+            any record (:meth:`~nova_lite.db.store.Store.claim`).
+        :returns: a :class:`BuildClaims`: one claim per instance, in order,
+            the tasks as recorded, in order, and the node as recorded after
+            them.
+        :raises: as :meth:`instance_claims`; nothing is written, no task
+            either.
+        """
         instances = list(instances)
         if not instances:
             raise InvalidInput("instance_claims needs at least one instance")
@@ -445,12 +494,13 @@ class ResourceTracker:
         if len({i.uuid for i in instances}) != len(instances):
             raise InvalidInput("instance_claims got the same instance twice")
         requests = [self._request(instance, instance.flavor, None) for instance in instances]
-        plans, generation = self._claim(nodename, limits, requests)
+        plans, after, made = self._claim(nodename, limits, requests, tasks=tasks, seen=seen)
+        generation = after.generation
         claims = []
         for plan in plans:
             assert plan.instance is not None   # a build's plan places its instance
             claims.append(Claim(self, plan.instance, nodename, plan.allocation, generation))
-        return claims
+        return BuildClaims(claims=tuple(claims), tasks=tuple(made), node=after)
 
     def resize_claim(self, instance: Instance, new_flavor: Flavor, nodename: str,
                      limits: object = None, migration_type: str = "resize") -> MoveClaim:
@@ -510,9 +560,9 @@ class ResourceTracker:
     def _move_claim(self, instance: Instance, flavor: Flavor, nodename: str, limits: object,
                     kind: str) -> MoveClaim:
         migration = self._new_migration(instance, flavor, nodename, kind)
-        (plan,), generation = self._claim(nodename, limits,
-                                          [self._request(instance, flavor, migration)])
-        return MoveClaim(self, instance, nodename, plan.allocation, migration, generation)
+        (plan,), after, _ = self._claim(nodename, limits,
+                                        [self._request(instance, flavor, migration)])
+        return MoveClaim(self, instance, nodename, plan.allocation, migration, after.generation)
 
     def _placement_of(self, instance: Instance) -> tuple[str | None, str | None]:
         """(host, node) of ``instance``: its own, else its record's.
@@ -553,30 +603,33 @@ class ResourceTracker:
             instance if migration is None else flavor)
         return ClaimAsk.build(instance, flavor, overhead, migration)
 
-    def _claim(self, nodename: str, limits: object,
-               asks: list[ClaimAsk]) -> tuple[tuple[ClaimPlan, ...], int]:
-        """Claim ``asks`` on ``nodename`` in one transaction.
+    def _claim(self, nodename: str, limits: object, asks: list[ClaimAsk], *,
+               tasks: Sequence[WorkRequest] = (), seen: ComputeNode | None = None
+               ) -> tuple[tuple[ClaimPlan, ...], ComputeNode, list[Task]]:
+        """Claim ``asks`` on ``nodename`` in one transaction, ``tasks`` recorded in it.
 
         The store decides with :meth:`~nova_lite.model.decide.NodeClaims.decide`
         (a pure function of the node record), first on the node as tracked
-        here, and again on the records under the node's lock if they moved
-        on.  Returns ``(plans, generation)``: their ClaimPlans and the node's
-        generation they committed at.
+        here (or ``seen``, if newer: see :meth:`build_claims`), and again on
+        the records under the node's lock if they moved on.  Returns
+        ``(plans, node, tasks)``: their ClaimPlans, the node as recorded
+        after them (at the generation they committed at), and the tasks as
+        recorded.
         """
         problem = node_checks.name_problem(nodename, "nodename")
         if problem is not None:
             raise InvalidInput(f"Cannot claim: {problem}")
         claims = NodeClaims(host=self.host, nodename=nodename, asks=asks, limits=limits)
         with self._locks[nodename]:
-            node = self._tracked(nodename)
+            node = self._adopted(nodename, seen)
             # Another process or host claimed on this node since our last
             # claim, and likely again: decide only on the records under the
             # node's lock, not first on a record that is probably stale,
             # unless the database checks such a decision itself.
             optimistic = nodename not in self._raced or self.store.checks_stale_claims
             try:
-                after, plans = self.store.claim(node, claims.requests, claims.decide,
-                                                optimistic=optimistic)
+                after, plans, made = self.store.claim_with_tasks(
+                    node, claims.requests, claims.decide, optimistic=optimistic, tasks=tasks)
             except ComputeResourcesUnavailable as exc:
                 LOG.info("Claim of instance %s on node %s of host %s rejected: %s",
                          ", ".join(f"{a.instance.uuid} ({a.flavor.name})" for a in asks),
@@ -593,7 +646,7 @@ class ResourceTracker:
             for ask in asks:
                 LOG.info("Claim of instance %s (%s) on node %s successful: %s",
                          ask.instance.uuid, ask.flavor.name, nodename, dict(ask.requested))
-        return plans, node.generation
+        return plans, node, made
 
     # -- giving back ------------------------------------------------------------
     def _release(self, nodename: str, consumers: list[str], *,
@@ -837,4 +890,4 @@ def _log_final_view(node: ComputeNode) -> None:
              "; ".join(parts) or "no inventory")
 
 
-__all__ = ["ResourceTracker", "AuditResult", "Released", "ComputeNode"]
+__all__ = ["ResourceTracker", "AuditResult", "BuildClaims", "Released", "ComputeNode"]

@@ -29,7 +29,7 @@ from nova_lite import validators as v
 from nova_lite.db import providers as provider_rows
 from nova_lite.db import (
     archive, arguments, audit_writes, claim_writes, heal_writes, holds_sql, migrations, models,
-    rows, services, snapshot)
+    rows, services, snapshot, task_writes)
 from nova_lite.db import pass_records as pass_read
 from nova_lite.findings import Finding, RecordedFindings
 from nova_lite.db.direct import DirectConnection
@@ -42,6 +42,7 @@ from nova_lite.db.aggregates import Aggregates
 from nova_lite.db import service_delete
 from nova_lite.db.service_delete import DeletedService
 from nova_lite.db.tasks import TaskQueue
+from nova_lite.work import Task, WorkRequest
 from nova_lite.db.audit_writes import MissingAllocation
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, MarkerNotFound, MigrationNotFound,
@@ -613,6 +614,27 @@ class Store:
             (:class:`~nova_lite.exception.InstanceStateConflict`); nothing
             is written.
         """
+        after, plans, _ = self.claim_with_tasks(node, requests, decide, optimistic)
+        return after, plans
+
+    def claim_with_tasks(self, node: ComputeNode, requests: Sequence[ClaimRequest],
+                         decide: Decide, optimistic: bool = True,
+                         tasks: Sequence[WorkRequest] = ()
+                         ) -> tuple[ComputeNode, tuple[ClaimPlan, ...], list[Task]]:
+        """:meth:`claim`, and ``tasks`` recorded waiting in the same
+        transaction: the claims and the tasks are committed together or not
+        at all (a build's claim and its host's build task).
+
+        One transaction still: on PostgreSQL the tasks' INSERT and their
+        hosts' NOTIFY follow the claim's statement in one more round trip
+        (the NOTIFY is delivered at the COMMIT, so a host never wakes for a
+        task it cannot see yet).
+
+        :param tasks: the work to record with the claims, in order.
+        :returns: ``(node_after, plans, tasks)``: as :meth:`claim`, and the
+            tasks as recorded, in order (``[]`` for none).
+        :raises: as :meth:`claim`; nothing is written, no task either.
+        """
         plans: tuple[ClaimPlan, ...] | None = None
         if optimistic:
             try:
@@ -624,25 +646,27 @@ class Store:
                 and self.schema.current and not plans[0].allocation.providers:
             single = claim_writes.single_claim_values(node, plans[0], time.time())
         op = f"claim on node {node.host}/{node.nodename}"
-        transaction = functools.partial(_claim_transaction, node=node, requests=requests,
-                                        decide=decide, plans=plans)
+        transaction = functools.partial(_claim_and_tasks, node=node, requests=requests,
+                                        decide=decide, plans=plans, tasks=tuple(tasks))
         try:
-            after, written = self._write_direct(op, functools.partial(transaction, single=single))
+            after, written, made = self._write_direct(
+                op, functools.partial(transaction, single=single))
         except StoreError as exc:
             if single is None or not is_unique_violation(exc):
                 raise
             # The instance was recorded by another request while the one
             # statement ran, and nothing was written: the steps that guard
             # a known instance decide, in a transaction of their own.
-            after, written = self._write_direct(op, functools.partial(transaction, single=None))
+            after, written, made = self._write_direct(
+                op, functools.partial(transaction, single=None))
         if isinstance(after, ComputeNode):
-            return after, written
+            return after, written, made
         # The one statement wrote the plans (``after`` is its answer); the node
         # after them is worked out now that the COMMIT has released the node row.
         if after.generation == node.generation + 1:   # the compare-and-swap
             return with_allocations(node, [p.allocation for p in written], after.generation), \
-                written
-        return claim_writes.node_with_usage_row(node, after), written
+                written, made
+        return claim_writes.node_with_usage_row(node, after), written, made
 
     def release(self, node_uuids: Collection[str], consumer_uuids: Collection[str],
                 instance: Instance | None = None,
@@ -1114,6 +1138,15 @@ def _sqlite_sidecars_empty(path: str) -> bool:
     """True unless a write-ahead log beside ``path`` holds data."""
     wal = path + "-wal"
     return not (os.path.exists(wal) and os.path.getsize(wal) > 0)
+
+
+def _claim_and_tasks(conn: DirectConnection, *, tasks: Sequence[WorkRequest],
+                     **claim: Any) -> tuple[Any, tuple[ClaimPlan, ...], list[Task]]:
+    """:func:`_claim_transaction`, then ``tasks`` recorded in the same
+    transaction: written only once the claims are (a refusal raises first),
+    and rolled back with them if recording them fails."""
+    after, written = _claim_transaction(conn, **claim)
+    return after, written, task_writes.insert(conn, tasks, time.time()) if tasks else []
 
 
 def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,

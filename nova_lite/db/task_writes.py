@@ -153,6 +153,7 @@ def insert(conn: DirectConnection, requests: Sequence[WorkRequest], now: float) 
     multi-row INSERTs, and notify their hosts on PostgreSQL; returns them as
     recorded, in order."""
     made: list[Task] = []
+    notify = requests and conn.dialect.name == "postgresql"
     for start in range(0, len(requests), INSERT_ROWS):
         chunk = requests[start:start + INSERT_ROWS]
         values: dict[str, Any] = {}
@@ -163,9 +164,15 @@ def insert(conn: DirectConnection, requests: Sequence[WorkRequest], now: float) 
                 f"migration_uuid_{i}": req.migration_uuid,
                 f"params_{i}": json.dumps(req.params, sort_keys=True),
                 f"state_{i}": work.WAITING, f"attempts_{i}": 0, f"created_at_{i}": now})
-        rows = conn.execute(_insert(len(chunk)), values).all()
+        if notify and start + INSERT_ROWS >= len(requests):
+            # The last INSERT and the NOTIFY in one round trip (delivered at
+            # the COMMIT, so no listener wakes before the tasks are seen).
+            inserted, _ = conn.execute_together([
+                (_insert(len(chunk)), values),
+                (NOTIFY, {"hosts": sorted({r.host for r in requests})})])
+            rows = inserted.all()
+        else:
+            rows = conn.execute(_insert(len(chunk)), values).all()
         # One statement's ids follow its rows' order.
         made.extend(task_from_row(r) for r in sorted(rows, key=lambda r: r.id))
-    if requests and conn.dialect.name == "postgresql":
-        conn.execute(NOTIFY, {"hosts": sorted({r.host for r in requests})})
     return made

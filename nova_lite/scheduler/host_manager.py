@@ -38,7 +38,7 @@ from nova_lite.db.node_changes import ChangeReader, Changes
 from nova_lite.db.services import COMPUTE_BINARY, ServiceRecord
 from nova_lite.db.store import Store
 from nova_lite.exception import InvalidConfig, InvalidInput
-from nova_lite.objects import Flavor
+from nova_lite.objects import ComputeNode, Flavor
 from nova_lite.scheduler import host_checks, request_filters
 from nova_lite.scheduler.filters import AvailabilityZoneFilter, MemberOfFilter, TraitsFilter
 from nova_lite.scheduler.host_index import HostIndex
@@ -68,6 +68,23 @@ class Selection:
     nodename: str
     limits: dict[str, float] = attrs.field(factory=dict)
     alternates: tuple["Selection", ...] = ()
+    #: The node's record as the view read it, when no pick of the view was
+    #: counted on it since (else None): a claim may decide on it first.
+    node: ComputeNode | None = attrs.field(default=None, eq=False, repr=False)
+
+
+def _recorded(state: HostState) -> ComputeNode | None:
+    """``state``'s node as read, unless a pick of this view was counted on it."""
+    return state.node if state.consumed == 0 else None
+
+
+def _selection(chosen: HostState, alternates: Sequence[HostState]) -> Selection:
+    """The Selection of ``chosen`` (before its pick is counted), ``alternates`` after it."""
+    return Selection(host=chosen.host, nodename=chosen.nodename, limits=chosen.limits(),
+                     node=_recorded(chosen),
+                     alternates=tuple(Selection(host=s.host, nodename=s.nodename,
+                                                limits=s.limits(), node=_recorded(s))
+                                      for s in alternates))
 
 
 def _load(group: str, names: Sequence[str], option: str,
@@ -331,12 +348,10 @@ class HostManager:
                     chosen = ranked.pop(self._random.randrange(min(subset, len(ranked))))
                     ranked = [chosen, *ranked[:self.settings.max_attempts - 1]]
                 saved.append((chosen, chosen.node, chosen.consumed))
+                selection = _selection(chosen, ranked[1:])
                 chosen.consume(spec)
                 self._reindex(chosen)
-                selections.append(Selection(
-                    host=chosen.host, nodename=chosen.nodename, limits=chosen.limits(),
-                    alternates=tuple(Selection(host=s.host, nodename=s.nodename,
-                                               limits=s.limits()) for s in ranked[1:])))
+                selections.append(selection)
         except NoValidHost:
             for state, node, consumed in reversed(saved):
                 state.restore(node, consumed)
@@ -345,6 +360,16 @@ class HostManager:
         LOG.info("Selected %s for %d x %s", ", ".join(
             f"{s.host}/{s.nodename}" for s in selections), num_instances, spec.flavor.name)
         return selections
+
+    def saw(self, node: ComputeNode) -> None:
+        """Take ``node``, a record newer than the view's (the node as recorded
+        after a claim on one of its picks), into the view: the next refresh
+        does not read that node again unless it changed since."""
+        state = self._states.get(node.uuid)
+        if state is None or state.host != node.host or node.generation <= state.generation:
+            return
+        state.update_from_node(node)
+        self._reindex(state)
 
     def _request_filters(self, spec: RequestSpec) -> RequestSpec:
         """``spec`` with the aggregates Nova's request filters add
