@@ -206,8 +206,20 @@ MUTANTS = {
         "(xmax) instead of the oldest still running (xmin): a change committed after a "
         "later one is never seen",
         "nova_lite/db/queries.py",
-        "_PG_MARK = sa.text(\"SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint\")\n",
-        "_PG_MARK = sa.text(\"SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint\")\n"),
+        "_PG_MARK_SQL = \"pg_snapshot_xmin(pg_current_snapshot())::text::bigint\"\n",
+        "_PG_MARK_SQL = \"pg_snapshot_xmax(pg_current_snapshot())::text::bigint\"\n"),
+    "look-answers-only-when-changed": (
+        "a view's look joins the mark to the changed rows with an inner join: when "
+        "nothing changed it gets no mark back",
+        "nova_lite/db/queries.py",
+        "select_from(look.outerjoin(changed, sa.true()))\n",
+        "select_from(look.join(changed, sa.true()))\n"),
+    "service-tombstones-ignored": (
+        "a view's look drops the tombstones of deleted services: a deleted service "
+        "stays in the scheduler's view",
+        "nova_lite/db/services.py",
+        "        else:\n            deleted.add(h)\n",
+        "        elif False:\n            deleted.add(h)\n"),
     "host-change-keeps-change-seq": (
         "SQLite's trigger moves a node's change sequence with its generation only, not "
         "with its host",
@@ -337,6 +349,9 @@ GUARDS = {
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "change-mark-after-running-writers": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),
+    "look-answers-only-when-changed": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
+    "service-tombstones-ignored": ("tests.test_change_seq.TestChangeSeqOnSQLite",
+                                   "tests.test_change_seq.TestChangeSeqOnPostgreSQL"),
     "host-change-keeps-change-seq": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
     "heartbeats-never-reread": (
         "tests.test_scheduler.SchedulerTests.test_a_view_notices_a_service_dying_and_never_"

@@ -5,13 +5,15 @@ API's node cache and through it the metrics) each hold a
 :class:`ChangeReader`.  Its first look reads everything; each later look is
 one read transaction that asks the indexed change sequence (see
 :mod:`nova_lite.db.queries`) for the rows changed since the mark of the
-last look, as a Kubernetes watch asks from a ``resourceVersion``: the
-versions of the changed nodes (then the records of those whose generation
-or host the view does not already hold, 500 per read), the tombstones of
-deleted nodes, and, if asked, the service rows added, enabled, disabled or
-deleted, the service rows of some hosts by key (for their heartbeats,
-which do not move the sequence), and the host aggregates when one of them
-changed.  Nothing is scanned in full after the first look, however many
+last look, as a Kubernetes watch asks from a ``resourceVersion``: one
+statement gives the next mark, the versions of the changed nodes and the
+tombstones of deleted nodes (then the records of those whose generation
+or host the view does not already hold are read, 500 per read); if asked,
+one more gives the service rows added, enabled, disabled or deleted, and
+others the service rows of some hosts by key (for their heartbeats,
+which do not move the sequence) and the host aggregates when one of them
+changed.  A look at a fleet where nothing changed is two statements (three
+with the aggregates).  Nothing is scanned in full after the first look, however many
 rows changed.
 
 A view whose last look is older than half of
@@ -144,23 +146,24 @@ class ChangeReader:
 
     def _read_since(self, conn: sa.Connection, mark: int, known: Mapping[str, Any],
                     hosts: Collection[str]) -> tuple[Changes, int]:
-        new_mark = queries.change_mark(conn)   # before the reads it covers
-        wanted = [v.uuid for v in queries.node_versions_since(conn, mark)
-                  if not _unchanged(known, v)]
+        # The new mark comes with the versions, in one statement (its snapshot
+        # covers both); the reads after it may see more, asked again next time.
+        look = queries.look_since(conn, mark)
+        new_mark = look.mark
+        wanted = [v.uuid for v in look.versions if not _unchanged(known, v)]
         fresh = load_nodes_by_uuid(conn, wanted) if wanted else []
         gone = set(wanted) - {node.uuid for node in fresh}   # deleted meanwhile
-        deleted = queries.deleted_nodes_since(conn, mark)
+        deleted = set(look.deleted)
         if deleted:
             gone |= deleted - queries.existing_nodes(conn, deleted)
         found: list[ServiceRecord] = []
         gone_services: set[str] = set()
         if self.binary is not None:
-            found = services.services_since(conn, self.binary, mark)
+            found, deleted_services = services.changes_since(conn, self.binary, mark)
             if hosts:
                 seen = {s.host for s in found}
                 found += services.services_of_hosts(
                     conn, self.binary, [h for h in hosts if h not in seen])
-            deleted_services = services.deleted_services_since(conn, self.binary, mark)
             gone_services = deleted_services - {s.host for s in found}
             if gone_services:   # recorded again since: still there
                 gone_services -= {s.host for s in services.services_of_hosts(

@@ -23,6 +23,8 @@ rows whose ``change_seq`` is at least that mark (:func:`node_versions_since`,
   the reader's snapshot.
 """
 
+from typing import Any
+
 import attrs
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -49,7 +51,9 @@ class NodeVersion:
     change_seq: int = 0
 
 
-_PG_MARK = sa.text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+#: PostgreSQL's mark: the oldest transaction id its snapshot could not see.
+_PG_MARK_SQL = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+_PG_MARK = sa.text(f"SELECT {_PG_MARK_SQL}")
 _SQLITE_MARK = sa.select(models.change_counter.c.value + 1).where(
     models.change_counter.c.id == 1)
 
@@ -80,6 +84,64 @@ _VERSIONS_SINCE = sa.select(
 _DELETED_SINCE = sa.select(T_GONE.c.uuid).where(since(T_GONE.c.change_seq))
 
 
+@attrs.frozen
+class NodeLook:
+    """One look at the node rows since a mark (:func:`look_since`): ``mark``,
+    the mark to ask from next time; ``versions``, the node rows changed at or
+    after the old mark; ``deleted``, the uuids of those deleted (a node
+    recorded again since is among them too: check :func:`existing_nodes`)."""
+
+    mark: int
+    versions: tuple[NodeVersion, ...]
+    deleted: frozenset[str]
+
+
+def _look_statement(dialect: str) -> sa.Select[Any]:
+    """The one statement of :func:`look_since` on ``dialect``: the new mark,
+    left-joined to the changed rows and the tombstones (``kind`` "n" or "d"),
+    so the mark comes back even when nothing changed."""
+    if dialect == "postgresql":
+        mark: sa.ColumnElement[Any] = sa.literal_column(_PG_MARK_SQL)
+    else:
+        mark = _SQLITE_MARK.scalar_subquery()
+    look = sa.select(mark.label("mark")).subquery("look")
+    changed = sa.union_all(
+        sa.select(sa.literal_column("'n'").label("kind"), T_NODES.c.uuid, T_NODES.c.host,
+                  T_NODES.c.nodename, T_NODES.c.generation, T_NODES.c.change_seq).where(
+            since(T_NODES.c.change_seq)),
+        sa.select(sa.literal_column("'d'"), T_GONE.c.uuid, sa.null(), sa.null(), sa.null(),
+                  T_GONE.c.change_seq).where(since(T_GONE.c.change_seq)),
+    ).subquery("changed")
+    return sa.select(look.c.mark, changed.c.kind, changed.c.uuid, changed.c.host,
+                     changed.c.nodename, changed.c.generation, changed.c.change_seq
+                     ).select_from(look.outerjoin(changed, sa.true()))
+
+
+# Built once per dialect: every reader asks it on every look.
+_LOOKS = {name: _look_statement(name) for name in ("postgresql", "sqlite")}
+
+
+def look_since(conn: Connection, mark: int) -> NodeLook:
+    """The node rows changed and deleted at or after ``mark``, and the mark to
+    ask from next time, in one statement: on PostgreSQL its one snapshot
+    gives both, so nothing committed out of order is missed; on SQLite the
+    reader's transaction does."""
+    new_mark = None
+    versions: list[NodeVersion] = []
+    deleted: set[str] = set()
+    statement = _LOOKS["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    for look, kind, uuid, host, nodename, generation, seq in conn.execute(
+            statement, {"mark": mark}).tuples():
+        new_mark = int(look)
+        if kind == "n":
+            versions.append(NodeVersion(uuid, host, nodename, generation, seq))
+        elif kind == "d":
+            deleted.add(uuid)
+    if new_mark is None:   # the one-row look always answers
+        raise RuntimeError("the change look returned no row")
+    return NodeLook(mark=new_mark, versions=tuple(versions), deleted=frozenset(deleted))
+
+
 def node_versions_since(conn: Connection, mark: int) -> list[NodeVersion]:
     """The versions of the node rows changed at or after ``mark`` (one range
     read of the ``change_seq`` index)."""
@@ -102,5 +164,5 @@ def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:
     return found
 
 
-__all__ = ["NodeVersion", "TOMBSTONE_KEEP_S", "change_mark", "deleted_nodes_since",
-           "existing_nodes", "node_versions_since"]
+__all__ = ["NodeLook", "NodeVersion", "TOMBSTONE_KEEP_S", "change_mark",
+           "deleted_nodes_since", "existing_nodes", "look_since", "node_versions_since"]

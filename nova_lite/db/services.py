@@ -162,6 +162,31 @@ _DELETED_SINCE = sa.select(models.service_deletions.c.host).where(
     queries.since(models.service_deletions.c.change_seq))
 
 
+_SVC_GONE = models.service_deletions
+# The rows changed ("s") and the tombstones ("d"), in one statement.
+_CHANGES_SINCE = sa.union_all(
+    sa.select(sa.literal_column("'s'").label("kind"), *_COLUMNS).where(
+        queries.since(T_SVC.c.change_seq), T_SVC.c.binary == sa.bindparam("binary")),
+    sa.select(sa.literal_column("'d'"), _SVC_GONE.c.host, sa.null(), sa.null(), sa.null(),
+              sa.null(), sa.null(), sa.null()).where(
+        _SVC_GONE.c.binary == sa.bindparam("binary"), queries.since(_SVC_GONE.c.change_seq)))
+
+
+def changes_since(conn: Connection, binary: str,
+                  mark: int) -> tuple[list[ServiceRecord], set[str]]:
+    """:func:`services_since` and :func:`deleted_services_since` in one
+    statement: ``(records, deleted_hosts)``."""
+    records: list[ServiceRecord] = []
+    deleted: set[str] = set()
+    for kind, h, b, c, u, n, d, r in conn.execute(
+            _CHANGES_SINCE, {"binary": binary, "mark": mark}).tuples():
+        if kind == "s":
+            records.append(ServiceRecord(h, b, c, u, n, bool(d), r))
+        else:
+            deleted.add(h)
+    return records, deleted
+
+
 def services_since(conn: Connection, binary: str, mark: int) -> list[ServiceRecord]:
     """The service rows of ``binary`` added, enabled or disabled at or after
     ``mark`` (see :mod:`nova_lite.db.queries` for the change sequence;
@@ -188,6 +213,6 @@ def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[S
     return found
 
 
-__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat", "deleted_services_since",
+__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat", "changes_since", "deleted_services_since",
            "heartbeat_deadline", "heartbeat_within", "list_services", "services_of_hosts",
            "services_since", "set_disabled"]
