@@ -13,7 +13,8 @@ their services' database traffic as the services would:
 - loading: each service's first pass (``run_once``: heartbeat, every node
   record and its inventories), then a second pass, so that the timed
   passes find nothing changed; meanwhile the services loaded beat every
-  ``report_interval``, as their heartbeat threads would;
+  ``report_interval``, as their heartbeat threads would, also while their
+  worker waits for the others to finish loading;
 - steady state: each service's pass (``run_once()``, which beats first)
   every ``[DEFAULT] update_resources_interval`` seconds (60) and its
   heartbeat thread's beat (``beat()``, skipped when the pass beat less
@@ -232,6 +233,12 @@ def _worker(url, case, indexes, conn):
     running = False
     while True:
         now = time.monotonic()
+        if schedule is None:
+            # Loaded, waiting for the other workers: the services' heartbeat
+            # threads beat on (else a worker that loaded first has its
+            # services look down to the others' load passes, which then
+            # record their findings).
+            beats.due(services)
         wait = 0.5 if not running else max(0.0, schedule.next_due() - now)
         if wait > 0 or conn.poll():
             if conn.poll(min(wait, 0.5)):

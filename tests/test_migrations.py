@@ -128,6 +128,10 @@ class MigrationTests:
                          indexes.get("migrations_dest_status_idx"))
         self.assertEqual(["source_compute", "source_node", "status"],
                          indexes.get("migrations_source_status_idx"))
+        # 0011: the services that look down are found by their heartbeat.
+        self.assertEqual(["binary", "updated_at"], {
+            i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("services")
+        }.get("services_binary_updated_at_idx"))
         self.assertLessEqual({"shadow_instances", "shadow_migrations"}, _tables(engine))
         # 0008: instances record their availability zone and moves the PCI
         # requests they claim (also in the shadow tables); the rows written

@@ -287,6 +287,63 @@ class SteadyPassMixin:
         self.assertEqual(["gone"], records.hosts_needing_findings(
             60, 60, services.COMPUTE_BINARY))
 
+    # -- the services a pass reads ----------------------------------------
+    def add_services(self, count, age=0.0):
+        """``count`` compute service rows of other hosts, their last heartbeat
+        ``age`` seconds ago; returns their hosts."""
+        now = time.time()
+        hosts = [f"peer-{age:g}-{i:04d}" for i in range(count)]
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.services.insert(), [dict(
+                host=h, binary=services.COMPUTE_BINARY, created_at=now - age - 1,
+                updated_at=now - age, report_count=1, disabled=False) for h in hosts])
+        return hosts
+
+    def test_a_pass_reads_one_service_row_when_every_service_is_up(self):
+        self.add_services(300)
+        read = []
+        real = self.store.pass_records
+
+        def pass_records(*args, **kwargs):
+            read.append(real(*args, **kwargs))
+            return read[-1]
+
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite.db.store.Store.pass_records", lambda _, *a, **k: pass_records(*a, **k)))
+        _, seen = self.one_pass()
+        self.assertEqual([], self.writes(seen))
+        self.assertEqual([[self.host]], [sorted(r.services) for r in read])
+        self.assertEqual([self.host], sorted(read[0].findings))
+        # Asked for every service, the same read finds them all.
+        self.assertEqual(301, len(real(self.host, service=True).services))
+
+    def test_a_pass_reads_the_services_down_and_those_its_moves_name(self):
+        other = ComputeService("host2", loader.load_driver(
+            "fake.multinode", settings=self.settings(host="host2",
+                                                     reserved_host_memory_mb=0),
+            nodes=["x"]), store=self.store, settings=self.settings_)
+        other.run_once()
+        away = other.tracker.resize_claim(self.instances[3], SMALL, "x").migration
+        up = self.add_services(50)
+        down = self.add_services(2, age=3600)
+        records = self.store.pass_records(self.host, service=True, service_down_time=60)
+        self.assertEqual(sorted([self.host, "host2", *down]), sorted(records.services))
+        self.assertEqual(down, records.hosts_needing_findings(60, 60, services.COMPUTE_BINARY))
+        # The snapshot holds the services its rules ask about: the move's ends.
+        self.assertEqual([self.host, "host2"], sorted(records.snapshot().services))
+        self.assertIn(away.uuid, records.snapshot().migrations)
+        # A down time shorter than the read's would take for down services not read.
+        self.assertRaises(ValueError, records.hosts_needing_findings, 30, 60,
+                          services.COMPUTE_BINARY)
+        # The host2's pass reads its move's other end too.
+        theirs = self.store.pass_records("host2", service=True, service_down_time=60)
+        self.assertEqual(sorted([self.host, "host2", *down]), sorted(theirs.services))
+        self.assertNotIn(up[0], theirs.services)
+        # A down peer gets its findings recorded by a live one.
+        self.one_pass()
+        self.assertEqual(down, [r.host for r in self.store.recorded_findings()
+                                if r.recorded_by == self.host and r.host != self.host])
+
 
 def _missing_key(missing):
     return (missing.consumer.uuid, missing.node_uuid or "")

@@ -201,6 +201,25 @@ MUTANTS = {
         "        return None\n",
         "            return f\"{len(missing)} consumer(s) without their allocation\"\n"
         "        return \"always\"\n"),
+    "pass-reads-no-down-service": (
+        "a service's pass reads its own service and its moves' ends but not the services "
+        "that look down: no live peer records a down host's findings",
+        "nova_lite/db/pass_records.py",
+        "            sa.not_(services_sql.heartbeat_within(service_down_time, now))))\n",
+        "            sa.false()))\n"),
+    "pass-reads-no-move-end": (
+        "a service's pass reads its own service and those down but not the other end of "
+        "its moves: a live peer at the other end looks as if it had no service",
+        "nova_lite/db/pass_records.py",
+        "                                            _service_hosts(host, mig_rows),\n",
+        "                                            frozenset({host}),\n"),
+    "snapshot-reads-no-move-end": (
+        "a host's records snapshot reads its own service but not the other end of its "
+        "moves: a live peer at the other end looks as if it had no service",
+        "nova_lite/db/snapshot.py",
+        "        named = ({host} | {r.source_compute for r in mig_rows.values()}\n"
+        "                 | {r.dest_compute for r in mig_rows.values()}) - {None}\n",
+        "        named = {host}\n"),
     "change-mark-after-running-writers": (
         "a PostgreSQL reader asks next time from the newest transaction id of its snapshot "
         "(xmax) instead of the oldest still running (xmin): a change committed after a "
@@ -348,6 +367,9 @@ GUARDS = {
     "pci-class-asked-directly": ("tests.test_pci_providers.TestPciProviderClaimsSQLite",),
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
+    "pass-reads-no-down-service": ("tests.test_steady_pass.TestSteadyPassSQLite",),
+    "pass-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
+    "snapshot-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "change-mark-after-running-writers": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),
     "look-answers-only-when-changed": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
     "service-tombstones-ignored": ("tests.test_change_seq.TestChangeSeqOnSQLite",

@@ -139,7 +139,8 @@ class ComputeService:
         """This host's records for one pass (None if they could not be read:
         logged, each part of the pass then reads what it needs itself)."""
         try:
-            return self.store.pass_records(self.host, service=True)
+            return self.store.pass_records(
+                self.host, service=True, service_down_time=self.settings.service_down_time)
         except NovaLiteError as exc:
             LOG.warning("Host %s: reading its records failed in this pass: %s", self.host, exc)
             return None
@@ -181,7 +182,8 @@ class ComputeService:
             LOG.debug("Host %s: guests not compared in this leak search: %s", self.host, error)
         try:
             if records is None:
-                records = self.store.pass_records(self.host, service=True)
+                records = self.store.pass_records(
+                    self.host, service=True, service_down_time=self.settings.service_down_time)
             report = leaks.findings_from(records.snapshot(), self.settings, guests=guests)
             for finding in report.findings:
                 LOG.info("Leak audit: %s %s on %s/%s: %s", finding.kind, finding.subject,
@@ -241,10 +243,11 @@ class ComputeService:
         compared: only the host's own driver could list them.  The work recorded
         for such a host waits for it: a ``tasks_waiting`` finding counts it.  One
         read lists just those hosts; only when there are some, one more counts the
-        open work of every host, and one reads the heartbeats when any of them has
-        work waiting.  A peer's record is rewritten once an interval, so the others
+        open work of every host, and one reads the heartbeats of those with work
+        waiting.  A peer's record is rewritten once an interval, so the others
         skip it meanwhile.  With the pass's ``records`` (they hold every service
-        and its findings' record) the first read is not needed."""
+        that is down, with its heartbeat and its findings' record) neither the
+        first read nor the heartbeats' is needed."""
         interval = self.settings.update_resources_interval
         try:
             if records is not None and records.services is not None:
@@ -255,8 +258,13 @@ class ComputeService:
                     self.host, self.settings.service_down_time, interval)
             waiting = self.store.tasks.waiting_by_host() if down else {}
             stalled = set(down) & set(waiting)
-            beats = {s.host: s.updated_at for s in self.store.list_services()
-                     if s.host in stalled} if stalled else {}
+            # The down hosts' heartbeats: in the pass's records, else read by name.
+            known = records.services if records is not None and \
+                records.services is not None else {}
+            beats = {h: known[h].updated_at for h in stalled if h in known}
+            if stalled - set(beats):
+                beats.update((s.host, s.updated_at) for h in sorted(stalled - set(beats))
+                             for s in self.store.list_services(h))
             for host in down:
                 report = leaks.find_leaks(self.store, self.settings, host=host)
                 found = list(report.findings)

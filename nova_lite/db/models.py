@@ -46,6 +46,8 @@ services = sa.Table(
     sa.Column("change_seq", sa.BigInteger, nullable=False, server_default="0"),
     sa.UniqueConstraint("host", "binary", name="uniq_services0host0binary"),
     sa.Index("services_change_seq_idx", "change_seq"),
+    # The services that look down, which every pass reads (0011).
+    sa.Index("services_binary_updated_at_idx", "binary", "updated_at"),
 )
 
 compute_nodes = sa.Table(

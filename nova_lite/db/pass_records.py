@@ -17,8 +17,13 @@ takes everything the pass compares against in at most six statements:
 4. the host's instances, and those the allocations on its nodes, the
    allocations of its moves and the migrations above name (with, for a
    build on the host, its oldest open task);
-5. (a service's pass) every compute service row, joined to its recorded
-   findings (their text only for the host's own);
+5. (a service's pass) the compute service rows the pass needs, joined to
+   their recorded findings (their text only for the host's own): the
+   host's own, those at the other end of the migrations read in 3, and
+   those that look down (no heartbeat within ``service_down_time``: only
+   they can need a peer to record their findings).  With every service up
+   and no move in progress that is one row, however many services there
+   are;
 6. (a service's pass) whether the host has a task to take.
 
 A tracker's audit on its own (no service: no leak search) reads five
@@ -48,6 +53,7 @@ import sqlalchemy as sa
 
 from nova_lite import holds, work
 from nova_lite.db import audit_writes, holds_sql, models, rows, serialize as ser
+from nova_lite.db import services as services_sql
 from nova_lite.db.audit_writes import MissingAllocation
 from nova_lite.db.services import ServiceRecord
 from nova_lite.db.snapshot import RecordsSnapshot
@@ -98,10 +104,14 @@ class PassRecords:
     ``instances``, ``migrations``, ``migration_times``: as in a
     :class:`~nova_lite.db.snapshot.RecordsSnapshot` of the host (and the
     allocations on the other ends).  A service's pass also has
-    ``services`` (``{host: ServiceRecord}`` of every compute service),
-    ``findings`` (``{host: FindingsRow}``), ``builds`` (the instances
-    building on the host) and ``has_work``; a tracker's own read leaves
-    them None.
+    ``services`` (``{host: ServiceRecord}`` of the compute services read:
+    the host's own, those at either end of the migrations read, and those
+    with no heartbeat within ``service_down_time`` seconds of ``read_at``;
+    every compute service when ``service_down_time`` is None),
+    ``findings`` (``{host: FindingsRow}`` of those), ``builds`` (the
+    instances building on the host) and ``has_work``; a tracker's own read
+    leaves them None.  A service absent from ``services`` is not known to
+    be down: it may be up and not read.
     """
 
     host: str
@@ -125,6 +135,10 @@ class PassRecords:
     findings: dict[str, FindingsRow] | None = None
     builds: tuple[Building, ...] | None = None
     has_work: bool | None = None
+    #: The seconds without a heartbeat after which the read took a service
+    #: as down (its services are those and the ones it needs by name); None:
+    #: every service was read.
+    service_down_time: float | None = None
 
     @functools.cached_property
     def nodes(self) -> tuple[ComputeNode, ...]:
@@ -301,18 +315,29 @@ class PassRecords:
         kept = tuple(sorted((a for a in self.allocations
                              if a.node_uuid in scoped or a.consumer_uuid in moving),
                             key=lambda a: (a.consumer_uuid, a.node_uuid)))
+        # The snapshot's services are the host's and its migrations' ends
+        # (what snapshot.read reads): the rules ask about no other.
+        named = _service_hosts(self.host, self.migrations.values())
         return RecordsSnapshot(
             host=self.host, nodes=self.nodes, scoped=scoped, allocations=kept,
             instances=self.instances, migrations=self.migrations,
-            migration_times=self.migration_times, services=self.services,
+            migration_times=self.migration_times,
+            services={h: s for h, s in self.services.items() if h in named},
             read_at=self.read_at)
 
     def hosts_needing_findings(self, service_down_time: float, interval: float,
                                binary: str) -> list[str]:
         """:meth:`~nova_lite.db.store.Store.hosts_needing_findings` of this host, on
-        these records (a service's read, of ``binary``'s services)."""
+        these records (a service's read, of ``binary``'s services).  Raises
+        ValueError for a ``service_down_time`` (s) shorter than the read's: the
+        services down for less were not read."""
         if self.services is None or self.findings is None:
             raise ValueError("a tracker's read has no services")
+        if self.service_down_time is not None and service_down_time < self.service_down_time:
+            # Services down for less than the read's down time were not read.
+            raise ValueError(f"these records hold the services down for "
+                             f"{self.service_down_time:g} s or more, not "
+                             f"{service_down_time:g} s")
         deadline = self.read_at - service_down_time
         down = []
         for host, service in sorted(self.services.items()):
@@ -414,15 +439,30 @@ def _statements(host: str) -> tuple[sa.Select[Any], ...]:
     return nodes, allocations, migrations, instances
 
 
-def _service_statements(host: str, binary: str, now: float) -> tuple[sa.Select[Any], ...]:
-    """The two more statements of a service's pass (see the module's docstring)."""
+def _service_hosts(host: str, migrations: Iterable[Any]) -> frozenset[str]:
+    """The hosts whose service a pass of ``host`` reads by name: its own and
+    both ends of each migration read (Migration records or rows)."""
+    return frozenset({host} | {m.source_compute for m in migrations}
+                     | {m.dest_compute for m in migrations}) - {None}
+
+
+def _service_statements(host: str, binary: str, now: float, named: Collection[str],
+                        service_down_time: float | None) -> tuple[sa.Select[Any], ...]:
+    """The two more statements of a service's pass (see the module's
+    docstring): ``named``, the hosts whose services are read whatever their
+    heartbeat; with ``service_down_time`` (s) None, every service."""
+    scope: sa.ColumnElement[bool] = T_SVC.c.binary == binary
+    if service_down_time is not None:
+        scope = sa.and_(scope, sa.or_(
+            T_SVC.c.host.in_(sorted(named)),
+            sa.not_(services_sql.heartbeat_within(service_down_time, now))))
     services = sa.select(
         T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
         T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason,
         T_FIND.c.recorded_by, T_FIND.c.recorded_at,
         sa.case((T_SVC.c.host == host, T_FIND.c.findings), else_=None).label("findings"),
     ).select_from(T_SVC.outerjoin(T_FIND, T_FIND.c.host == T_SVC.c.host)).where(
-        T_SVC.c.binary == binary).order_by(T_SVC.c.host)
+        scope).order_by(T_SVC.c.host)
     work_waiting = sa.select(T_TASK.c.id).where(T_TASK.c.host == host, sa.or_(
         T_TASK.c.state == work.WAITING,
         sa.and_(T_TASK.c.state == work.RUNNING, T_TASK.c.lease_until < now))).limit(1)
@@ -519,11 +559,15 @@ _EXTRAS = ("other", "numa_topology", "pci_devices", "providers")
 
 
 def read(conn: sa.Connection, host: str, now: float, *,
-         service_binary: str | None = None) -> PassRecords:
+         service_binary: str | None = None,
+         service_down_time: float | None = None) -> PassRecords:
     """The :class:`PassRecords` of ``host`` on ``conn``.
 
     With ``service_binary`` (a service's pass) the six statements of the
-    module's docstring: every row a leak search reads too.  Without it (a
+    module's docstring: every row a leak search reads too.  Its services are
+    the host's, its migrations' ends and those without a heartbeat for
+    ``service_down_time`` seconds before ``now`` (epoch s); every service of
+    ``service_binary`` when ``service_down_time`` is None.  Without it (a
     tracker's audit alone) five statements that read no row of a steady
     node's consumers: the node rows with their inventories, their usage
     summed, the stale allocations, and the instances and the migrations that
@@ -544,7 +588,9 @@ def read(conn: sa.Connection, host: str, now: float, *,
         usage=_usage(a for a in alloc_rows if a[_ALLOC["node_uuid"]] in heads),
         node_heads=tuple(heads.values()),
         allocation_rows=alloc_rows, instance_rows=inst_rows)
-    svc_sql, work_sql = _service_statements(host, service_binary, now)
+    svc_sql, work_sql = _service_statements(host, service_binary, now,
+                                            _service_hosts(host, mig_rows),
+                                            service_down_time)
     services: dict[str, ServiceRecord] = {}
     findings: dict[str, FindingsRow] = {}
     for r in conn.execute(svc_sql):
@@ -555,7 +601,8 @@ def read(conn: sa.Connection, host: str, now: float, *,
     builds = tuple(Building(r.uuid, r.created_at, r.updated_at, r.open_task)
                    for r in inst_rows if r.host == host and r.vm_state == holds.BUILDING)
     return attrs.evolve(records, services=services, findings=findings, builds=builds,
-                        has_work=conn.execute(work_sql).first() is not None)
+                        has_work=conn.execute(work_sql).first() is not None,
+                        service_down_time=service_down_time)
 
 
 @attrs.frozen

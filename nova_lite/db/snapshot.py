@@ -38,8 +38,10 @@ class RecordsSnapshot:
     ``{uuid: Migration}`` of the moves in progress that touch the host and
     of every migration allocation's consumer; ``migration_times``:
     ``{uuid: (created_at, updated_at)}`` (epoch s) of those; ``services``:
-    ``{host: ServiceRecord}`` of every compute service; ``read_at``: the
-    clock (epoch s) when the read began.
+    ``{host: ServiceRecord}`` of the compute services of ``host`` and of
+    both ends of each migration above (of every compute service if
+    ``host`` is None): the ones the rules ask about, whatever their
+    heartbeat; ``read_at``: the clock (epoch s) when the read began.
     """
 
     host: str | None
@@ -140,7 +142,14 @@ def read(conn: sa.Connection, host: str | None, binary: str, now: float) -> Reco
     for chunk in _chunks(wanted - set(inst_rows)):
         for r in conn.execute(T_INST.select().where(T_INST.c.uuid.in_(chunk))):
             inst_rows[r.uuid] = r
-    beats = {s.host: s for s in services.list_services(conn, binary)}
+    if host is None:
+        beats = {s.host: s for s in services.list_services(conn, binary)}
+    else:
+        # Not every service: only those of the host and of its moves' ends
+        # (a fleet's every pass would otherwise read every service row).
+        named = ({host} | {r.source_compute for r in mig_rows.values()}
+                 | {r.dest_compute for r in mig_rows.values()}) - {None}
+        beats = {s.host: s for s in services.services_of_hosts(conn, binary, sorted(named))}
     return RecordsSnapshot(
         host=host, nodes=nodes, scoped=scoped,
         allocations=tuple(rows.allocation_from_row(r) for _, r in sorted(allocations.items())),

@@ -461,7 +461,8 @@ class Store:
         return self._read(f"find missing allocations of host {host}",
                           lambda conn: audit_writes.missing_allocations(conn, host, nodenames))
 
-    def pass_records(self, host: str, *, service: bool = False) -> pass_read.PassRecords:
+    def pass_records(self, host: str, *, service: bool = False,
+                     service_down_time: float | None = None) -> pass_read.PassRecords:
         """What one periodic pass of ``host`` compares against, read in one
         read-only transaction of six statements (five without ``service``,
         which read no row of a steady node's consumers): a
@@ -472,9 +473,14 @@ class Store:
         writing transaction, which locks and checks again.
 
         :param host: the host whose pass it is.
-        :param service: also read what a compute service's pass needs (every
-            compute service, the recorded findings, the host's builds and
-            whether it has work waiting).
+        :param service: also read what a compute service's pass needs (the
+            compute services it needs with their recorded findings, the
+            host's builds and whether it has work waiting).
+        :param service_down_time: with ``service``, the seconds without a
+            heartbeat after which a service is down: the services read are
+            then the host's, those at the ends of its migrations and those
+            down (a pass with every service up reads one service row); None:
+            every compute service.
         :returns: the records, read at one moment.
         :raises nova_lite.exception.InvalidInput: for a name that cannot be
             looked up.
@@ -486,7 +492,8 @@ class Store:
         binary = COMPUTE_BINARY if service else None
         return self.db.read_snapshot(
             f"read the records of a pass of host {host}",
-            lambda conn: pass_read.read(conn, host, now, service_binary=binary))
+            lambda conn: pass_read.read(conn, host, now, service_binary=binary,
+                                        service_down_time=service_down_time))
 
     def audit_differs(self, records: pass_read.PassRecords, audits: Sequence[AuditedNode],
                       listed: Collection[str] | None = None,
