@@ -507,6 +507,16 @@ class Settings:
             behind a connection pooler in transaction mode ([database]
             pooler), or when listening fails, it looks this often.""",
             minimum=MIN_SECONDS, unit="seconds", nova="nova-lite only"))
+    down_hosts_per_pass: int = attrs.field(
+        default=10, validator=_int_option(1, 100000),
+        metadata=option("compute", "down_hosts_per_pass", """
+            Most hosts whose compute service is down that one pass of a
+            live compute service records the findings of (their leaks and
+            the work waiting for them).  Each live service takes the hosts
+            in an order of its own, so the live services share a large
+            outage between them and no pass grows with the number of hosts
+            down.""",
+            minimum=1, maximum=100000, nova="nova-lite only"))
     instance_build_timeout: float = attrs.field(
         default=0, validator=_non_negative_seconds,
         metadata=option("DEFAULT", "instance_build_timeout", """

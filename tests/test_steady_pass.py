@@ -28,6 +28,7 @@ import fixtures
 import sqlalchemy as sa
 
 from nova_lite import objects, work
+from nova_lite.compute.down_hosts import down_hosts_share
 from nova_lite.compute.manager import ComputeService
 from nova_lite.db import models, services
 from nova_lite.findings import UNKNOWN_GUEST
@@ -344,6 +345,22 @@ class SteadyPassMixin:
         self.assertEqual(down, [r.host for r in self.store.recorded_findings()
                                 if r.recorded_by == self.host and r.host != self.host])
 
+
+    def test_a_pass_takes_on_at_most_down_hosts_per_pass_of_the_hosts_down(self):
+        down = self.add_services(25, age=3600)
+        limit = self.settings_.down_hosts_per_pass
+        self.assertEqual(10, limit)
+        taken = []
+        for expected in (10, 10, 5, 0):
+            self.one_pass()
+            recorded = sorted(r.host for r in self.store.recorded_findings()
+                              if r.recorded_by == self.host and r.host != self.host)
+            new = sorted(set(recorded) - set(taken))
+            self.assertEqual(expected, len(new), new)
+            left = sorted(set(down) - set(taken))
+            self.assertEqual(down_hosts_share(left, self.host, limit), new)
+            taken.extend(new)
+        self.assertEqual(down, sorted(taken))
 
 def _missing_key(missing):
     return (missing.consumer.uuid, missing.node_uuid or "")

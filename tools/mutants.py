@@ -227,6 +227,12 @@ MUTANTS = {
         "nova_lite/db/queries.py",
         "_PG_MARK_SQL = \"pg_snapshot_xmin(pg_current_snapshot())::text::bigint\"\n",
         "_PG_MARK_SQL = \"pg_snapshot_xmax(pg_current_snapshot())::text::bigint\"\n"),
+    "down-hosts-all-in-one-pass": (
+        "a live service's pass takes on the findings of every host that is down at "
+        "once, however many",
+        "nova_lite/compute/manager.py",
+        "            down = down_hosts_share(down, self.host, self.settings.down_hosts_per_pass)\n",
+        "            down = list(down)\n"),
     "look-answers-only-when-changed": (
         "a view's look joins the mark to the changed rows with an inner join: when "
         "nothing changed it gets no mark back",
@@ -371,6 +377,7 @@ GUARDS = {
     "pass-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "snapshot-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "change-mark-after-running-writers": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),
+    "down-hosts-all-in-one-pass": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "look-answers-only-when-changed": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
     "service-tombstones-ignored": ("tests.test_change_seq.TestChangeSeqOnSQLite",
                                    "tests.test_change_seq.TestChangeSeqOnPostgreSQL"),

@@ -26,6 +26,7 @@ import attrs
 
 from nova_lite import audit as audit_views
 from nova_lite import conf, leaks, metrics, provider_config
+from nova_lite.compute.down_hosts import down_hosts_share
 from nova_lite.compute.resource_tracker import ResourceTracker, check_service_arguments
 from nova_lite.compute.worker import Worker
 from nova_lite.db.pass_records import PassRecords
@@ -245,7 +246,9 @@ class ComputeService:
         read lists just those hosts; only when there are some, one more counts the
         open work of every host, and one reads the heartbeats of those with work
         waiting.  A peer's record is rewritten once an interval, so the others
-        skip it meanwhile.  With the pass's ``records`` (they hold every service
+        skip it meanwhile, and one pass takes on at most ``[compute]
+        down_hosts_per_pass`` of them (:func:`down_hosts_share`).  With the
+        pass's ``records`` (they hold every service
         that is down, with its heartbeat and its findings' record) neither the
         first read nor the heartbeats' is needed."""
         interval = self.settings.update_resources_interval
@@ -256,6 +259,7 @@ class ComputeService:
             else:
                 down = self.store.hosts_needing_findings(
                     self.host, self.settings.service_down_time, interval)
+            down = down_hosts_share(down, self.host, self.settings.down_hosts_per_pass)
             waiting = self.store.tasks.waiting_by_host() if down else {}
             stalled = set(down) & set(waiting)
             # The down hosts' heartbeats: in the pass's records, else read by name.
