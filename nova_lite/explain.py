@@ -402,6 +402,42 @@ def _verdict(culprits: Sequence[Culprit]) -> str:
     return f"{len(culprits)} culprit(s): " + "; ".join(parts)
 
 
+def node_culprits(node: ComputeNode, allocations: Iterable[Allocation],
+                  instances: Mapping[str, Instance], migrations: Mapping[str, Migration],
+                  settings: "Settings | None" = None,
+                  guests: Iterable[str] | None = None) -> tuple[Culprit, ...]:
+    """The culprits of :func:`explain` (its ``culprits``, in its order) with
+    none of its per-class breakdown: what the leak search of every pass
+    needs of each node.  A class is looked at further only when it is held
+    beyond its capacity.  Same arguments as :func:`explain`."""
+    instances = dict(instances)
+    migrations = dict(migrations)
+    _, culprits = _consumer_lines(node, allocations, instances, migrations)
+    capacity_culprits = []
+    for rc in sorted(node.inventories):
+        inv = node.inventories[rc]
+        capacity, used = node.capacity(rc), node.used(rc)
+        if used <= capacity:
+            continue
+        found = _capacity_culprit(rc, inv, used, capacity, _ratio_source(rc, inv, settings)[0])
+        if found is not None:
+            capacity_culprits.append(found)
+    report = node.resources
+    for child in sorted(report.providers if report is not None else (), key=lambda c: c.name):
+        held = node.provider_usage.get(child.name, {})
+        for rc in sorted(child.inventories):
+            inv = child.inventories[rc]
+            found = _capacity_culprit(rc, inv, held.get(rc, 0), inv.capacity, _CHILD_SOURCE)
+            if found is not None:
+                capacity_culprits.append(attrs.evolve(
+                    found, subject=f"{child.name}/{found.subject}"))
+    if guests is not None:
+        culprits.extend(unknown_guests(node.host, guests, instances, migrations))
+    culprits.extend(capacity_culprits)
+    culprits.sort(key=lambda c: CULPRIT_KINDS.index(c.kind))
+    return tuple(culprits)
+
+
 def explain(node: ComputeNode, allocations: Iterable[Allocation], instances: Mapping[str, Instance],
             migrations: Mapping[str, Migration], settings: "Settings | None" = None,
             guests: Iterable[str] | None = None) -> NodeExplanation:
@@ -418,12 +454,13 @@ def explain(node: ComputeNode, allocations: Iterable[Allocation], instances: Map
     recorded inventory is shown); ``guests``: the uuids of the guests the
     hypervisor lists, or None when no driver was used.
     """
+    allocations = tuple(allocations)
     instances = dict(instances)
     migrations = dict(migrations)
-    per_rc, culprits = _consumer_lines(node, allocations, instances, migrations)
+    per_rc, _ = _consumer_lines(node, allocations, instances, migrations)
     report = node.resources
     detected = report.totals() if report is not None else {}
-    resources, capacity_culprits = [], []
+    resources = []
     own_classes = {rc for where, rc in per_rc if where is None}
     for rc in sorted(set(node.inventories) | set(detected) | set(node.usage) | own_classes):
         inv = node.inventories.get(rc)
@@ -453,21 +490,9 @@ def explain(node: ComputeNode, allocations: Iterable[Allocation], instances: Map
             ratio=float(inv.allocation_ratio) if inv else None, ratio_source=ratio_source,
             capacity=capacity, capacity_formula=formula, consumers=lines, used=used,
             free=node.free(rc), over=node.over(rc), notes=tuple(notes)))
-        found = _capacity_culprit(rc, inv, used, capacity, ratio_source)
-        if found is not None:
-            capacity_culprits.append(found)
-    for explained in _children_explained(node, per_rc):
-        resources.append(explained)
-        found = _capacity_culprit(explained.resource_class,
-                                  _child_inventory(node, explained), explained.used,
-                                  explained.capacity, explained.ratio_source)
-        if found is not None:
-            capacity_culprits.append(attrs.evolve(
-                found, subject=f"{explained.provider}/{found.subject}"))
-    if guests is not None:
-        culprits.extend(unknown_guests(node.host, guests, instances, migrations))
-    culprits.extend(capacity_culprits)
-    culprits.sort(key=lambda c: CULPRIT_KINDS.index(c.kind))
+    resources.extend(_children_explained(node, per_rc))
+    # One rule for the culprits, whoever asks: the leak search asks for them alone.
+    culprits = node_culprits(node, allocations, instances, migrations, settings, guests)
     return NodeExplanation(
         host=node.host, nodename=node.nodename, node_uuid=node.uuid,
         generation=node.generation, reported=node.reported, resources=tuple(resources),
@@ -477,14 +502,6 @@ def explain(node: ComputeNode, allocations: Iterable[Allocation], instances: Map
 
 #: Where a child provider's reserved amount and ratio come from.
 _CHILD_SOURCE = "the driver's report of the child provider"
-
-
-def _child_inventory(node: ComputeNode, explained: ResourceExplanation) -> Inventory | None:
-    report = node.resources
-    for child in report.providers if report is not None else ():
-        if child.name == explained.provider:
-            return child.inventories.get(explained.resource_class)
-    return None
 
 
 def _children_explained(node: ComputeNode,
@@ -584,8 +601,8 @@ def explain_node(store: "Store", node_ident: str, settings: "Settings | None",
     return result
 
 
-__all__ = ["explain_node", "explain", "find_node", "gather", "gather_from", "unknown_guests",
-           "NodeExplanation",
+__all__ = ["explain_node", "explain", "find_node", "node_culprits", "gather", "gather_from",
+           "unknown_guests", "NodeExplanation",
            "ResourceExplanation", "ConsumerLine", "Culprit", "CULPRIT_KINDS",
            "STALE_ALLOCATION", "UNKNOWN_GUEST", "OVER_COMMIT", "SHRUNKEN_HOST",
            "MISSING_ALLOCATION"]

@@ -177,9 +177,10 @@ def findings_from(snap: "RecordsSnapshot", settings: "Settings", nodename: str |
         allocations, node_instances, node_migrations = explain.gather_from(snap, node)
         instances.update(node_instances)
         moves.update(node_migrations)
-        result = explain.explain(node, allocations, node_instances, node_migrations, settings)
+        culprits = explain.node_culprits(node, allocations, node_instances, node_migrations,
+                                         settings)
         held = {a.consumer_uuid: a for a in allocations}
-        for culprit in result.culprits:
+        for culprit in culprits:
             if culprit.kind == explain.STALE_ALLOCATION:
                 findings.append(Finding(
                     STALE_ALLOCATION, culprit.subject, culprit.detail, node.host,

@@ -227,6 +227,18 @@ MUTANTS = {
         "nova_lite/db/queries.py",
         "_PG_MARK_SQL = \"pg_snapshot_xmin(pg_current_snapshot())::text::bigint\"\n",
         "_PG_MARK_SQL = \"pg_snapshot_xmax(pg_current_snapshot())::text::bigint\"\n"),
+    "culprits-skip-over-capacity": (
+        "the culprits of a node (the leak search's and node explain's) leave out every "
+        "class held beyond its capacity",
+        "nova_lite/explain.py",
+        "        if used <= capacity:\n            continue\n",
+        "        if True:\n            continue\n"),
+    "culprits-skip-children": (
+        "the culprits of a node leave out its child providers held beyond their capacity",
+        "nova_lite/explain.py",
+        "    for child in sorted(report.providers if report is not None else (), "
+        "key=lambda c: c.name):\n",
+        "    for child in ():\n"),
     "down-hosts-all-in-one-pass": (
         "a live service's pass takes on the findings of every host that is down at "
         "once, however many",
@@ -377,6 +389,8 @@ GUARDS = {
     "pass-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "snapshot-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "change-mark-after-running-writers": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),
+    "culprits-skip-over-capacity": ("tests.test_explain.TestExplainSQLite",),
+    "culprits-skip-children": ("tests.test_providers",),
     "down-hosts-all-in-one-pass": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "look-answers-only-when-changed": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
     "service-tombstones-ignored": ("tests.test_change_seq.TestChangeSeqOnSQLite",
