@@ -10,8 +10,8 @@ the database's own triggers (revision 0010), in the statement that inserts
 a node or changes its generation or host; deleting a node leaves a
 tombstone in ``node_deletions``.  A reader takes a **mark**
 (:func:`change_mark`) before it reads, and next time asks only for the
-rows whose ``change_seq`` is at least that mark (:func:`node_versions_since`,
-:func:`deleted_nodes_since`):
+rows whose ``change_seq`` is at least that mark, changed rows and
+tombstones in one statement (:func:`look_since`):
 
 - PostgreSQL: the value a writer leaves is its transaction id, and the mark
   is the ``xmin`` of the reader's snapshot: every transaction the reader
@@ -77,13 +77,6 @@ def since(column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
     return column.between(sa.bindparam("mark"), sa.literal(NO_SEQ_ABOVE, sa.BigInteger))
 
 
-# Built once: every reader asks it on every look.
-_VERSIONS_SINCE = sa.select(
-    T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename, T_NODES.c.generation,
-    T_NODES.c.change_seq).where(since(T_NODES.c.change_seq))
-_DELETED_SINCE = sa.select(T_GONE.c.uuid).where(since(T_GONE.c.change_seq))
-
-
 @attrs.frozen
 class NodeLook:
     """One look at the node rows since a mark (:func:`look_since`): ``mark``,
@@ -142,18 +135,6 @@ def look_since(conn: Connection, mark: int) -> NodeLook:
     return NodeLook(mark=new_mark, versions=tuple(versions), deleted=frozenset(deleted))
 
 
-def node_versions_since(conn: Connection, mark: int) -> list[NodeVersion]:
-    """The versions of the node rows changed at or after ``mark`` (one range
-    read of the ``change_seq`` index)."""
-    return [NodeVersion(*r) for r in conn.execute(_VERSIONS_SINCE, {"mark": mark}).tuples()]
-
-
-def deleted_nodes_since(conn: Connection, mark: int) -> set[str]:
-    """The uuids of the node rows deleted at or after ``mark`` (a node
-    recorded again since is among them too: check :func:`existing_nodes`)."""
-    return set(conn.execute(_DELETED_SINCE, {"mark": mark}).scalars())
-
-
 def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:
     """Those of ``uuids`` that have a node row."""
     found: set[str] = set()
@@ -164,5 +145,5 @@ def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:
     return found
 
 
-__all__ = ["NodeLook", "NodeVersion", "TOMBSTONE_KEEP_S", "change_mark",
-           "deleted_nodes_since", "existing_nodes", "look_since", "node_versions_since"]
+__all__ = ["NodeLook", "NodeVersion", "TOMBSTONE_KEEP_S", "change_mark", "existing_nodes",
+           "look_since"]

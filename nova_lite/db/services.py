@@ -153,17 +153,10 @@ def set_disabled(conn: Connection, host: str, binary: str, disabled: bool,
     return list_services(conn, binary, host)[0] if changed else None
 
 
-# Built once: a scheduler asks them on every request.
-# No ORDER BY: the planner takes the change_seq index, not the (host, binary) one.
-_SINCE = sa.select(*_COLUMNS).where(queries.since(T_SVC.c.change_seq),
-                                    T_SVC.c.binary == sa.bindparam("binary"))
-_DELETED_SINCE = sa.select(models.service_deletions.c.host).where(
-    models.service_deletions.c.binary == sa.bindparam("binary"),
-    queries.since(models.service_deletions.c.change_seq))
-
-
 _SVC_GONE = models.service_deletions
-# The rows changed ("s") and the tombstones ("d"), in one statement.
+# The rows changed ("s") and the tombstones ("d"), in one statement, built
+# once: a scheduler asks it on every request.  No ORDER BY: the planner takes
+# the change_seq index, not the (host, binary) one.
 _CHANGES_SINCE = sa.union_all(
     sa.select(sa.literal_column("'s'").label("kind"), *_COLUMNS).where(
         queries.since(T_SVC.c.change_seq), T_SVC.c.binary == sa.bindparam("binary")),
@@ -174,8 +167,11 @@ _CHANGES_SINCE = sa.union_all(
 
 def changes_since(conn: Connection, binary: str,
                   mark: int) -> tuple[list[ServiceRecord], set[str]]:
-    """:func:`services_since` and :func:`deleted_services_since` in one
-    statement: ``(records, deleted_hosts)``."""
+    """The service rows of ``binary`` added, enabled or disabled at or after
+    ``mark``, and the hosts whose ``binary`` service row was deleted at or
+    after it, in one statement: ``(records, deleted_hosts)``.  Heartbeats do
+    not move the change sequence (see :mod:`nova_lite.db.queries`); a host
+    recorded again after its deletion is in both."""
     records: list[ServiceRecord] = []
     deleted: set[str] = set()
     for kind, h, b, c, u, n, d, r in conn.execute(
@@ -185,20 +181,6 @@ def changes_since(conn: Connection, binary: str,
         else:
             deleted.add(h)
     return records, deleted
-
-
-def services_since(conn: Connection, binary: str, mark: int) -> list[ServiceRecord]:
-    """The service rows of ``binary`` added, enabled or disabled at or after
-    ``mark`` (see :mod:`nova_lite.db.queries` for the change sequence;
-    heartbeats do not move it)."""
-    return [ServiceRecord(h, b, c, u, n, bool(d), r) for h, b, c, u, n, d, r in
-            conn.execute(_SINCE, {"binary": binary, "mark": mark}).tuples()]
-
-
-def deleted_services_since(conn: Connection, binary: str, mark: int) -> set[str]:
-    """The hosts whose ``binary`` service row was deleted at or after ``mark``
-    (a service recorded again since is among them too)."""
-    return set(conn.execute(_DELETED_SINCE, {"binary": binary, "mark": mark}).scalars())
 
 
 def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[ServiceRecord]:
@@ -213,6 +195,6 @@ def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[S
     return found
 
 
-__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat", "changes_since", "deleted_services_since",
+__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat", "changes_since",
            "heartbeat_deadline", "heartbeat_within", "list_services", "services_of_hosts",
-           "services_since", "set_disabled"]
+           "set_disabled"]
