@@ -225,8 +225,8 @@ MUTANTS = {
         "(xmax) instead of the oldest still running (xmin): a change committed after a "
         "later one is never seen",
         "nova_lite/db/queries.py",
-        "_PG_MARK_SQL = \"pg_snapshot_xmin(pg_current_snapshot())::text::bigint\"\n",
-        "_PG_MARK_SQL = \"pg_snapshot_xmax(pg_current_snapshot())::text::bigint\"\n"),
+        "PG_MARK_SQL = \"pg_snapshot_xmin(pg_current_snapshot())::text::bigint\"\n",
+        "PG_MARK_SQL = \"pg_snapshot_xmax(pg_current_snapshot())::text::bigint\"\n"),
     "culprits-skip-over-capacity": (
         "the culprits of a node (the leak search's and node explain's) leave out every "
         "class held beyond its capacity",
@@ -248,21 +248,40 @@ MUTANTS = {
     "look-answers-only-when-changed": (
         "a view's look joins the mark to the changed rows with an inner join: when "
         "nothing changed it gets no mark back",
-        "nova_lite/db/queries.py",
-        "select_from(look.outerjoin(changed, sa.true()))\n",
-        "select_from(look.join(changed, sa.true()))\n"),
+        "nova_lite/db/look.py",
+        "        look.outerjoin(changed, sa.true()))\n",
+        "        look.join(changed, sa.true()))\n"),
     "service-tombstones-ignored": (
         "a view's look drops the tombstones of deleted services: a deleted service "
         "stays in the scheduler's view",
-        "nova_lite/db/services.py",
-        "        else:\n            deleted.add(h)\n",
-        "        elif False:\n            deleted.add(h)\n"),
-    "host-change-keeps-change-seq": (
-        "SQLite's trigger moves a node's change sequence with its generation only, not "
-        "with its host",
-        "nova_lite/db/alembic/versions/0010_change_seq.py",
-        "    WHEN OLD.generation IS NOT NEW.generation OR OLD.host IS NOT NEW.host\n",
-        "    WHEN OLD.generation IS NOT NEW.generation\n"),
+        "nova_lite/db/look.py",
+        "        elif kind == \"x\":\n            gone.add(host)\n",
+        "        elif False:\n            gone.add(host)\n"),
+    "usage-only-whatever-description": (
+        "a view reads a changed node for its usage alone even when the node's description "
+        "changed since: a new inventory or report is never seen",
+        "nova_lite/db/node_changes.py",
+        "        return version.described_seq < self._full_mark \\\n"
+        "            or self._described.get(version.uuid) == version.described_seq\n",
+        "        return True\n"),
+    "renew-ignores-described": (
+        "the usage-only read keeps the description a view holds even when the node was "
+        "described again after the view's look",
+        "nova_lite/db/rows.py",
+        "        if described != described_held or has_extras:\n",
+        "        if has_extras:\n"),
+    "inventory-delete-keeps-described": (
+        "PostgreSQL's trigger leaves described_seq where it was when a node's inventory "
+        "row is deleted",
+        "nova_lite/db/alembic/versions/0012_node_described_seq.py",
+        "    _pg_inventory_trigger(\"DELETE\", \"OLD TABLE AS old_rows\", \"old\"),\n",
+        ""),
+    "host-change-keeps-described": (
+        "the triggers take a node's host for no part of its description: a node that "
+        "moves to another host keeps its described_seq",
+        "nova_lite/db/alembic/versions/0012_node_described_seq.py",
+        "_DESCRIPTION = (\"resources\", \"host\", \"nodename\", \"reported\", \"last_error\")\n",
+        "_DESCRIPTION = (\"resources\", \"nodename\", \"reported\", \"last_error\")\n"),
     "heartbeats-never-reread": (
         "the scheduler never reads a service row again for its heartbeat: a dead service "
         "keeps looking up",
@@ -395,7 +414,10 @@ GUARDS = {
     "look-answers-only-when-changed": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
     "service-tombstones-ignored": ("tests.test_change_seq.TestChangeSeqOnSQLite",
                                    "tests.test_change_seq.TestChangeSeqOnPostgreSQL"),
-    "host-change-keeps-change-seq": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
+    "usage-only-whatever-description": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
+    "renew-ignores-described": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
+    "inventory-delete-keeps-described": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),
+    "host-change-keeps-described": ("tests.test_change_seq.TestChangeSeqOnSQLite",),
     "heartbeats-never-reread": (
         "tests.test_scheduler.SchedulerTests.test_a_view_notices_a_service_dying_and_never_"
         "a_live_one",),

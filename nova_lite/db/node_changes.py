@@ -6,20 +6,20 @@ API's node cache and through it the metrics) each hold a
 one read transaction that asks the indexed change sequence (see
 :mod:`nova_lite.db.queries`) for the rows changed since the mark of the
 last look, as a Kubernetes watch asks from a ``resourceVersion``: one
-statement gives the next mark, the versions of the changed nodes and the
-tombstones of deleted nodes.  Then the nodes whose generation or host
-the view does not already hold are read again, 1,000 per statement: a node
-whose description (report, host, name, flags, inventories) did not change
-since the last look, by its ``described_seq`` (revision 0012), for its
-generation and usage alone, kept with the description the view holds (a
+statement (:func:`nova_lite.db.look.look_since`) gives the next mark, the
+versions of the changed nodes, the tombstones of deleted nodes and, if
+asked, the service rows added, enabled, disabled or deleted and the
+stamps of the host aggregates.  Then the nodes whose generation, host or
+description the view does not already hold are read again, 1,000 per
+statement: a node whose description (report, host, name, flags,
+inventories) the view holds, by its ``described_seq`` (revision 0012),
+for its generation and usage alone, kept with that description (a
 claim's change costs a few numbers, not the node's report); any other
-node whole.  If asked,
-one more gives the service rows added, enabled, disabled or deleted, and
-others the service rows of some hosts by key (for their heartbeats,
-which do not move the sequence) and the host aggregates when one of them
-changed.  A look at a fleet where nothing changed is two statements (three
-with the aggregates).  Nothing is scanned in full after the first look, however many
-rows changed.
+node whole.  Others read the service rows of some hosts by key (for their
+heartbeats, which do not move the sequence) and the host aggregates when
+one of them changed.  A look at a fleet where nothing changed is one
+statement.  Nothing is scanned in full after the first look, however
+many rows changed.
 
 A view whose last look is older than half of
 :data:`~nova_lite.db.queries.TOMBSTONE_KEEP_S` reads everything again (the
@@ -35,6 +35,7 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite.db import aggregates, models, queries, rows, services
+from nova_lite.db.look import look_since
 from nova_lite.db.aggregates import Aggregate
 from nova_lite.db.services import ServiceRecord
 from nova_lite.objects import ComputeNode
@@ -137,16 +138,13 @@ class ChangeReader:
         now = time.time() if now is None else now
         return self.mark is None or now - self._looked_at >= queries.TOMBSTONE_KEEP_S / 2
 
-    def _aggregates(self, conn: sa.Connection, full: bool) -> tuple[Aggregate, ...] | None:
-        """Every aggregate if one changed since the last look (or ``full``),
-        else None; the new stamps wait in ``_next_stamps`` until the read
-        transaction is over (a retried one asks again)."""
+    def _aggregates(self, conn: sa.Connection) -> tuple[Aggregate, ...] | None:
+        """Every aggregate, if watched (else None); their stamps wait in
+        ``_next_stamps`` until the read transaction is over (a retried one
+        asks again)."""
         if not self.watch_aggregates:
             return None
-        stamps = tuple(conn.execute(_AGGREGATE_STAMPS).tuples())
-        self._next_stamps = stamps
-        if not full and stamps == self._stamps:
-            return None
+        self._next_stamps = tuple(conn.execute(_AGGREGATE_STAMPS).tuples().all())
         return tuple(aggregates.read_all(conn))
 
     def _read_all(self) -> tuple[Changes, int, dict[str, int]]:
@@ -163,16 +161,17 @@ class ChangeReader:
 
             def op(conn: sa.Connection) -> tuple[list[ServiceRecord], Any]:
                 svcs = services.list_services(conn, binary) if binary is not None else []
-                return svcs, self._aggregates(conn, full=True)
+                return svcs, self._aggregates(conn)
             found, found_aggregates = self.store.db.read("services and aggregates", op)
         return Changes(full=True, nodes=tuple(nodes), services=tuple(found),
                        aggregates=found_aggregates), mark, described
 
     def _read_since(self, conn: sa.Connection, mark: int, known: Mapping[str, Any],
                     hosts: Collection[str]) -> tuple[Changes, int, dict[str, int]]:
-        # The new mark comes with the versions, in one statement (its snapshot
-        # covers both); the reads after it may see more, asked again next time.
-        look = queries.look_since(conn, mark)
+        # The new mark comes with the versions, the services and the
+        # aggregates' stamps, in one statement (its snapshot covers them all);
+        # the reads after it may see more, asked again next time.
+        look = look_since(conn, mark, self.binary, self.watch_aggregates)
         new_mark = look.mark
         # A row seen already comes again: it is read only if the view does
         # not hold its generation, host and description.
@@ -205,16 +204,20 @@ class ChangeReader:
         found: list[ServiceRecord] = []
         gone_services: set[str] = set()
         if self.binary is not None:
-            found, deleted_services = services.changes_since(conn, self.binary, mark)
+            found, deleted_services = list(look.services), look.gone_services
             if hosts:
                 seen = {s.host for s in found}
                 found += services.services_of_hosts(
                     conn, self.binary, [h for h in hosts if h not in seen])
-            gone_services = deleted_services - {s.host for s in found}
+            gone_services = set(deleted_services) - {s.host for s in found}
             if gone_services:   # recorded again since: still there
                 gone_services -= {s.host for s in services.services_of_hosts(
                     conn, self.binary, sorted(gone_services))}
-        found_aggregates = self._aggregates(conn, full=False)
+        found_aggregates = None
+        if look.stamps is not None:
+            self._next_stamps = look.stamps
+            if look.stamps != self._stamps:
+                found_aggregates = tuple(aggregates.read_all(conn))
         return Changes(full=False, nodes=tuple(fresh), gone_nodes=frozenset(gone),
                        services=tuple(found), gone_services=frozenset(gone_services),
                        aggregates=found_aggregates), new_mark, described

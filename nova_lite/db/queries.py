@@ -11,7 +11,7 @@ a node or changes its generation or host; deleting a node leaves a
 tombstone in ``node_deletions``.  A reader takes a **mark**
 (:func:`change_mark`) before it reads, and next time asks only for the
 rows whose ``change_seq`` is at least that mark, changed rows and
-tombstones in one statement (:func:`look_since`):
+tombstones in one statement (:func:`nova_lite.db.look.look_since`):
 
 - PostgreSQL: the value a writer leaves is its transaction id, and the mark
   is the ``xmin`` of the reader's snapshot: every transaction the reader
@@ -23,7 +23,6 @@ tombstones in one statement (:func:`look_since`):
   the reader's snapshot.
 """
 
-from typing import Any
 
 import attrs
 import sqlalchemy as sa
@@ -56,9 +55,9 @@ class NodeVersion:
 
 
 #: PostgreSQL's mark: the oldest transaction id its snapshot could not see.
-_PG_MARK_SQL = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
-_PG_MARK = sa.text(f"SELECT {_PG_MARK_SQL}")
-_SQLITE_MARK = sa.select(models.change_counter.c.value + 1).where(
+PG_MARK_SQL = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+_PG_MARK = sa.text(f"SELECT {PG_MARK_SQL}")
+SQLITE_MARK = sa.select(models.change_counter.c.value + 1).where(
     models.change_counter.c.id == 1)
 
 
@@ -66,7 +65,7 @@ def change_mark(conn: Connection) -> int:
     """The mark to ask from next time: run it before the reads it covers
     (in the same transaction or an earlier one).  Every change that the
     reads after it could not see has ``change_seq`` >= the mark."""
-    query = _PG_MARK if conn.dialect.name == "postgresql" else _SQLITE_MARK
+    query = _PG_MARK if conn.dialect.name == "postgresql" else SQLITE_MARK
     return int(conn.execute(query).scalar_one())
 
 
@@ -79,64 +78,6 @@ def since(column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
     statistics yet (a table just filled) then still takes the index, as it
     takes a closed range for narrow, rather than a third of the table."""
     return column.between(sa.bindparam("mark"), sa.literal(NO_SEQ_ABOVE, sa.BigInteger))
-
-
-@attrs.frozen
-class NodeLook:
-    """One look at the node rows since a mark (:func:`look_since`): ``mark``,
-    the mark to ask from next time; ``versions``, the node rows changed at or
-    after the old mark; ``deleted``, the uuids of those deleted (a node
-    recorded again since is among them too: check :func:`existing_nodes`)."""
-
-    mark: int
-    versions: tuple[NodeVersion, ...]
-    deleted: frozenset[str]
-
-
-def _look_statement(dialect: str) -> sa.Select[Any]:
-    """The one statement of :func:`look_since` on ``dialect``: the new mark,
-    left-joined to the changed rows and the tombstones (``kind`` "n" or "d"),
-    so the mark comes back even when nothing changed."""
-    if dialect == "postgresql":
-        mark: sa.ColumnElement[Any] = sa.literal_column(_PG_MARK_SQL)
-    else:
-        mark = _SQLITE_MARK.scalar_subquery()
-    look = sa.select(mark.label("mark")).subquery("look")
-    changed = sa.union_all(
-        sa.select(sa.literal_column("'n'").label("kind"), T_NODES.c.uuid, T_NODES.c.host,
-                  T_NODES.c.nodename, T_NODES.c.generation, T_NODES.c.change_seq,
-                  T_NODES.c.described_seq).where(since(T_NODES.c.change_seq)),
-        sa.select(sa.literal_column("'d'"), T_GONE.c.uuid, sa.null(), sa.null(), sa.null(),
-                  T_GONE.c.change_seq, sa.null()).where(since(T_GONE.c.change_seq)),
-    ).subquery("changed")
-    return sa.select(look.c.mark, changed.c.kind, changed.c.uuid, changed.c.host,
-                     changed.c.nodename, changed.c.generation, changed.c.change_seq,
-                     changed.c.described_seq).select_from(look.outerjoin(changed, sa.true()))
-
-
-# Built once per dialect: every reader asks it on every look.
-_LOOKS = {name: _look_statement(name) for name in ("postgresql", "sqlite")}
-
-
-def look_since(conn: Connection, mark: int) -> NodeLook:
-    """The node rows changed and deleted at or after ``mark``, and the mark to
-    ask from next time, in one statement: on PostgreSQL its one snapshot
-    gives both, so nothing committed out of order is missed; on SQLite the
-    reader's transaction does."""
-    new_mark = None
-    versions: list[NodeVersion] = []
-    deleted: set[str] = set()
-    statement = _LOOKS["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
-    for look, kind, uuid, host, nodename, generation, seq, described in conn.execute(
-            statement, {"mark": mark}).tuples().all():
-        new_mark = int(look)
-        if kind == "n":
-            versions.append(NodeVersion(uuid, host, nodename, generation, seq, described))
-        elif kind == "d":
-            deleted.add(uuid)
-    if new_mark is None:   # the one-row look always answers
-        raise RuntimeError("the change look returned no row")
-    return NodeLook(mark=new_mark, versions=tuple(versions), deleted=frozenset(deleted))
 
 
 def described_since(conn: Connection, mark: int) -> dict[str, int]:
@@ -158,5 +99,5 @@ def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:
     return found
 
 
-__all__ = ["NodeLook", "NodeVersion", "TOMBSTONE_KEEP_S", "change_mark", "described_since",
-           "existing_nodes", "look_since"]
+__all__ = ["NodeVersion", "PG_MARK_SQL", "SQLITE_MARK", "TOMBSTONE_KEEP_S", "change_mark",
+           "described_since", "existing_nodes", "since"]

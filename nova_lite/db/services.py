@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from nova_lite.db import models, queries
+from nova_lite.db import models
 
 #: The ``binary`` of the compute services in the ``services`` table.
 COMPUTE_BINARY = "nova-lite-compute"
@@ -153,36 +153,6 @@ def set_disabled(conn: Connection, host: str, binary: str, disabled: bool,
     return list_services(conn, binary, host)[0] if changed else None
 
 
-_SVC_GONE = models.service_deletions
-# The rows changed ("s") and the tombstones ("d"), in one statement, built
-# once: a scheduler asks it on every request.  No ORDER BY: the planner takes
-# the change_seq index, not the (host, binary) one.
-_CHANGES_SINCE = sa.union_all(
-    sa.select(sa.literal_column("'s'").label("kind"), *_COLUMNS).where(
-        queries.since(T_SVC.c.change_seq), T_SVC.c.binary == sa.bindparam("binary")),
-    sa.select(sa.literal_column("'d'"), _SVC_GONE.c.host, sa.null(), sa.null(), sa.null(),
-              sa.null(), sa.null(), sa.null()).where(
-        _SVC_GONE.c.binary == sa.bindparam("binary"), queries.since(_SVC_GONE.c.change_seq)))
-
-
-def changes_since(conn: Connection, binary: str,
-                  mark: int) -> tuple[list[ServiceRecord], set[str]]:
-    """The service rows of ``binary`` added, enabled or disabled at or after
-    ``mark``, and the hosts whose ``binary`` service row was deleted at or
-    after it, in one statement: ``(records, deleted_hosts)``.  Heartbeats do
-    not move the change sequence (see :mod:`nova_lite.db.queries`); a host
-    recorded again after its deletion is in both."""
-    records: list[ServiceRecord] = []
-    deleted: set[str] = set()
-    for kind, h, b, c, u, n, d, r in conn.execute(
-            _CHANGES_SINCE, {"binary": binary, "mark": mark}).tuples():
-        if kind == "s":
-            records.append(ServiceRecord(h, b, c, u, n, bool(d), r))
-        else:
-            deleted.add(h)
-    return records, deleted
-
-
 def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[ServiceRecord]:
     """The ``binary`` service rows of ``hosts`` (by the (host, binary) key, 500
     hosts per ``IN`` list): their heartbeats as they are now."""
@@ -195,6 +165,6 @@ def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[S
     return found
 
 
-__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat", "changes_since",
+__all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat",
            "heartbeat_deadline", "heartbeat_within", "list_services", "services_of_hosts",
            "set_disabled"]
