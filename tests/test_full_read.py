@@ -143,3 +143,21 @@ class TrustedBuildTests(base.TestCase):
         for field in attrs.fields(type(kind)):
             if field.name not in ("hypervisor_hostname", "uuid"):
                 self.assertIs(getattr(kind, field.name), getattr(mine, field.name), field.name)
+
+
+class TestFullReadEventsPostgreSQL(base.OnPostgreSQL, base.TestCase):
+
+    def test_the_engines_listeners_see_the_streamed_statement(self):
+        store = self.make_store()
+        self.make_tracker("fake.multinode", store=store, nodes=["a", "b"])
+        seen = []
+        for event in ("before_cursor_execute", "after_cursor_execute"):
+            def listener(conn, cursor, text, params, context, many, event=event):
+                seen.append((event, text))
+            sa.event.listen(store.db.engine, event, listener)
+            self.addCleanup(sa.event.remove, store.db.engine, event, listener)
+        self.assertEqual(2, len(store.get_compute_nodes()))
+        read = [(event, text) for event, text in seen
+                if "FROM compute_nodes" in text and "FROM inventories" in text]
+        self.assertEqual(["before_cursor_execute", "after_cursor_execute"],
+                         [event for event, _ in read])

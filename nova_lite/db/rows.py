@@ -491,11 +491,16 @@ def _streamed(conn: sa.Connection, query: sa.Select[Any]) -> Iterator[Iterable[A
         yield conn.execute(query.execution_options(yield_per=_STREAM_ROWS)).tuples()
         return
     compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    statement, params = compiled.string, compiled.params
     driver: Any = conn.connection.dbapi_connection   # a psycopg Connection
     cursor = driver.cursor()
-    rows = cursor.stream(compiled.string, compiled.params, size=_STREAM_ROWS)
+    # The engine's listeners see the statement as they see every other one.
+    for listener in conn.dispatch.before_cursor_execute:
+        statement, params = listener(conn, cursor, statement, params, None, False)
+    rows = cursor.stream(statement, params, size=_STREAM_ROWS)
     try:
         yield rows
+        conn.dispatch.after_cursor_execute(conn, cursor, statement, params, None, False)
     finally:
         rows.close()   # an early end cancels the query and drains what came of it
         cursor.close()
