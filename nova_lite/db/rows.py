@@ -442,10 +442,99 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
                            usage.get(row.uuid, NO_USAGE)) for row in rows]
 
 
-#: The columns of a node row a full read takes, in this order, then its
-#: inventories' text (``offered``).
-_FULL_COLUMNS = (T_NODES.c.uuid, T_NODES.c.host, T_NODES.c.nodename, T_NODES.c.generation,
-                 T_NODES.c.resources, T_NODES.c.last_error, T_NODES.c.reported)
+def load_nodes_of(conn: sa.Connection, node_uuids: Sequence[str]) -> list[ComputeNode]:
+    """The ComputeNode records of the live nodes among ``node_uuids`` (in no
+    particular order), in three queries: the node rows with their
+    inventories as one text each (:data:`_OFFERED_BY_KEY`), and
+    the usage (:func:`usage_by_node`).  For a few hundred uuids at a time
+    (one ``IN`` list)."""
+    node_rows = conn.execute(sa.select(T_NODES, _OFFERED_BY_KEY).where(
+        T_NODES.c.uuid.in_(node_uuids))).all()
+    if not node_rows:
+        return []
+    usage = usage_by_node(conn, T_ALLOC.c.node_uuid.in_([r.uuid for r in node_rows]))
+    return [_node_offering(row, _offered_text(row.offered), usage.get(row.uuid, NO_USAGE))
+            for row in node_rows]
+
+
+#: Node rows fetched at a time by a read of every node.
+_STREAM_ROWS = 2000
+#: Fields of an inventory row in its text (:data:`_INVENTORY_TEXTS`), in order.
+_TEXT_FIELDS = ("resource_class", "total", "reserved", "min_unit", "max_unit", "step_size",
+                "allocation_ratio")
+
+
+def _inventory_text() -> sa.ColumnElement[str]:
+    parts: list[sa.ColumnElement[Any]] = []
+    for name in _TEXT_FIELDS:
+        column = T_INV.c[name]
+        if parts:
+            parts.append(sa.literal_column("':'"))
+        parts.append(sa.func.coalesce(sa.cast(column, sa.String), "")
+                     if name == "max_unit" else sa.cast(column, sa.String))
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = joined.concat(part)
+    return sa.func.aggregate_strings(joined, ";").label("offered")
+
+
+#: Each node's inventory rows as one text: ``class:total:reserved:min_unit:
+#: max_unit:step_size:ratio`` joined by ``;`` (``max_unit`` empty for NULL).
+_INVENTORY_TEXTS = sa.select(T_INV.c.node_uuid, _inventory_text())
+#: The text of a node's inventories (the node row's ``offered`` column):
+#: a lookup in the inventories' key, per node row read.
+_OFFERED_BY_KEY = sa.select(_inventory_text()).where(
+    T_INV.c.node_uuid == T_NODES.c.uuid).scalar_subquery().label("offered")
+_OFFERED_TEXTS: dict[str, _Offered] = {}
+
+
+def _offered_text(text: str | None) -> _Offered:
+    """The inventories of a text of :data:`_INVENTORY_TEXTS` (None: none),
+    the tuple shared by every node that offers the same."""
+    if not text:
+        return _NOTHING_OFFERED
+    found = _OFFERED_TEXTS.get(text)
+    if found is None:
+        rows = []
+        for part in sorted(text.split(";")):
+            rc, total, reserved, min_unit, max_unit, step, ratio = part.split(":")
+            rows.append(_InventoryRow(rc, int(total), int(reserved), int(min_unit),
+                                      int(max_unit) if max_unit else None, int(step), ratio))
+        if len(_OFFERED_TEXTS) > 65536:   # a fleet of many kinds: start again
+            _OFFERED_TEXTS.clear()
+        found = _OFFERED_TEXTS[text] = _offered(rows)
+    return found
+
+
+def _offered_by_node(conn: sa.Connection, node_filter: Callable[
+        [sa.ColumnElement[Any]], sa.ColumnElement[bool]]) -> dict[str, _Offered]:
+    """``{node uuid: its inventories}`` of the nodes ``node_filter`` selects."""
+    rows: collections.defaultdict[str, list[Any]] = collections.defaultdict(list)
+    for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
+        rows[r.node_uuid].append(r)
+    return {uuid: _offered(found) for uuid, found in rows.items()}
+
+
+def scope_filter(
+        host: str | None, node_uuids: Sequence[str] | None,
+) -> Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]:
+    def node_filter(column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        if node_uuids is not None:
+            return column.in_(node_uuids)
+        if host is not None:
+            return column.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host))
+        return sa.true()
+    return node_filter
+
+
+# -- the read of every node --------------------------------------------------
+
+#: A full read's row: the node row's columns it takes, then its inventories'
+#: text (by name for :func:`_node_offering`).
+_FullRow = collections.namedtuple("_FullRow", [
+    "uuid", "host", "nodename", "generation", "resources", "last_error", "reported",
+    "offered"])
+_FULL_COLUMNS = tuple(T_NODES.c[name] for name in _FullRow._fields[:-1])
 
 
 def _load_every_node(conn: sa.Connection, host: str | None) -> list[ComputeNode]:
@@ -533,94 +622,3 @@ def _records(rows: Iterable[Any], usage: Mapping[str, _Usage]) -> list[ComputeNo
         else:
             append(_node_offering(row_type(values), _offered_text(offered), held))
     return nodes
-
-
-#: A full read's row by column name, for :func:`_node_offering`.
-_FullRow = collections.namedtuple(
-    "_FullRow", [*(c.name for c in _FULL_COLUMNS), "offered"])
-
-
-def load_nodes_of(conn: sa.Connection, node_uuids: Sequence[str]) -> list[ComputeNode]:
-    """The ComputeNode records of the live nodes among ``node_uuids`` (in no
-    particular order), in three queries: the node rows with their
-    inventories as one text each (:data:`_OFFERED_BY_KEY`), and
-    the usage (:func:`usage_by_node`).  For a few hundred uuids at a time
-    (one ``IN`` list)."""
-    node_rows = conn.execute(sa.select(T_NODES, _OFFERED_BY_KEY).where(
-        T_NODES.c.uuid.in_(node_uuids))).all()
-    if not node_rows:
-        return []
-    usage = usage_by_node(conn, T_ALLOC.c.node_uuid.in_([r.uuid for r in node_rows]))
-    return [_node_offering(row, _offered_text(row.offered), usage.get(row.uuid, NO_USAGE))
-            for row in node_rows]
-
-
-#: Node rows fetched at a time by a read of every node.
-_STREAM_ROWS = 2000
-#: Fields of an inventory row in its text (:data:`_INVENTORY_TEXTS`), in order.
-_TEXT_FIELDS = ("resource_class", "total", "reserved", "min_unit", "max_unit", "step_size",
-                "allocation_ratio")
-
-
-def _inventory_text() -> sa.ColumnElement[str]:
-    parts: list[sa.ColumnElement[Any]] = []
-    for name in _TEXT_FIELDS:
-        column = T_INV.c[name]
-        if parts:
-            parts.append(sa.literal_column("':'"))
-        parts.append(sa.func.coalesce(sa.cast(column, sa.String), "")
-                     if name == "max_unit" else sa.cast(column, sa.String))
-    joined = parts[0]
-    for part in parts[1:]:
-        joined = joined.concat(part)
-    return sa.func.aggregate_strings(joined, ";").label("offered")
-
-
-#: Each node's inventory rows as one text: ``class:total:reserved:min_unit:
-#: max_unit:step_size:ratio`` joined by ``;`` (``max_unit`` empty for NULL).
-_INVENTORY_TEXTS = sa.select(T_INV.c.node_uuid, _inventory_text())
-#: The text of a node's inventories (the node row's ``offered`` column):
-#: a lookup in the inventories' key, per node row read.
-_OFFERED_BY_KEY = sa.select(_inventory_text()).where(
-    T_INV.c.node_uuid == T_NODES.c.uuid).scalar_subquery().label("offered")
-_OFFERED_TEXTS: dict[str, _Offered] = {}
-
-
-def _offered_text(text: str | None) -> _Offered:
-    """The inventories of a text of :data:`_INVENTORY_TEXTS` (None: none),
-    the tuple shared by every node that offers the same."""
-    if not text:
-        return _NOTHING_OFFERED
-    found = _OFFERED_TEXTS.get(text)
-    if found is None:
-        rows = []
-        for part in sorted(text.split(";")):
-            rc, total, reserved, min_unit, max_unit, step, ratio = part.split(":")
-            rows.append(_InventoryRow(rc, int(total), int(reserved), int(min_unit),
-                                      int(max_unit) if max_unit else None, int(step), ratio))
-        if len(_OFFERED_TEXTS) > 65536:   # a fleet of many kinds: start again
-            _OFFERED_TEXTS.clear()
-        found = _OFFERED_TEXTS[text] = _offered(rows)
-    return found
-
-
-def _offered_by_node(conn: sa.Connection, node_filter: Callable[
-        [sa.ColumnElement[Any]], sa.ColumnElement[bool]]) -> dict[str, _Offered]:
-    """``{node uuid: its inventories}`` of the nodes ``node_filter`` selects."""
-    rows: collections.defaultdict[str, list[Any]] = collections.defaultdict(list)
-    for r in conn.execute(T_INV.select().where(node_filter(T_INV.c.node_uuid))):
-        rows[r.node_uuid].append(r)
-    return {uuid: _offered(found) for uuid, found in rows.items()}
-
-
-def scope_filter(
-        host: str | None, node_uuids: Sequence[str] | None,
-) -> Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]:
-    def node_filter(column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-        if node_uuids is not None:
-            return column.in_(node_uuids)
-        if host is not None:
-            return column.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host))
-        return sa.true()
-    return node_filter
-
