@@ -535,6 +535,9 @@ _FullRow = collections.namedtuple("_FullRow", [
     "uuid", "host", "nodename", "generation", "resources", "last_error", "reported",
     "offered"])
 _FULL_COLUMNS = tuple(T_NODES.c[name] for name in _FullRow._fields[:-1])
+#: The full read's settings on PostgreSQL, for its transaction.
+_FULL_READ_SETTINGS = ("SELECT set_config('jit', 'off', true), "
+                       "set_config('enable_bitmapscan', 'off', true)")
 
 
 def _load_every_node(conn: sa.Connection, host: str | None) -> list[ComputeNode]:
@@ -559,8 +562,10 @@ def _load_every_node(conn: sa.Connection, host: str | None) -> list[ComputeNode]
     # the (host, nodename) index: rows streamed as they come, no sort of
     # every wide row (it spilled to disk at the default work_mem) nor an
     # aggregate of every inventory row made once per parallel worker; no JIT
-    # compilation (a fifth of a second) either.
-    conn.exec_driver_sql("SET LOCAL jit = off")
+    # compilation (a fifth of a second) either.  Each lookup a plain index
+    # scan: a bitmap of a node's few rows costs a tenth more, and gives them
+    # in no fixed order (each order a text of its own to parse).
+    conn.exec_driver_sql(_FULL_READ_SETTINGS)
     query = query.add_columns(_OFFERED_BY_KEY).order_by(T_NODES.c.host, T_NODES.c.nodename)
     with _streamed(conn, query) as streamed:
         return _records(streamed, usage)
