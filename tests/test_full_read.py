@@ -71,6 +71,16 @@ class FullReadTests:
         self.assertEqual(by_name["a"].uuid, by_name["a"].resources.uuid)
         self.assert_as_read_one_by_one(nodes)
 
+    def test_each_nodes_inventories_count_its_own_usage(self):
+        # a and b hold the same amounts, c more: one kind, three nodes in use
+        self.rt1.instance_claim(instance(), "a")
+        self.rt1.instance_claim(instance(base.flavor(vcpus=3, memory_mb=1024)), "c")
+        by_name = {n.nodename: n for n in self.store.get_compute_nodes()}
+        self.assertEqual((1, 1, 3, 0), tuple(by_name[n].inventory("VCPU").used for n in "abcd"))
+        for node in by_name.values():
+            for rc, inv in node.inventories.items():
+                self.assertEqual(node.used(rc), inv.used, (node.nodename, rc))
+
     def test_every_node_of_a_host_as_read_one_by_one(self):
         nodes = self.store.get_compute_nodes(host="h2")
         self.assertEqual(["g", "h"], [n.nodename for n in nodes])

@@ -326,11 +326,26 @@ class _Offered:
     without usage), ...)``, and ``unused``, the read-only mapping of a node
     that offers them and has no usage (shared by every such node)."""
 
-    __slots__ = ("items", "unused")
+    __slots__ = ("items", "unused", "_in_use")
 
     def __init__(self, items: tuple[tuple[str, Inventory], ...]) -> None:
         self.items = items
         self.unused: Mapping[str, Inventory] = types.MappingProxyType(dict(items))
+        self._in_use: dict[tuple[str, int], Inventory] = {}
+
+    def in_use(self, rc: str, inv: Inventory, used: int) -> Inventory:
+        """``inv``, the Inventory of ``rc`` of :attr:`items`, with ``used``
+        units in use: one record per amount, found by class and amount (not
+        by every field, a ratio's hash among them, as :func:`_inventory`)."""
+        key = (rc, used)
+        found = self._in_use.get(key)
+        if found is None:
+            if len(self._in_use) > 4096:   # many amounts: start again
+                self._in_use.clear()
+            found = self._in_use[key] = _inventory(
+                inv.total, inv.reserved, inv.min_unit, inv.max_unit, inv.step_size,
+                inv.allocation_ratio, used)
+        return found
 
 
 _NOTHING_OFFERED = _Offered(())
@@ -371,9 +386,8 @@ def _node_offering(row: Any, offered: _Offered, usage: _Usage) -> ComputeNode:
     used, numa, pci, nested = usage
     inventories: Mapping[str, Inventory]
     if used and any(rc in used for rc, _ in offered.items):
-        inventories = {rc: _inventory(inv.total, inv.reserved, inv.min_unit, inv.max_unit,
-                                      inv.step_size, inv.allocation_ratio, used[rc])
-                       if used.get(rc) else inv for rc, inv in offered.items}
+        inventories = {rc: offered.in_use(rc, inv, used[rc]) if used.get(rc) else inv
+                       for rc, inv in offered.items}
     else:   # what nodes of one kind without usage share
         inventories = offered.unused
     return trusted.node_record(
