@@ -8,9 +8,11 @@ written (and the database holds since) is most of that read's time, and
 a copy per node of what every node of a kind reports alike (CPU info,
 supported instances, traits) most of its memory.  So:
 
-- :func:`node_record` builds a ``ComputeNode`` from values already in the
-  form its converters give (read-only mappings, tuples, frozensets),
-  without running them again;
+- :func:`node_record` (and :func:`unused_node`, for a node without
+  usage) builds a ``ComputeNode`` from values already in the form its
+  converters give (read-only mappings, tuples, frozensets), without
+  running them again: :func:`new_node` sets each field through its slot,
+  in a function written out field by field;
 - :func:`report` parses a node's stored report once per *kind* of report:
   the text with the node's own hostname and uuid replaced by a
   placeholder is the key; the node's record is that kind's record with
