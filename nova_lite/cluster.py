@@ -19,9 +19,10 @@ MiB, DISK_GB is GiB, custom classes count units.
 
 import collections
 import logging
+import operator
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -143,6 +144,10 @@ def cluster_totals(nodes: list[ComputeNode]) -> ClusterTotals:
                          resources=class_totals(nodes))
 
 
+#: The order of the nodes: by host, then name.
+_BY_NAME = operator.attrgetter("host", "nodename")
+
+
 class NodeCache:
     """The compute node records of ``store``, re-read only where they changed.
 
@@ -175,8 +180,49 @@ class NodeCache:
         if not (changes.full or changes.nodes or changes.gone_nodes):
             return
         if changes.full:
-            self._nodes, self._sums, self._hosts = {}, {}, collections.Counter()
-        reorder = changes.full or bool(changes.gone_nodes)
+            self._take_all(changes.nodes)
+        else:
+            self._take_changed(changes)
+        self._totals = None
+        LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes),
+                  len(changes.nodes), len(changes.gone_nodes))
+
+    def _take_all(self, nodes: Iterable[ComputeNode]) -> None:
+        """Hold ``nodes`` (every node, as a full read gives them) and nothing else."""
+        self._nodes = {node.uuid: node for node in nodes}
+        self._hosts = collections.Counter(node.host for node in self._nodes.values())
+        self._sums = {}
+        # Nodes without usage that share an inventories mapping (nodes of one
+        # kind) have equal figures: counted once, times their number.
+        alike: dict[int, list[Any]] = {}
+        memo = FiguresMemo()
+        for node in self._nodes.values():
+            if node.usage:
+                self._add(memo.figures(node), 1)
+                continue
+            found = alike.get(id(node.inventories))
+            if found is None:
+                alike[id(node.inventories)] = [node, 1]
+            else:
+                found[1] += 1
+        for node, count in alike.values():
+            self._add(memo.figures(node), count)
+        self._ordered = sorted(self._nodes.values(), key=_BY_NAME)
+        self._position = {n.uuid: i for i, n in enumerate(self._ordered)}
+
+    def _add(self, figures: list[_Figures], count: int) -> None:
+        """Add to the sums ``count`` nodes of these figures (integers all;
+        ``count`` below 0 takes them out)."""
+        for rc, *values in figures:
+            sums = self._sums.get(rc)
+            if sums is None:
+                sums = self._sums[rc] = [0] * 7
+            for i, value in enumerate(values):
+                sums[i] += value * count
+            sums[6] += count
+
+    def _take_changed(self, changes: Changes) -> None:
+        reorder = bool(changes.gone_nodes)
         memo = FiguresMemo()
         for node in changes.nodes:
             held = self._nodes.get(node.uuid)
@@ -191,14 +237,11 @@ class NodeCache:
             if held is not None:
                 self._count(held, -1, memo)
         if reorder:
-            self._ordered = sorted(self._nodes.values(), key=lambda n: (n.host, n.nodename))
+            self._ordered = sorted(self._nodes.values(), key=_BY_NAME)
             self._position = {n.uuid: i for i, n in enumerate(self._ordered)}
         else:   # same nodes in the same order: replace the changed ones in place
             for node in changes.nodes:
                 self._ordered[self._position[node.uuid]] = node
-        self._totals = None
-        LOG.debug("Node cache: %d nodes, %d re-read, %d gone", len(self._nodes),
-                  len(changes.nodes), len(changes.gone_nodes))
 
     def _count(self, node: ComputeNode, sign: int, memo: FiguresMemo) -> None:
         """Add ``node`` to the sums (``sign`` 1) or take it out (-1); ``memo``:
@@ -206,14 +249,10 @@ class NodeCache:
         self._hosts[node.host] += sign
         if not self._hosts[node.host]:
             del self._hosts[node.host]
-        for rc, *figures in memo.figures(node):
-            sums = self._sums.get(rc)
-            if sums is None:
-                sums = self._sums[rc] = [0] * 7
-            for i, value in enumerate(figures):
-                sums[i] += sign * value
-            sums[6] += sign
-            if not sums[6]:
+        figures = memo.figures(node)
+        self._add(figures, sign)
+        for rc, *_ in figures:
+            if not self._sums[rc][6]:
                 del self._sums[rc]
 
     def nodes(self) -> list[ComputeNode]:

@@ -193,19 +193,13 @@ def host_samples(host: str, nodes: Sequence["ComputeNode"]) -> Samples:
     children: dict[str, list[float]] = {}
     pci: dict[tuple[str, str, str], list[int]] = {}
     values_of = _values_memo()
-    for node in nodes:
+    for node, count in _alike(nodes):
         for _, rc, values in child_values(node):
-            sums = children.setdefault(rc, [0] * len(_NODE_GAUGES))
-            for i, amount in enumerate(values):
-                sums[i] += amount
+            _add(children.setdefault(rc, [0] * len(_NODE_GAUGES)), values, count)
         for rc, values in values_of(node):
-            sums = resources.setdefault(rc, [0] * len(_NODE_GAUGES))
-            for i, amount in enumerate(values):
-                sums[i] += amount
+            _add(resources.setdefault(rc, [0] * len(_NODE_GAUGES)), values, count)
         for kind, counts in pci_values(node):
-            totals = pci.setdefault(kind, [0, 0, 0])
-            for i, count in enumerate(counts):
-                totals[i] += count
+            _add(pci.setdefault(kind, [0, 0, 0]), counts, count)
     out: Samples = [[((host,), len(nodes))]]
     for i in range(len(_NODE_GAUGES)):
         if i != _RATIO:
@@ -215,6 +209,41 @@ def host_samples(host: str, nodes: Sequence["ComputeNode"]) -> Samples:
     for i in range(len(_NODE_GAUGES)):
         if i != _RATIO:
             out.append([((host, rc), sums[i]) for rc, sums in sorted(children.items())])
+    return out
+
+
+def _add(sums: list[Any], values: Sequence[float], count: int) -> None:
+    """Add ``values`` to ``sums``, index by index, ``count`` times: whole
+    numbers, so a product is the same as that many additions (but for the
+    ratios, which no sum shows)."""
+    for i, amount in enumerate(values):
+        sums[i] += amount * count
+
+
+def _alike(nodes: Iterable["ComputeNode"]) -> list[tuple["ComputeNode", int]]:
+    """``[(node, count)]``: ``nodes`` with each group of nodes whose samples
+    are equal as one of them and their number.
+
+    Nodes with no usage (on themselves or a child provider) nor device in
+    use, that share an inventories mapping and a report's PCI devices and
+    child providers (nodes of one kind, as a full read gives them: one
+    object each, for all of them), count the same in every sum.
+    """
+    out: list[tuple[ComputeNode, int]] = []
+    groups: dict[tuple[int, int, int], list[Any]] = {}
+    for node in nodes:
+        report = node.resources
+        if node.usage or node.provider_usage or node.pci_in_use:
+            out.append((node, 1))
+            continue
+        key = (id(node.inventories), id(report.pci_devices) if report is not None else 0,
+               id(report.providers) if report is not None else 0)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [node, 1]
+        else:
+            group[1] += 1
+    out.extend((node, count) for node, count in groups.values())
     return out
 
 

@@ -8,11 +8,12 @@ node's usage as the database sums it.
 """
 
 import collections
+import contextlib
 import functools
 import json
 import sys
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -325,11 +326,26 @@ class _Offered:
     without usage), ...)``, and ``unused``, the read-only mapping of a node
     that offers them and has no usage (shared by every such node)."""
 
-    __slots__ = ("items", "unused")
+    __slots__ = ("items", "unused", "_in_use")
 
     def __init__(self, items: tuple[tuple[str, Inventory], ...]) -> None:
         self.items = items
         self.unused: Mapping[str, Inventory] = types.MappingProxyType(dict(items))
+        self._in_use: dict[tuple[str, int], Inventory] = {}
+
+    def in_use(self, rc: str, inv: Inventory, used: int) -> Inventory:
+        """``inv``, the Inventory of ``rc`` of :attr:`items`, with ``used``
+        units in use: one record per amount, found by class and amount (not
+        by every field, a ratio's hash among them, as :func:`_inventory`)."""
+        key = (rc, used)
+        found = self._in_use.get(key)
+        if found is None:
+            if len(self._in_use) > 4096:   # many amounts: start again
+                self._in_use.clear()
+            found = self._in_use[key] = _inventory(
+                inv.total, inv.reserved, inv.min_unit, inv.max_unit, inv.step_size,
+                inv.allocation_ratio, used)
+        return found
 
 
 _NOTHING_OFFERED = _Offered(())
@@ -370,9 +386,8 @@ def _node_offering(row: Any, offered: _Offered, usage: _Usage) -> ComputeNode:
     used, numa, pci, nested = usage
     inventories: Mapping[str, Inventory]
     if used and any(rc in used for rc, _ in offered.items):
-        inventories = {rc: _inventory(inv.total, inv.reserved, inv.min_unit, inv.max_unit,
-                                      inv.step_size, inv.allocation_ratio, used[rc])
-                       if used.get(rc) else inv for rc, inv in offered.items}
+        inventories = {rc: offered.in_use(rc, inv, used[rc]) if used.get(rc) else inv
+                       for rc, inv in offered.items}
     else:   # what nodes of one kind without usage share
         inventories = offered.unused
     return trusted.node_record(
@@ -438,28 +453,7 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
     if limit is not None:
         query = query.limit(limit)
     if nodename is None and limit is None and after is None:
-        # Every node (of a host): its inventories and usage first, then the
-        # node rows streamed, so the reports' texts are never all held at once.
-        # Each node's inventories come with its row, as one text the
-        # database joins (nodes of one kind: one text, parsed once).
-        usage = usage_by_node(conn, scope_filter(host, None)(T_ALLOC.c.node_uuid))
-        if conn.dialect.name == "postgresql":
-            # Each node's text by a lookup in the inventories' key, in the
-            # order of the (host, nodename) index: rows streamed as they come,
-            # no sort of every wide row (it spilled to disk at the default
-            # work_mem) nor an aggregate of every inventory row made once per
-            # parallel worker; no JIT compilation (a fifth of a second) either.
-            conn.exec_driver_sql("SET LOCAL jit = off")
-            query = query.add_columns(_OFFERED_BY_KEY)
-        else:
-            inventories = _INVENTORY_TEXTS if host is None else _INVENTORY_TEXTS.where(
-                T_INV.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)))
-            texts = inventories.group_by(T_INV.c.node_uuid).subquery()
-            query = query.add_columns(texts.c.offered).select_from(
-                T_NODES.outerjoin(texts, texts.c.node_uuid == T_NODES.c.uuid))
-        streamed = conn.execute(query.execution_options(yield_per=_STREAM_ROWS))
-        return [_node_offering(row, _offered_text(row.offered), usage.get(row.uuid, NO_USAGE))
-                for row in streamed]
+        return _load_every_node(conn, host)
     rows = conn.execute(query).all()
     if not rows:
         return []
@@ -694,3 +688,104 @@ def scope_filter(
         return sa.true()
     return node_filter
 
+
+# -- the read of every node --------------------------------------------------
+
+#: A full read's row: the node row's columns it takes, then its inventories'
+#: text (by name for :func:`_node_offering`).
+_FullRow = collections.namedtuple("_FullRow", [
+    "uuid", "host", "nodename", "generation", "resources", "last_error", "reported",
+    "offered"])
+_FULL_COLUMNS = tuple(T_NODES.c[name] for name in _FullRow._fields[:-1])
+#: The full read's settings on PostgreSQL, for its transaction.
+_FULL_READ_SETTINGS = ("SELECT set_config('jit', 'off', true), "
+                       "set_config('enable_bitmapscan', 'off', true)")
+
+
+def _load_every_node(conn: sa.Connection, host: str | None) -> list[ComputeNode]:
+    """:func:`load_nodes` of every node (of ``host``, if given): its
+    inventories and usage first, then the node rows streamed, so the
+    reports' texts are never all held at once.  Each node's inventories
+    come with its row, as one text the database joins (nodes of one kind:
+    one text, parsed once)."""
+    usage = usage_by_node(conn, scope_filter(host, None)(T_ALLOC.c.node_uuid))
+    query = sa.select(*_FULL_COLUMNS)
+    if host is not None:
+        query = query.where(T_NODES.c.host == host)
+    if conn.dialect.name != "postgresql":
+        inventories = _INVENTORY_TEXTS if host is None else _INVENTORY_TEXTS.where(
+            T_INV.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)))
+        texts = inventories.group_by(T_INV.c.node_uuid).subquery()
+        query = query.add_columns(texts.c.offered).select_from(
+            T_NODES.outerjoin(texts, texts.c.node_uuid == T_NODES.c.uuid)).order_by(
+            T_NODES.c.host, T_NODES.c.nodename)
+        return _records(conn.execute(query.execution_options(yield_per=_STREAM_ROWS)), usage)
+    # Each node's text by a lookup in the inventories' key, in the order of
+    # the (host, nodename) index: rows streamed as they come, no sort of
+    # every wide row (it spilled to disk at the default work_mem) nor an
+    # aggregate of every inventory row made once per parallel worker; no JIT
+    # compilation (a fifth of a second) either.  Each lookup a plain index
+    # scan: a bitmap of a node's few rows costs a tenth more, and gives them
+    # in no fixed order (each order a text of its own to parse).
+    conn.exec_driver_sql(_FULL_READ_SETTINGS)
+    query = query.add_columns(_OFFERED_BY_KEY).order_by(T_NODES.c.host, T_NODES.c.nodename)
+    with _streamed(conn, query) as streamed:
+        return _records(streamed, usage)
+
+
+@contextlib.contextmanager
+def _streamed(conn: sa.Connection, query: sa.Select[Any]) -> Iterator[Iterable[Any]]:
+    """The rows of ``query`` (PostgreSQL) as plain tuples, as they come.
+
+    With psycopg on libpq 17 or later, the database sends every row at
+    once, in chunks of :data:`_STREAM_ROWS`, while the rows already here
+    are turned into records: the query's time and the records' overlap
+    (a server-side cursor would ask for each chunk when the one before is
+    done, and wait for it).  Otherwise, a server-side cursor.
+    """
+    if not _chunked_stream(conn):
+        yield conn.execute(query.execution_options(yield_per=_STREAM_ROWS)).tuples()
+        return
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    statement, params = compiled.string, compiled.params
+    driver: Any = conn.connection.dbapi_connection   # a psycopg Connection
+    cursor = driver.cursor()
+    # The engine's listeners see the statement as they see every other one.
+    for listener in conn.dispatch.before_cursor_execute:
+        statement, params = listener(conn, cursor, statement, params, None, False)
+    rows = cursor.stream(statement, params, size=_STREAM_ROWS)
+    try:
+        yield rows
+        conn.dispatch.after_cursor_execute(conn, cursor, statement, params, None, False)
+    finally:
+        rows.close()   # an early end cancels the query and drains what came of it
+        cursor.close()
+
+
+def _chunked_stream(conn: sa.Connection) -> bool:
+    """Whether ``conn`` streams a result in chunks (psycopg 3.2 or later on
+    libpq 17 or later)."""
+    if conn.dialect.driver != "psycopg":
+        return False
+    import psycopg   # the driver of the connection: loaded already
+    capabilities = getattr(psycopg, "capabilities", None)
+    return capabilities is not None and bool(capabilities.has_stream_chunked())
+
+
+def _records(rows: Iterable[Any], usage: Mapping[str, _Usage]) -> list[ComputeNode]:
+    """The records of a full read's rows (:data:`_FULL_COLUMNS` and the
+    inventories' text, as tuples), in their order."""
+    nodes: list[ComputeNode] = []
+    append, unused_node, report = nodes.append, trusted.unused_node, trusted.report
+    row_type = _FullRow._make
+    for values in rows:
+        uuid, host, nodename, generation, resources, last_error, reported, offered = values
+        held = usage.get(uuid)
+        if held is None:   # most nodes: nothing to add to the kind's inventories
+            append(unused_node(
+                uuid, host, nodename, generation, last_error, reported,
+                _offered_text(offered).unused,
+                report(resources, uuid, nodename) if resources else None))
+        else:
+            append(_node_offering(row_type(values), _offered_text(offered), held))
+    return nodes

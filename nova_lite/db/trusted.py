@@ -8,9 +8,11 @@ written (and the database holds since) is most of that read's time, and
 a copy per node of what every node of a kind reports alike (CPU info,
 supported instances, traits) most of its memory.  So:
 
-- :func:`node_record` builds a ``ComputeNode`` from values already in the
-  form its converters give (read-only mappings, tuples, frozensets),
-  without running them again;
+- :func:`node_record` (and :func:`unused_node`, for a node without
+  usage) builds a ``ComputeNode`` from values already in the form its
+  converters give (read-only mappings, tuples, frozensets), without
+  running them again: :func:`new_node` sets each field through its slot,
+  in a function written out field by field;
 - :func:`report` parses a node's stored report once per *kind* of report:
   the text with the node's own hostname and uuid replaced by a
   placeholder is the key; the node's record is that kind's record with
@@ -29,13 +31,13 @@ import functools
 import json
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
 
 from nova_lite.exception import InvalidInput
-from nova_lite.objects import ComputeNode, InstanceNUMATopology, NodeResources
+from nova_lite.objects import ComputeNode, InstanceNUMATopology, NodeResources, nested_amounts
 from nova_lite.resources import Inventory
 
 _R = TypeVar("_R")
@@ -47,20 +49,55 @@ _QUOTED_PLACEHOLDER = json.dumps(_PLACEHOLDER)
 #: Fields of NodeResources that many nodes report alike: shared, not copied.
 _SHARED_FIELDS = ("cpu_info", "supported_instances", "traits", "stats", "hypervisor_type")
 _NO_AMOUNTS: Mapping[str, Any] = types.MappingProxyType({})
+_NO_PCI: frozenset[str] = frozenset()
+#: What ``nested_amounts`` makes of no provider usage.
+_NO_PROVIDER_USAGE = nested_amounts({})
+#: ``json.dumps`` of a str (the same C encoder, without its dispatch).
+_quoted: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
-def _build(cls: type[_R], values: Mapping[str, Any]) -> _R:
-    """An instance of the frozen attrs class ``cls`` with ``values`` (every
-    field), its validators and converters not run: every value must be
-    what they would give."""
-    record = _NEW(cls)
-    for name in _FIELDS[cls]:
-        _SET(record, name, values[name])
-    return record
+def _slot(cls: type, name: str) -> Any:
+    """The slot descriptor of field ``name`` of the slotted class ``cls``."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name)
+        if isinstance(found, types.MemberDescriptorType):
+            return found
+    raise TypeError(f"{cls.__name__}.{name} is not a slot")
+
+
+def _maker(cls: type[_R], name: str, params: tuple[str, ...],
+           values: Mapping[str, str]) -> Callable[..., _R]:
+    """A function ``name(*params)`` that gives a new instance of the frozen,
+    slotted attrs class ``cls`` with each field set to the expression
+    ``values[field]`` (of ``params``), its validators and converters not
+    run: every value must be what they would give.
+
+    The function is written out field by field, each field set through its
+    slot (what a loop over the fields by name costs twice as much as).
+    """
+    namespace: dict[str, Any] = {"_new": _NEW, "_cls": cls}
+    lines = [f"def {name}({', '.join(params)}):", "    record = _new(_cls)"]
+    for i, field in enumerate(_FIELDS[cls]):
+        namespace[f"_set{i}"] = _slot(cls, field).__set__
+        lines.append(f"    _set{i}(record, {values[field]})")
+    lines.append("    return record")
+    exec("\n".join(lines), namespace)   # noqa: S102 - names of attrs fields only
+    return namespace[name]  # type: ignore[no-any-return]
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(a.name for a in attrs.fields(cls)) for cls in (ComputeNode, NodeResources)}
+
+#: ``new_node(**every field)``: a ComputeNode of values already in the form
+#: its converters give.
+new_node: Callable[..., ComputeNode] = _maker(
+    ComputeNode, "new_node", _FIELDS[ComputeNode], {f: f for f in _FIELDS[ComputeNode]})
+#: ``_with_identity(kind, hostname, uuid)``: a copy of a kind's NodeResources
+#: with the node's own hostname and uuid.
+_IDENTITY = {"hypervisor_hostname": "hostname", "uuid": "uuid"}
+_with_identity: Callable[[NodeResources, str, str], NodeResources] = _maker(
+    NodeResources, "_with_identity", ("kind", "hostname", "uuid"),
+    {f: _IDENTITY.get(f, f"kind.{f}") for f in _FIELDS[NodeResources]})
 
 
 def _replace(record: _R, **changes: Any) -> _R:
@@ -84,15 +121,28 @@ def node_record(row: Any, inventories: Mapping[str, Inventory], usage: dict[str,
     record's own from now on (never changed afterwards); a read-only
     ``inventories`` (shared by nodes that offer the same) and
     ``provider_usage`` are taken as they are."""
-    return _build(ComputeNode, {
-        "uuid": row.uuid, "host": sys.intern(row.host), "nodename": row.nodename,
-        "generation": row.generation,
-        "inventories": inventories if isinstance(inventories, types.MappingProxyType)
+    return new_node(
+        uuid=row.uuid, host=sys.intern(row.host), nodename=row.nodename,
+        generation=row.generation,
+        inventories=inventories if isinstance(inventories, types.MappingProxyType)
         else types.MappingProxyType(inventories) if inventories else _NO_AMOUNTS,
-        "usage": types.MappingProxyType(usage) if usage else _NO_AMOUNTS,
-        "resources": resources, "numa_placements": numa, "pci_in_use": pci,
-        "provider_usage": provider_usage, "last_error": row.last_error,
-        "reported": bool(row.reported)})
+        usage=types.MappingProxyType(usage) if usage else _NO_AMOUNTS,
+        resources=resources, numa_placements=numa, pci_in_use=pci,
+        provider_usage=provider_usage, last_error=row.last_error,
+        reported=bool(row.reported))
+
+
+def unused_node(uuid: str, host: str, nodename: str, generation: int, last_error: str | None,
+                reported: bool, inventories: Mapping[str, Inventory],
+                resources: NodeResources | None) -> ComputeNode:
+    """:func:`node_record` of a node without usage (no allocation holds
+    anything of it) from its columns' values; ``inventories``: a read-only
+    mapping (shared by the nodes that offer the same)."""
+    return new_node(
+        uuid=uuid, host=sys.intern(host), nodename=nodename, generation=generation,
+        inventories=inventories, usage=_NO_AMOUNTS, resources=resources, numa_placements=(),
+        pci_in_use=_NO_PCI, provider_usage=_NO_PROVIDER_USAGE, last_error=last_error,
+        reported=bool(reported))
 
 
 def renewed(node: ComputeNode, generation: int, inventories: dict[str, Inventory],
@@ -154,12 +204,12 @@ def report(text: str, uuid: str | None, hostname: str | None) -> NodeResources:
     with the two set, or, when the text is not of that form, parsed
     whole."""
     if uuid and hostname and uuid != hostname and _PLACEHOLDER not in (uuid, hostname):
-        quoted_uuid, quoted_host = json.dumps(uuid), json.dumps(hostname)
+        quoted_uuid, quoted_host = _quoted(uuid), _quoted(hostname)
         if text.count(quoted_uuid) == 1 and text.count(quoted_host) == 1:
             kind = _kind(text.replace(quoted_uuid, _QUOTED_PLACEHOLDER).replace(
                 quoted_host, _QUOTED_PLACEHOLDER))
             if kind is not None:
-                return _replace(kind, hypervisor_hostname=hostname, uuid=uuid)
+                return _with_identity(kind, hostname, uuid)
     return parsed(text)
 
 
