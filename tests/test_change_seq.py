@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from nova_lite import leaks
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import COMPUTE_BINARY, models, queries, rows
+from nova_lite.db import COMPUTE_BINARY, look, models, queries, rows
 from nova_lite.db.node_changes import ChangeReader
 from nova_lite.objects import DELETED
 from nova_lite.virt import loader
@@ -227,7 +227,34 @@ class ChangeSeqTests:
 
 
 class TestChangeSeqOnSQLite(ChangeSeqTests, base.OnSQLiteFile, base.TestCase):
-    pass
+
+    def test_a_look_reads_each_table_by_its_change_sequence(self):
+        # every branch of the one statement is a range read of a change_seq
+        # index (or a primary key that starts with it), the stamps of the
+        # aggregates apart: never every service of a binary or every node
+        mark = self.store.db.read("mark", queries.change_mark)
+        statement = look._STATEMENTS[("sqlite", True, True)]
+        compiled = statement.compile(dialect=self.store.db.engine.dialect)
+        params = compiled.construct_params({"mark": mark, "binary": COMPUTE_BINARY})
+        with self.store.db.engine.connect() as conn:
+            plan = [r[3] for r in conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN " + compiled.string,
+                tuple(params[name] for name in compiled.positiontup)).all()]
+        reads = [p for p in plan if p.startswith(("SEARCH", "SCAN")) and "look" not in p
+                 and "changed" not in p and "CONSTANT" not in p]
+        self.assertEqual(6, len(reads), plan)
+        for read in reads:
+            if "aggregates" in read or "change_counter" in read:
+                continue
+            self.assertRegex(read, r"^SEARCH .*\(change_seq>\? AND change_seq<\?\)$", plan)
+
+    def test_a_look_gives_the_services_of_its_binary_alone(self):
+        reader = ChangeReader(self.store, binary=COMPUTE_BINARY)
+        reader.read({})
+        self.store.heartbeat("h1")
+        self.store.heartbeat("h1", binary="nova-lite-other")
+        self.assertEqual([("h1", COMPUTE_BINARY)],
+                         [(s.host, s.binary) for s in reader.read({}).services])
 
 
 class TestChangeSeqOnPostgreSQL(ChangeSeqTests, base.OnPostgreSQL, base.TestCase):

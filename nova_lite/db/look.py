@@ -85,13 +85,15 @@ def _statement(dialect: str, services: bool, aggregates: bool) -> sa.Select[Any]
             queries.since(T_GONE.c.change_seq)),
     ]
     if services:
-        of_binary = T_SVC.c.binary == sa.bindparam("binary")
         parts += [
+            # Every binary's changed rows (few), told apart by the reader: with
+            # the binary in WHERE, SQLite reads the (binary, updated_at) index,
+            # every service of the binary, instead of the change_seq one.
             sa.select(sa.literal_column("'s'"), T_SVC.c.binary, T_SVC.c.host,
                       T_SVC.c.disabled_reason, sa.cast(T_SVC.c.report_count, _BIG),
                       sa.cast(sa.cast(T_SVC.c.disabled, sa.Integer), _BIG), *_nulls(_BIG),
                       T_SVC.c.created_at, T_SVC.c.updated_at).where(
-                queries.since(T_SVC.c.change_seq), of_binary),
+                queries.since(T_SVC.c.change_seq)),
             sa.select(sa.literal_column("'x'"), T_SVC_GONE.c.binary, T_SVC_GONE.c.host,
                       *_nulls(_TEXT, _BIG, _BIG, _BIG, _FLOAT, _FLOAT)).where(
                 T_SVC_GONE.c.binary == sa.bindparam("binary"),
@@ -140,7 +142,8 @@ def look_since(conn: Connection, mark: int, binary: str | None = None,
         elif kind == "d":
             deleted.add(key)
         elif kind == "s":
-            found.append(ServiceRecord(host, key, t1, t2, num, bool(seq), name))
+            if key == binary:
+                found.append(ServiceRecord(host, key, t1, t2, num, bool(seq), name))
         elif kind == "x":
             gone.add(host)
         elif kind == "a":
