@@ -592,7 +592,9 @@ class Store:
         that also admits a plan decided on an older record when only usage
         changed since and the plan still fits its bounds
         (``ClaimPlan.bounds``), checked by the database on the node's
-        current usage.  Otherwise (or if the possibly stale ``node``
+        current usage (the ``node_usage`` row, which that statement
+        records from ``node`` when its compare-and-swap holds and keeps
+        while claims queue on the node).  Otherwise (or if the possibly stale ``node``
         refused) the node is read again under that lock (on PostgreSQL
         sent with the bump, in its round trip) and decided on: that
         decision is final.  That re-read takes the usage from the
@@ -1189,7 +1191,12 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
         # statement costs no round trip.
         generation, found = claim_writes.bump_and_lock(conn, node.uuid), None
     if plans is not None and generation == node.generation + 1:
-        claim_writes.write_plans(conn, plans, time.time())
+        # ``node`` is the node at exactly the generation moved from: its
+        # usage, if known, is recorded with the plans, for the claims that
+        # queue behind this one.
+        usage = (node.uuid, generation, claim_writes.recorded_usage(node)) \
+            if claim_writes.usage_known(node) else None
+        claim_writes.write_plans(conn, plans, time.time(), usage=usage)
         return with_allocations(node, [p.allocation for p in plans], generation), plans
     return _decide_locked(conn, node, decide, generation, found)
 
