@@ -20,13 +20,14 @@ import attrs
 import sqlalchemy as sa
 from testtools import content
 
-from nova_lite import objects
+from nova_lite import objects, work
 from nova_lite.compute import placement
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.node_usage import synced
 from nova_lite.db import models, rows
 from nova_lite.db.store import ClaimRequest
 from nova_lite.objects import NUMACell, NUMATopology
+from nova_lite.work import WorkRequest
 from tests import test_claim_races as races, test_claim_usage as usage
 from tests.reliability import base
 
@@ -243,6 +244,48 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
         self.assertEqual(node.generation + 1, outcome["after"].generation)
         self.assertEqual("a", a.store.get_instance(inst.uuid).node)
         self.assertEqual(1, len(a.store.list_allocations()))
+        self.assertEqual(1, a.store.get_compute_node(races.HOST, "a").used("VCPU"))
+        self.assertNoRecordProblems(a.store)
+
+    def test_an_instance_recorded_while_the_statement_runs_gets_its_task_once(self):
+        a = self.tracker()
+        node = a.get_node("a")
+        inst = races.instance()
+        engine = sa.create_engine(a.store.db.url, poolclass=sa.pool.NullPool)
+        self.addCleanup(engine.dispose)
+        holder = engine.connect()
+        self.addCleanup(holder.close)
+        holder.begin()
+        holder.execute(T_INST.insert().values(
+            uuid=inst.uuid, vm_state="building", project_id="p", user_id="",
+            flavor='{"name": "m1", "vcpus": 1, "memory_mb": 1024, "root_gb": 1}',
+            created_at=0.0, updated_at=0.0))
+        ask = placement.ClaimAsk.build(inst, inst.flavor, objects.ZERO_OVERHEAD)
+        task = WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid)
+        outcome = {}
+
+        def run():
+            try:
+                outcome["made"] = a.store.claim_with_tasks(
+                    node, [ClaimRequest(inst.uuid)],
+                    lambda seen: placement.decide_claims(seen, races.HOST, "a", [ask], None),
+                    tasks=[task])[2]
+            except Exception as exc:   # noqa: BLE001 - checked below
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        self.addCleanup(thread.join, 30)
+        self.wait_for_lock_waiter()
+        holder.commit()
+        thread.join(30)
+        self.assertNotIn("error", outcome)
+        # The statement and the task sent with it broke on the key and were
+        # rolled back; the transaction that claimed the known instance
+        # recorded the task once.
+        recorded = a.store.tasks.find(kinds=(work.BUILD,))
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in recorded])
+        self.assertEqual([t.id for t in outcome["made"]], [t.id for t in recorded])
         self.assertEqual(1, a.store.get_compute_node(races.HOST, "a").used("VCPU"))
         self.assertNoRecordProblems(a.store)
 

@@ -14,12 +14,14 @@ known instance, until the transaction has decided again on fresh records
 import attrs
 import sqlalchemy as sa
 
+from nova_lite import work
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.db import models
 from nova_lite.db.direct import DirectConnection
 from nova_lite.db.store import ClaimPlan, ClaimRequest
 from nova_lite.exception import InstanceStateConflict, InvalidInput
 from nova_lite.objects import DELETED, Allocation
+from nova_lite.work import WorkRequest
 from tests import test_claim_races as races
 from tests.base import write_instance_row
 from tests.reliability import base
@@ -180,6 +182,70 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.assertEqual("a", self.store.get_instance(inst.uuid).node)
         self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
         self.assertNoRecordProblems(self.store)
+
+    # -- the tasks recorded with the claim travel with the one statement ----
+    def claim_with_task(self, node, inst, decided=None):
+        decided = [] if decided is None else decided
+
+        def decide(seen):
+            decided.append(seen.generation)
+            if seen.free("VCPU") < inst.flavor.vcpus:
+                _refuse(seen)
+            return (_plan_for(inst, seen.uuid),)
+
+        task = WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid,
+                           params={"node": "a"})
+        return self.store.claim_with_tasks(node, [ClaimRequest(inst.uuid)], decide,
+                                           tasks=[task])
+
+    def recorded_tasks(self):
+        return self.store.tasks.find(kinds=(work.BUILD,))
+
+    def test_a_task_is_recorded_once_with_a_claim_of_the_one_statement(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        after, _, made = self.claim_with_task(node, inst)
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in made])
+        self.assertEqual([(made[0].id, inst.uuid, work.WAITING)],
+                         [(t.id, t.instance_uuid, t.state) for t in self.recorded_tasks()])
+
+    def test_a_task_is_recorded_once_with_a_claim_decided_under_the_lock(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(), "a")
+        inst = races.instance()
+        decided = []
+        after, _, made = self.claim_with_task(stale, inst, decided)
+        self.assertEqual([stale.generation, stale.generation + 1], decided)
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in self.recorded_tasks()])
+        self.assertEqual([t.id for t in made], [t.id for t in self.recorded_tasks()])
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_task_is_recorded_once_with_a_known_instance_claimed_by_the_transaction(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        write_instance_row(self.store, inst)
+        self.claim_with_task(node, inst)
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in self.recorded_tasks()])
+        self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
+
+    def test_no_task_is_recorded_when_the_decision_under_the_lock_refuses(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(races.flavor(vcpus=8)), "a")   # now full
+        before = base.dump(self.store)
+        self.assertRaises(ComputeResourcesUnavailable, self.claim_with_task, stale,
+                          races.instance())
+        self.assertEqual([], self.recorded_tasks())
+        self.assertEqual(before, base.dump(self.store))
+
+    def test_no_task_is_recorded_when_a_known_instance_is_refused(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        write_instance_row(self.store, attrs.evolve(inst, vm_state=DELETED))
+        before = base.dump(self.store)
+        self.assertRaises(InstanceStateConflict, self.claim_with_task, node, inst)
+        self.assertEqual([], self.recorded_tasks())
+        self.assertEqual(before, base.dump(self.store))
 
 
 def _refuse(node):
