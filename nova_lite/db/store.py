@@ -635,9 +635,10 @@ class Store:
         at all (a build's claim and its host's build task).
 
         One transaction still: on PostgreSQL the tasks' INSERT and their
-        hosts' NOTIFY follow the claim's statement in one more round trip
-        (the NOTIFY is delivered at the COMMIT, so a host never wakes for a
-        task it cannot see yet).
+        hosts' NOTIFY are sent with the claim's one statement, in its round
+        trip (a claim that takes the transaction's steps sends them after
+        its writes, in one more); the NOTIFY is delivered at the COMMIT,
+        so a host never wakes for a task it cannot see yet.
 
         :param tasks: the work to record with the claims, in order.
         :returns: ``(node_after, plans, tasks)``: as :meth:`claim`, and the
