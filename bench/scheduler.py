@@ -9,10 +9,12 @@ there are N hosts, each with a live heartbeat.  Timed:
   view asks the change sequence what changed: nothing);
 - ``after_claim``: a request after one real claim changed one node (the
   view re-reads that node only);
-- ``after_1pct``: a request after 1% of the nodes changed generation (one
-  SQL update bumps every hundredth node, as that many claims elsewhere
-  would; the database's triggers move their change sequence as a claim's
-  bump does), three times.
+- ``after_1pct``: a request after 1% of the nodes changed, three times:
+  every hundredth node is given an allocation (1 VCPU, 512 MB, 1 GB) and
+  its generation bumped, in one transaction of two statements, as that
+  many claims elsewhere would change them (their usage moves, so the
+  scheduler's orders move; the database's triggers move their change
+  sequence as a claim's bump does).
 
 The default filters run (ComputeFilter, RamFilter, CoreFilter, DiskFilter,
 ResourceClassFilter, NUMATopologyFilter, PciPassthroughFilter) and the RAM, CPU and disk weighers.
@@ -79,12 +81,26 @@ def _spread_hosts(store, count):
     return store.db.write("bench: spread hosts", op)
 
 
-def _bump_every_hundredth(store):
-    """Bump the generation of every hundredth node (1%), in one statement."""
+def _claim_on_every_hundredth(store, round_no):
+    """Give every hundredth node (1%) a new allocation and bump its generation,
+    in one transaction: the usage and generation that many claims leave."""
+    import sqlalchemy as sa
+
     from nova_lite.db import models
-    nodes = models.compute_nodes
-    store.db.write("bench: bump 1%", lambda conn: conn.execute(
-        nodes.update().where(nodes.c.id % 100 == 0).values(generation=nodes.c.generation + 1)))
+    nodes, allocs = models.compute_nodes, models.allocations
+    picked = sa.select(nodes.c.uuid).where(nodes.c.id % 100 == 0)
+    consumer = sa.literal(f"b{round_no % 10}-") + sa.func.substr(nodes.c.uuid, 1, 33)
+
+    def op(conn):
+        conn.execute(allocs.insert().from_select(
+            ["consumer_uuid", "node_uuid", "consumer_type", "instance_uuid", "vcpu", "pcpu",
+             "memory_mb", "disk_gb", "flavor", "created_at"],
+            sa.select(consumer, nodes.c.uuid, sa.literal("instance"), consumer, sa.literal(1),
+                      sa.literal(0), sa.literal(512), sa.literal(1), sa.literal("{}"),
+                      sa.literal(time.time())).where(nodes.c.uuid.in_(picked))))
+        conn.execute(nodes.update().where(nodes.c.id % 100 == 0).values(
+            generation=nodes.c.generation + 1))
+    store.db.write("bench: claims on 1%", op)
 
 
 def run_case(case):
@@ -147,8 +163,8 @@ def run_case(case):
                 if not chosen.resources or len(chosen.resources.providers) != GPUS:
                     raise RuntimeError(f"node {chosen.nodename} was chosen without its GPUs")
             pct = []
-            for _ in range(3):
-                _bump_every_hundredth(store)
+            for round_no in range(3):
+                _claim_on_every_hundredth(store, round_no)
                 sample, _ = common.measure(manager.select_destinations, flavor)
                 pct.append(sample)
             rt = ResourceTracker(f"h-{names[0]}", driver, store=store, settings=settings)

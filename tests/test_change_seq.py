@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from nova_lite import leaks
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import COMPUTE_BINARY, models, queries
+from nova_lite.db import COMPUTE_BINARY, models, queries, rows
 from nova_lite.db.node_changes import ChangeReader
 from nova_lite.objects import DELETED
 from nova_lite.virt import loader
@@ -49,7 +49,7 @@ class ChangeSeqTests:
 
     def follow(self):
         """A reader and the view it keeps: ``look()`` applies its changes and
-        returns the view (``{uuid: (generation, host)}``)."""
+        returns the view (``{uuid: ComputeNode}``)."""
         reader = ChangeReader(self.store, binary=COMPUTE_BINARY)
         view = {}
 
@@ -61,12 +61,91 @@ class ChangeSeqTests:
                 view[node.uuid] = node
             for uuid in changes.gone_nodes:
                 view.pop(uuid, None)
-            return {u: (n.generation, n.host) for u, n in view.items()}
+            return dict(view)
 
         return look
 
     def assert_view(self, look):
-        self.assertEqual({u: (g, h) for u, (g, h, _) in _rows(self.store).items()}, look())
+        seen = look()
+        self.assertEqual({u: (g, h) for u, (g, h, _) in _rows(self.store).items()},
+                         {u: (n.generation, n.host) for u, n in seen.items()})
+        # whole records, read again whole or for their usage alone
+        self.assertEqual({n.uuid: n for n in self.store.get_compute_nodes()}, seen)
+
+    def described(self):
+        """``{nodename: (described_seq, change_seq)}`` of every node row."""
+        return self.store.db.read("described", lambda conn: {
+            r.nodename: (r.described_seq, r.change_seq) for r in conn.execute(
+                sa.select(T_NODES.c.nodename, T_NODES.c.described_seq, T_NODES.c.change_seq))})
+
+    def test_described_seq_moves_with_the_description_alone(self):
+        look = self.follow()
+        driver, rt = self.tracker("h1", ["n1", "n2"])
+        moved = []
+
+        def step(name, fn, nodename="n1"):
+            mark = self.store.db.read("mark", queries.change_mark)
+            before = self.described()
+            fn()
+            after = self.described()
+            if after[nodename][0] != before.get(nodename, (None,))[0]:
+                moved.append(name)
+                self.assertGreaterEqual(after[nodename][0], mark, name)
+                # a change of the description alone is seen by the readers too
+                self.assertGreaterEqual(after[nodename][1], mark, name)
+            self.assert_view(look)
+
+        step("audit (insert)", rt.update_available_resource)
+        step("steady audit", rt.update_available_resource)
+        inst = rt.instance_claim(base.instance(), "n1").instance
+        step("claim", lambda: rt.instance_claim(base.instance(), "n1"))
+        step("release", lambda: rt.update_usage(attrs.evolve(inst, vm_state=DELETED)))
+
+        def claim_with_extras(conn):
+            # an allocation of a class the database does not sum (as a claim
+            # of a custom resource leaves), then another plain claim on top
+            uuid = conn.execute(sa.select(T_NODES.c.uuid).where(
+                T_NODES.c.nodename == "n1")).scalar_one()
+            conn.execute(models.allocations.insert().values(
+                consumer_uuid="c-gold", node_uuid=uuid, consumer_type="instance",
+                instance_uuid="c-gold", vcpu=0, pcpu=0, memory_mb=0, disk_gb=0, flavor="{}",
+                other='{"CUSTOM_GOLD": 2}', created_at=1.0))
+            conn.execute(T_NODES.update().where(T_NODES.c.uuid == uuid).values(
+                generation=T_NODES.c.generation + 1))
+        step("claim with extras", lambda: self.store.db.write("gold", claim_with_extras))
+        step("claim on extras", lambda: rt.instance_claim(base.instance(), "n1"))
+        driver.set_node_size("n1", memory_mb=4096)
+        step("inventory changed", rt.update_available_resource)
+        driver.set_node_traits("n1", ["CUSTOM_GOLD"])
+        step("report changed", rt.update_available_resource)
+        step("last error", lambda: self.store.set_node_error("h1", "n1", "boom"))
+        step("last error cleared", rt.update_available_resource)
+        driver.set_nodes(["n2"])
+        step("not reported", rt.update_available_resource)
+        step("inventory row deleted", lambda: self.store.db.write("inv", lambda conn: conn.execute(
+            models.inventories.delete().where(models.inventories.c.node_uuid == sa.select(
+                T_NODES.c.uuid).where(T_NODES.c.nodename == "n1").scalar_subquery()))))
+        step("host change", lambda: self.store.db.write("rebalance", lambda conn: conn.execute(
+            T_NODES.update().where(T_NODES.c.nodename == "n1").values(host="h2"))))
+        self.assertEqual(["audit (insert)", "inventory changed", "report changed", "last error",
+                          "last error cleared", "not reported", "inventory row deleted",
+                          "host change"], moved)
+
+    def test_a_node_described_again_since_the_look_is_read_whole(self):
+        driver, rt = self.tracker("h1", ["n1"])
+        rt.update_available_resource()
+        node = self.store.get_compute_nodes()[0]
+        described = self.described()["n1"][0]
+        rt.instance_claim(base.instance(), "n1")
+        with self.store.db.engine.begin() as conn:
+            # the description held: usage and generation alone
+            renewed, whole = rows.renew_usage(conn, {node.uuid: (node, described)})
+            self.assertEqual([], whole)
+            self.assertEqual(self.store.get_compute_nodes(), renewed)
+            # another description: to be read whole
+            self.assertEqual(([], [node.uuid]),
+                             rows.renew_usage(conn, {node.uuid: (node, described - 1)}))
+
 
     def test_every_writer_moves_the_change_seq_of_what_it_changes(self):
         look = self.follow()

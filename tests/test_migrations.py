@@ -36,8 +36,10 @@ def _snapshot(engine):
                 for table in DATA_TABLES}
 
 
-#: Columns an upgrade fills in the rows that were there (0010: the change sequence).
-FILLED = {("compute_nodes", "change_seq"), ("services", "change_seq")}
+#: Columns an upgrade fills in the rows that were there (0010: the change
+#: sequence; 0012: where each node's description last changed).
+FILLED = {("compute_nodes", "change_seq"), ("services", "change_seq"),
+          ("compute_nodes", "described_seq")}
 
 
 def _as_before(before, after):

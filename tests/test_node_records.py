@@ -102,6 +102,48 @@ class NodeRecordTests:
         for node in read:
             self.assert_as_validated(node)
 
+    def test_read_by_uuid_counts_extras_as_the_full_read(self):
+        # allocations the database cannot sum alone (another class, a child
+        # provider's, PCI devices), one of them with no standard class at all
+        # on a node that has no other allocation
+        nodes, _ = self.rows()
+        now = 1.0
+        extra_rows = [
+            dict(consumer_uuid="c-1", node_uuid=nodes["n-a"].uuid, instance_uuid="c-1",
+                 other=json.dumps({"CUSTOM_GOLD": 3}),
+                 providers=json.dumps({"n-a_gpu": {"VGPU": 2}})),
+            dict(consumer_uuid="c-2", node_uuid=nodes["n-b"].uuid, instance_uuid="c-2",
+                 vcpu=2, memory_mb=256, pci_devices=json.dumps(["0000:81:00.1"])),
+            dict(consumer_uuid="c-3", node_uuid=nodes["n-b"].uuid, instance_uuid="c-3",
+                 other=json.dumps({"CUSTOM_GOLD": 1})),
+        ]
+        with self.store.db.engine.begin() as conn:
+            conn.execute(models.allocations.insert(), [
+                dict(dict(consumer_type="instance", vcpu=0, pcpu=0, memory_mb=0, disk_gb=0,
+                          flavor="{}", created_at=now, other=None, numa_topology=None,
+                          pci_devices=None, providers=None), **r) for r in extra_rows])
+        full = {n.uuid: n for n in self.store.get_compute_nodes()}
+        with self.store.db.engine.begin() as conn:
+            read = {n.uuid: n for n in node_changes.load_nodes_by_uuid(conn, sorted(full))}
+        self.assertEqual(full, read)
+        by_name = {n.nodename: n for n in read.values()}
+        self.assertEqual({"CUSTOM_GOLD": 3}, dict(by_name["n-a"].usage))
+        self.assertEqual({"n-a_gpu": {"VGPU": 2}},
+                         {k: dict(v) for k, v in by_name["n-a"].provider_usage.items()})
+        self.assertEqual(3, by_name["n-b"].used("VCPU"))
+        self.assertEqual(1, by_name["n-b"].usage["CUSTOM_GOLD"])
+        self.assertEqual({"0000:81:00.1"}, set(by_name["n-b"].pci_in_use))
+        self.assertEqual({}, dict(by_name["n-c"].usage))
+
+    def test_read_by_uuid_of_many_nodes_in_one_statement(self):
+        # more uuids than SQLite's bound-variable limit once allowed (999):
+        # the uuids are one parameter, whatever their number
+        wanted = [n.uuid for n in self.store.get_compute_nodes()]
+        missing = [f"00000000-0000-0000-0000-{i:012d}" for i in range(2000)]
+        with self.store.db.engine.begin() as conn:
+            read = rows.load_nodes_of(conn, missing + wanted)
+        self.assertEqual(sorted(wanted), sorted(n.uuid for n in read))
+
     def test_nodes_of_a_kind_share_their_report_parts(self):
         first, second = self.store.get_compute_nodes()[:2]
         self.assertIsNot(first.resources, second.resources)

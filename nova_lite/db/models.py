@@ -25,7 +25,10 @@ change of its generation or host and on insert, a service's on insert and
 on every change of ``disabled`` or ``disabled_reason`` (never on a
 heartbeat); deleting either row leaves a tombstone.  The value is the
 writing transaction's id on PostgreSQL and the next value of
-``change_counter`` on SQLite.
+``change_counter`` on SQLite.  ``compute_nodes.described_seq`` takes the
+same kind of value whenever the node's description changes (its report,
+host, name, reported flag or last error, or any of its inventory rows;
+revision 0012), so a reader can tell a change of usage alone.
 """
 
 import sqlalchemy as sa
@@ -66,6 +69,10 @@ compute_nodes = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
     # Written by the database's triggers (0010): see the module docstring.
     sa.Column("change_seq", sa.BigInteger, nullable=False, server_default="0"),
+    # The change sequence's value when the description (this row's report,
+    # host, name, reported flag, last error, or its inventories) last
+    # changed; written by the database's triggers (0012).
+    sa.Column("described_seq", sa.BigInteger, nullable=False, server_default="0"),
     sa.UniqueConstraint("host", "nodename", name="uniq_compute_nodes0host0nodename"),
     sa.Index("compute_nodes_change_seq_idx", "change_seq"),
 )

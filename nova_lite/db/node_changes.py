@@ -7,8 +7,13 @@ one read transaction that asks the indexed change sequence (see
 :mod:`nova_lite.db.queries`) for the rows changed since the mark of the
 last look, as a Kubernetes watch asks from a ``resourceVersion``: one
 statement gives the next mark, the versions of the changed nodes and the
-tombstones of deleted nodes (then the records of those whose generation
-or host the view does not already hold are read, 500 per read); if asked,
+tombstones of deleted nodes.  Then the nodes whose generation or host
+the view does not already hold are read again, 1,000 per statement: a node
+whose description (report, host, name, flags, inventories) did not change
+since the last look, by its ``described_seq`` (revision 0012), for its
+generation and usage alone, kept with the description the view holds (a
+claim's change costs a few numbers, not the node's report); any other
+node whole.  If asked,
 one more gives the service rows added, enabled, disabled or deleted, and
 others the service rows of some hosts by key (for their heartbeats,
 which do not move the sequence) and the host aggregates when one of them
@@ -21,6 +26,7 @@ A view whose last look is older than half of
 tombstones it would need may be pruned).
 """
 
+import itertools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,8 +42,9 @@ from nova_lite.objects import ComputeNode
 if TYPE_CHECKING:
     from nova_lite.db.store import Store
 
-#: Node uuids per ``IN (...)`` list of a batched read.
-_CHUNK = 500
+#: Node uuids per statement of a batched read (one parameter: the number
+#: bounds only how many rows one statement brings back).
+_CHUNK = 1000
 
 _AGGREGATE_STAMPS = sa.select(models.aggregates.c.id, models.aggregates.c.updated_at
                               ).order_by(models.aggregates.c.id)
@@ -66,6 +73,13 @@ class Changes:
     aggregates: tuple[Aggregate, ...] | None = None
 
 
+def _held_record(held: Any) -> ComputeNode | None:
+    """The node record a view holds: ``held`` itself, or its ``node`` (a
+    scheduler's HostState); None if it holds none."""
+    record = getattr(held, "node", held)
+    return record if isinstance(record, ComputeNode) else None
+
+
 def _unchanged(known: Mapping[str, Any], version: queries.NodeVersion) -> bool:
     held = known.get(version.uuid)
     return held is not None and held.generation == version.generation \
@@ -85,6 +99,11 @@ class ChangeReader:
         self.watch_aggregates = aggregates
         #: The mark of the last look (None before the first).
         self.mark: int | None = None
+        # Which description of each node the view holds: that of the last
+        # full read for a ``described_seq`` below its mark, else the value
+        # recorded here when the node was last read whole.
+        self._full_mark = 0
+        self._described: dict[str, int] = {}
         self._looked_at = 0.0   # time.time() of the last look
         self._stamps: tuple[tuple[int, float], ...] | None = None   # aggregates' (id, updated_at)
         self._next_stamps: tuple[tuple[int, float], ...] | None = self._stamps
@@ -101,10 +120,12 @@ class ChangeReader:
         now = time.time()
         since = self.mark
         if since is None or self.full_due(now):
-            changes, mark = self._read_all()
+            changes, mark, described = self._read_all()
+            self._full_mark, self._described = mark, described
         else:
-            changes, mark = self.store.db.read(
+            changes, mark, described = self.store.db.read(
                 "changed records", lambda conn: self._read_since(conn, since, known, hosts))
+            self._described.update(described)
         self.mark = mark
         self._stamps = self._next_stamps
         self._looked_at = now
@@ -128,10 +149,13 @@ class ChangeReader:
             return None
         return tuple(aggregates.read_all(conn))
 
-    def _read_all(self) -> tuple[Changes, int]:
+    def _read_all(self) -> tuple[Changes, int, dict[str, int]]:
         # The mark comes first: what changes after it is asked again next time.
         mark = self.store.db.read("change mark", queries.change_mark)
-        nodes = self.store.get_compute_nodes()
+        # The descriptions at or past the mark, in the nodes' own snapshot:
+        # which of them the records read hold.
+        nodes, described = self.store.db.read_snapshot("every node", lambda conn: (
+            rows.load_nodes(conn), queries.described_since(conn, mark)))
         found: list[ServiceRecord] = []
         found_aggregates = None
         if self.binary is not None or self.watch_aggregates:
@@ -142,17 +166,39 @@ class ChangeReader:
                 return svcs, self._aggregates(conn, full=True)
             found, found_aggregates = self.store.db.read("services and aggregates", op)
         return Changes(full=True, nodes=tuple(nodes), services=tuple(found),
-                       aggregates=found_aggregates), mark
+                       aggregates=found_aggregates), mark, described
 
     def _read_since(self, conn: sa.Connection, mark: int, known: Mapping[str, Any],
-                    hosts: Collection[str]) -> tuple[Changes, int]:
+                    hosts: Collection[str]) -> tuple[Changes, int, dict[str, int]]:
         # The new mark comes with the versions, in one statement (its snapshot
         # covers both); the reads after it may see more, asked again next time.
         look = queries.look_since(conn, mark)
         new_mark = look.mark
-        wanted = [v.uuid for v in look.versions if not _unchanged(known, v)]
-        fresh = load_nodes_by_uuid(conn, wanted) if wanted else []
-        gone = set(wanted) - {node.uuid for node in fresh}   # deleted meanwhile
+        # A row seen already comes again: it is read only if the view does
+        # not hold its generation, host and description.
+        changed = [v for v in look.versions
+                   if not (_unchanged(known, v) and self._holds_description(v))]
+        # A node whose description the view holds is read again for its
+        # generation and usage alone (what a claim changes).
+        usage_only: dict[str, tuple[ComputeNode, int]] = {}
+        whole: list[str] = []
+        for version in changed:
+            record = _held_record(known.get(version.uuid))
+            if record is not None and self._holds_description(version) \
+                    and record.host == version.host:
+                usage_only[version.uuid] = (record, version.described_seq)
+            else:
+                whole.append(version.uuid)
+        fresh: list[ComputeNode] = []
+        for i in range(0, len(usage_only), _CHUNK):
+            part = dict(itertools.islice(usage_only.items(), i, i + _CHUNK))
+            renewed, moved = rows.renew_usage(conn, part)
+            fresh.extend(renewed)
+            whole.extend(moved)
+        described: dict[str, int] = {}
+        if whole:
+            fresh.extend(load_nodes_by_uuid(conn, whole, described))
+        gone = {v.uuid for v in changed} - {node.uuid for node in fresh}   # deleted meanwhile
         deleted = set(look.deleted)
         if deleted:
             gone |= deleted - queries.existing_nodes(conn, deleted)
@@ -171,16 +217,25 @@ class ChangeReader:
         found_aggregates = self._aggregates(conn, full=False)
         return Changes(full=False, nodes=tuple(fresh), gone_nodes=frozenset(gone),
                        services=tuple(found), gone_services=frozenset(gone_services),
-                       aggregates=found_aggregates), new_mark
+                       aggregates=found_aggregates), new_mark, described
+
+    def _holds_description(self, version: queries.NodeVersion) -> bool:
+        """Whether the view holds the description ``version`` is of: read by
+        the last full read (it saw every change before its mark) or by the
+        node's last read whole."""
+        return version.described_seq < self._full_mark \
+            or self._described.get(version.uuid) == version.described_seq
 
 
-def load_nodes_by_uuid(conn: sa.Connection, uuids: Sequence[str]) -> list[ComputeNode]:
-    """The ComputeNode records of ``uuids`` that still exist, three queries per
-    500 of them (``rows.load_nodes_of``; ``rows.load_nodes``
-    selects by host and name only)."""
+def load_nodes_by_uuid(conn: sa.Connection, uuids: Sequence[str],
+                       described: dict[str, int] | None = None) -> list[ComputeNode]:
+    """The ComputeNode records of ``uuids`` that still exist, one statement per
+    1,000 of them, and one more for those with allocations the database
+    cannot sum (``rows.load_nodes_of``; ``rows.load_nodes`` selects by host
+    and name only)."""
     found: list[ComputeNode] = []
     for i in range(0, len(uuids), _CHUNK):
-        found.extend(rows.load_nodes_of(conn, uuids[i:i + _CHUNK]))
+        found.extend(rows.load_nodes_of(conn, uuids[i:i + _CHUNK], described))
     return found
 
 

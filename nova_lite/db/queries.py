@@ -42,13 +42,17 @@ TOMBSTONE_KEEP_S = 3600.0
 
 @attrs.frozen
 class NodeVersion:
-    """Identity, generation and change sequence of one compute node row."""
+    """Identity, generation and change sequence of one compute node row, and
+    ``described_seq``: the change sequence's value when its description
+    (report, host, name, reported flag, last error, inventories) last
+    changed (revision 0012)."""
 
     uuid: str
     host: str
     nodename: str
     generation: int
     change_seq: int = 0
+    described_seq: int = 0
 
 
 #: PostgreSQL's mark: the oldest transaction id its snapshot could not see.
@@ -100,14 +104,14 @@ def _look_statement(dialect: str) -> sa.Select[Any]:
     look = sa.select(mark.label("mark")).subquery("look")
     changed = sa.union_all(
         sa.select(sa.literal_column("'n'").label("kind"), T_NODES.c.uuid, T_NODES.c.host,
-                  T_NODES.c.nodename, T_NODES.c.generation, T_NODES.c.change_seq).where(
-            since(T_NODES.c.change_seq)),
+                  T_NODES.c.nodename, T_NODES.c.generation, T_NODES.c.change_seq,
+                  T_NODES.c.described_seq).where(since(T_NODES.c.change_seq)),
         sa.select(sa.literal_column("'d'"), T_GONE.c.uuid, sa.null(), sa.null(), sa.null(),
-                  T_GONE.c.change_seq).where(since(T_GONE.c.change_seq)),
+                  T_GONE.c.change_seq, sa.null()).where(since(T_GONE.c.change_seq)),
     ).subquery("changed")
     return sa.select(look.c.mark, changed.c.kind, changed.c.uuid, changed.c.host,
-                     changed.c.nodename, changed.c.generation, changed.c.change_seq
-                     ).select_from(look.outerjoin(changed, sa.true()))
+                     changed.c.nodename, changed.c.generation, changed.c.change_seq,
+                     changed.c.described_seq).select_from(look.outerjoin(changed, sa.true()))
 
 
 # Built once per dialect: every reader asks it on every look.
@@ -123,16 +127,25 @@ def look_since(conn: Connection, mark: int) -> NodeLook:
     versions: list[NodeVersion] = []
     deleted: set[str] = set()
     statement = _LOOKS["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
-    for look, kind, uuid, host, nodename, generation, seq in conn.execute(
-            statement, {"mark": mark}).tuples():
+    for look, kind, uuid, host, nodename, generation, seq, described in conn.execute(
+            statement, {"mark": mark}).tuples().all():
         new_mark = int(look)
         if kind == "n":
-            versions.append(NodeVersion(uuid, host, nodename, generation, seq))
+            versions.append(NodeVersion(uuid, host, nodename, generation, seq, described))
         elif kind == "d":
             deleted.add(uuid)
     if new_mark is None:   # the one-row look always answers
         raise RuntimeError("the change look returned no row")
     return NodeLook(mark=new_mark, versions=tuple(versions), deleted=frozenset(deleted))
+
+
+def described_since(conn: Connection, mark: int) -> dict[str, int]:
+    """``{uuid: described_seq}`` of the nodes whose description changed at
+    or after ``mark`` (one scan of the node rows: for a full read, which
+    reads every row anyway)."""
+    return {uuid: seq for uuid, seq in conn.execute(
+        sa.select(T_NODES.c.uuid, T_NODES.c.described_seq).where(
+            T_NODES.c.described_seq >= mark)).tuples()}
 
 
 def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:
@@ -145,5 +158,5 @@ def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:
     return found
 
 
-__all__ = ["NodeLook", "NodeVersion", "TOMBSTONE_KEEP_S", "change_mark", "existing_nodes",
-           "look_since"]
+__all__ = ["NodeLook", "NodeVersion", "TOMBSTONE_KEEP_S", "change_mark", "described_since",
+           "existing_nodes", "look_since"]

@@ -399,15 +399,23 @@ def usage_by_node(conn: sa.Connection, where: sa.ColumnElement[bool]) -> dict[st
     for node_uuid, *totals in conn.execute(sums):
         amounts = {rc: int(total) for (rc, _), total in zip(STD_COLUMNS, totals) if total}
         usage[node_uuid] = (amounts, [], set(), {})
-    extras = sa.select(T_ALLOC.c.node_uuid, T_ALLOC.c.other, T_ALLOC.c.numa_topology,
-                       T_ALLOC.c.pci_devices, T_ALLOC.c.providers).where(
-        where, sa.text(f"({models.EXTRAS_PREDICATE})"))
-    for node_uuid, other, numa_json, pci_json, providers_json in conn.execute(extras):
+    _add_extras_rows(usage, conn.execute(_EXTRAS_COLUMNS.where(where, _HAS_EXTRAS)))
+    return usage
+
+
+_EXTRAS_COLUMNS = sa.select(T_ALLOC.c.node_uuid, T_ALLOC.c.other, T_ALLOC.c.numa_topology,
+                            T_ALLOC.c.pci_devices, T_ALLOC.c.providers)
+_HAS_EXTRAS = sa.text(f"({models.EXTRAS_PREDICATE})")
+
+
+def _add_extras_rows(usage: dict[str, _Summed], extras: Iterable[Any]) -> None:
+    """Add to ``usage`` the allocation rows ``extras`` (node uuid, other, NUMA,
+    PCI and providers columns) one by one."""
+    for node_uuid, other, numa_json, pci_json, providers_json in extras:
         # A node with only extras has no sums row when its allocations hold
         # none of the standard columns' classes.
         amounts, numa, pci, nested = usage.setdefault(node_uuid, ({}, [], set(), {}))
         _add_extras(amounts, numa, pci, nested, other, numa_json, pci_json, providers_json)
-    return usage
 
 
 def load_nodes(conn: sa.Connection, host: str | None = None,
@@ -462,19 +470,152 @@ def load_nodes(conn: sa.Connection, host: str | None = None,
                            usage.get(row.uuid, NO_USAGE)) for row in rows]
 
 
-def load_nodes_of(conn: sa.Connection, node_uuids: Sequence[str]) -> list[ComputeNode]:
+def load_nodes_of(conn: sa.Connection, node_uuids: Sequence[str],
+                  described: dict[str, int] | None = None) -> list[ComputeNode]:
     """The ComputeNode records of the live nodes among ``node_uuids`` (in no
-    particular order), in three queries: the node rows with their
-    inventories as one text each (:data:`_OFFERED_BY_KEY`), and
-    the usage (:func:`usage_by_node`).  For a few hundred uuids at a time
-    (one ``IN`` list)."""
-    node_rows = conn.execute(sa.select(T_NODES, _OFFERED_BY_KEY).where(
-        T_NODES.c.uuid.in_(node_uuids))).all()
-    if not node_rows:
+    particular order): one statement gives the node rows, each with its
+    inventories as one text (:data:`_OFFERED_BY_KEY`) and the sums of its
+    allocations' standard classes; only the nodes that have allocations
+    with extras (other classes, NUMA cells, PCI devices, child providers)
+    have those rows read, by a second.
+
+    The uuids travel as one parameter (an array on PostgreSQL, a JSON text
+    on SQLite), so each statement's text is the same whatever their number:
+    compiled once, parsed once by the driver, and never over SQLite's limit
+    of bound variables.  ``described``, if given, takes each node's
+    ``described_seq`` as read (``{uuid: value}``).
+    """
+    if not node_uuids:
         return []
-    usage = usage_by_node(conn, T_ALLOC.c.node_uuid.in_([r.uuid for r in node_rows]))
+    postgres = conn.dialect.name == "postgresql"
+    statements = _NODES_OF_PG if postgres else _NODES_OF_SQLITE
+    if postgres:
+        # A table whose statistics lag (just filled) can make the planner
+        # think the inventories' lookups costly enough to JIT-compile the
+        # statement: about 12 ms of the server's, for a read of a few.
+        conn.exec_driver_sql("SET LOCAL jit = off")
+    wanted = list(node_uuids) if postgres else json.dumps(list(node_uuids))
+    node_rows = conn.execute(statements[0], {"uuids": wanted}).all()
+    usage: dict[str, _Summed] = {}
+    with_extras = []
+    first = len(node_rows[0]) - len(STD_COLUMNS) - 1 if node_rows else 0
+    if described is not None:
+        described.update((row.uuid, row.described_seq) for row in node_rows)
+    for row in node_rows:
+        if row.allocated:
+            amounts = {}
+            for i, (rc, _) in enumerate(STD_COLUMNS, first):
+                if row[i]:
+                    amounts[rc] = int(row[i])
+            usage[row.uuid] = (amounts, [], set(), {})
+            if row.has_extras:
+                with_extras.append(row.uuid)
+    if with_extras:
+        _add_extras_rows(usage, conn.execute(statements[1], {
+            "uuids": with_extras if postgres else json.dumps(with_extras)}))
     return [_node_offering(row, _offered_text(row.offered), usage.get(row.uuid, NO_USAGE))
             for row in node_rows]
+
+
+def renew_usage(conn: sa.Connection, held: Mapping[str, tuple[ComputeNode, int]]
+                ) -> tuple[list[ComputeNode], list[str]]:
+    """The records of ``held``'s nodes with their usage and generation read
+    again, their description (report, host, name, flags, inventories) kept.
+
+    ``held``: ``{uuid: (the record a view holds, the node's described_seq
+    that record's description is of)}``; what the record holds beyond its
+    description is not used.  One statement per call: each node's generation, its
+    ``described_seq`` and the sums of its allocations' standard classes.
+    Returns ``(records, to_read_whole)``: the renewed records, and the uuids
+    whose description is not the one held any more or that now hold
+    allocations with extras (read them whole, :func:`load_nodes_of`); a
+    node not recorded any more is in neither.
+    """
+    if not held:
+        return [], []
+    postgres = conn.dialect.name == "postgresql"
+    wanted = list(held) if postgres else json.dumps(list(held))
+    renewed: list[ComputeNode] = []
+    whole: list[str] = []
+    statement = _USAGE_OF_PG if postgres else _USAGE_OF_SQLITE
+    # (inventory's id, used) -> the inventory with that use, for this call's
+    # nodes: nodes of one kind hold the same inventory objects
+    memo: dict[tuple[int, int], Inventory] = {}
+    for uuid, generation, described, has_extras, *sums in conn.execute(
+            statement, {"uuids": wanted}).tuples().all():
+        record, described_held = held[uuid]
+        if described != described_held or has_extras:
+            whole.append(uuid)
+            continue
+        amounts = {rc: int(total) for (rc, _), total in zip(STD_COLUMNS, sums) if total}
+        renewed.append(_with_usage(record, generation, amounts, memo))
+    return renewed, whole
+
+
+def _with_usage(node: ComputeNode, generation: int, amounts: dict[str, int],
+                memo: dict[tuple[int, int], Inventory]) -> ComputeNode:
+    """``node`` at ``generation`` with ``amounts`` of the standard classes as
+    its whole usage (no extras), its inventories' ``used`` to match."""
+    inventories = {}
+    for rc, inv in node.inventories.items():
+        used = amounts.get(rc, 0)
+        if inv.used == used:
+            inventories[rc] = inv
+            continue
+        key = (id(inv), used)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _inventory(inv.total, inv.reserved, inv.min_unit,
+                                           inv.max_unit, inv.step_size, inv.allocation_ratio,
+                                           used)
+        inventories[rc] = found
+    return trusted.renewed(node, generation, inventories, amounts)
+
+
+def _usage_of_statement(in_uuids: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
+                        ) -> sa.Select[Any]:
+    """The statement of :func:`renew_usage`, given how a column is matched
+    against the ``uuids`` parameter."""
+    sums = _sums_of(in_uuids)
+    return sa.select(T_NODES.c.uuid, T_NODES.c.generation, T_NODES.c.described_seq,
+                     sa.func.coalesce(sums.c.has_extras, 0),
+                     *[sums.c[f"used_{col}"] for _, col in STD_COLUMNS]).select_from(
+        T_NODES.outerjoin(sums, sums.c.allocated == T_NODES.c.uuid)).where(
+        in_uuids(T_NODES.c.uuid))
+
+
+def _sums_of(in_uuids: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
+             ) -> sa.Subquery:
+    """Per node among the ``uuids`` parameter: its uuid (``allocated``), the
+    sums of its allocations' standard classes (``used_<column>``) and
+    whether any of them has extras (``has_extras``: 1 or 0)."""
+    return sa.select(
+        T_ALLOC.c.node_uuid.label("allocated"),
+        *[sa.func.sum(T_ALLOC.c[col]).label(f"used_{col}") for _, col in STD_COLUMNS],
+        sa.func.max(sa.case((_HAS_EXTRAS, 1), else_=0)).label("has_extras"),
+    ).where(in_uuids(T_ALLOC.c.node_uuid)).group_by(T_ALLOC.c.node_uuid).subquery("used")
+
+
+def _nodes_of_statements(in_uuids: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
+                         ) -> tuple[sa.Select[Any], sa.Select[Any]]:
+    """The two statements of :func:`load_nodes_of`, given how a column is
+    matched against the ``uuids`` parameter."""
+    sums = _sums_of(in_uuids)
+    nodes = sa.select(T_NODES, _OFFERED_BY_KEY, sums.c.allocated,
+                      *[sums.c[f"used_{col}"] for _, col in STD_COLUMNS],
+                      sums.c.has_extras).select_from(
+        T_NODES.outerjoin(sums, sums.c.allocated == T_NODES.c.uuid)).where(
+        in_uuids(T_NODES.c.uuid))
+    return nodes, _EXTRAS_COLUMNS.where(in_uuids(T_ALLOC.c.node_uuid), _HAS_EXTRAS)
+
+
+def _in_array(column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+    return column == sa.any_(sa.bindparam("uuids", type_=postgresql.ARRAY(sa.String)))
+
+
+def _in_json_list(column: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+    return column.in_(sa.select(sa.literal_column("value")).select_from(
+        sa.func.json_each(sa.bindparam("uuids", type_=sa.String))))
 
 
 #: Node rows fetched at a time by a read of every node.
@@ -524,6 +665,13 @@ def _offered_text(text: str | None) -> _Offered:
             _OFFERED_TEXTS.clear()
         found = _OFFERED_TEXTS[text] = _offered(rows)
     return found
+
+
+# Built once per dialect: every view asks them on every change it reads.
+_NODES_OF_PG = _nodes_of_statements(_in_array)
+_NODES_OF_SQLITE = _nodes_of_statements(_in_json_list)
+_USAGE_OF_PG = _usage_of_statement(_in_array)
+_USAGE_OF_SQLITE = _usage_of_statement(_in_json_list)
 
 
 def _offered_by_node(conn: sa.Connection, node_filter: Callable[

@@ -95,6 +95,19 @@ def node_record(row: Any, inventories: Mapping[str, Inventory], usage: dict[str,
         "reported": bool(row.reported)})
 
 
+def renewed(node: ComputeNode, generation: int, inventories: dict[str, Inventory],
+            usage: dict[str, int]) -> ComputeNode:
+    """A copy of ``node`` at ``generation`` with new ``inventories`` (the same
+    classes and amounts offered, their ``used`` changed) and ``usage`` (of
+    the standard classes only: no NUMA cells, PCI devices or child
+    providers' amounts); both dicts are the record's own from now on."""
+    return _replace(node, generation=generation,
+                    inventories=types.MappingProxyType(inventories) if inventories
+                    else _NO_AMOUNTS,
+                    usage=types.MappingProxyType(usage) if usage else _NO_AMOUNTS,
+                    numa_placements=(), pci_in_use=frozenset(), provider_usage=_NO_AMOUNTS)
+
+
 # Sized for a view of every node of a large fleet whose reports differ in
 # more than hostname and uuid: each re-read node must not parse its report
 # again.

@@ -87,6 +87,8 @@ class HostIndex:
             if held is None:
                 pending.append(entry)
                 continue
+            if held[i][1] == entry:   # its amounts did not move: it stays where it is
+                continue
             if pending:
                 self._settle()
             rows = self._orders[order]
