@@ -66,8 +66,8 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
         """Claims until node a's usage row is current, kept by the claims since
         a generation ``b``'s record is at least as new as; returns b's record."""
         b.get_node("a")
-        a.instance_claim(races.instance(), "a")   # b is now stale
-        b.instance_claim(races.instance(), "a")   # decided under the lock: the row
+        a.instance_claim(races.instance(), "a")   # its swap records the row; b is stale
+        b.instance_claim(races.instance(), "a")   # checked by the database on the row
         a.instance_claim(races.instance(), "a")   # checked by the database
         node = b.get_node("a")
         row = usage_row(b.store, node.uuid)
