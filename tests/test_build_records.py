@@ -27,10 +27,13 @@ class BuildRecords:
         return [self.service(h, ram_allocation_ratio=1.0) for h in names]
 
     def fail_recording_tasks(self):
-        def broken(conn, requests, now):
+        # Once the tasks' statements have run in the claim's transaction
+        # (with the claim's own statement or after it): the transaction
+        # must roll back all of it.
+        def broken(requests, results):
             raise Injected("recording the build task failed")
         self.useFixture(fixtures.MonkeyPatch(
-            "nova_lite.db.task_writes.insert", broken))
+            "nova_lite.db.task_writes.inserted", broken))
 
     def assert_no_claim_and_no_task(self):
         self.assertEqual([], self.store.list_allocations())

@@ -14,18 +14,20 @@ while the statement ran.
 """
 
 import threading
+import time
 
 import attrs
 import sqlalchemy as sa
 from testtools import content
 
-from nova_lite import objects
+from nova_lite import objects, work
 from nova_lite.compute import placement
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.compute.node_usage import synced
 from nova_lite.db import models, rows
 from nova_lite.db.store import ClaimRequest
 from nova_lite.objects import NUMACell, NUMATopology
+from nova_lite.work import WorkRequest
 from tests import test_claim_races as races, test_claim_usage as usage
 from tests.reliability import base
 
@@ -64,8 +66,8 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
         """Claims until node a's usage row is current, kept by the claims since
         a generation ``b``'s record is at least as new as; returns b's record."""
         b.get_node("a")
-        a.instance_claim(races.instance(), "a")   # b is now stale
-        b.instance_claim(races.instance(), "a")   # decided under the lock: the row
+        a.instance_claim(races.instance(), "a")   # its swap records the row; b is stale
+        b.instance_claim(races.instance(), "a")   # checked by the database on the row
         a.instance_claim(races.instance(), "a")   # checked by the database
         node = b.get_node("a")
         row = usage_row(b.store, node.uuid)
@@ -245,6 +247,48 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
         self.assertEqual(1, a.store.get_compute_node(races.HOST, "a").used("VCPU"))
         self.assertNoRecordProblems(a.store)
 
+    def test_an_instance_recorded_while_the_statement_runs_gets_its_task_once(self):
+        a = self.tracker()
+        node = a.get_node("a")
+        inst = races.instance()
+        engine = sa.create_engine(a.store.db.url, poolclass=sa.pool.NullPool)
+        self.addCleanup(engine.dispose)
+        holder = engine.connect()
+        self.addCleanup(holder.close)
+        holder.begin()
+        holder.execute(T_INST.insert().values(
+            uuid=inst.uuid, vm_state="building", project_id="p", user_id="",
+            flavor='{"name": "m1", "vcpus": 1, "memory_mb": 1024, "root_gb": 1}',
+            created_at=0.0, updated_at=0.0))
+        ask = placement.ClaimAsk.build(inst, inst.flavor, objects.ZERO_OVERHEAD)
+        task = WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid)
+        outcome = {}
+
+        def run():
+            try:
+                outcome["made"] = a.store.claim_with_tasks(
+                    node, [ClaimRequest(inst.uuid)],
+                    lambda seen: placement.decide_claims(seen, races.HOST, "a", [ask], None),
+                    tasks=[task])[2]
+            except Exception as exc:   # noqa: BLE001 - checked below
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        self.addCleanup(thread.join, 30)
+        self.wait_for_lock_waiter()
+        holder.commit()
+        thread.join(30)
+        self.assertNotIn("error", outcome)
+        # The statement and the task sent with it broke on the key and were
+        # rolled back; the transaction that claimed the known instance
+        # recorded the task once.
+        recorded = a.store.tasks.find(kinds=(work.BUILD,))
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in recorded])
+        self.assertEqual([t.id for t in outcome["made"]], [t.id for t in recorded])
+        self.assertEqual(1, a.store.get_compute_node(races.HOST, "a").used("VCPU"))
+        self.assertNoRecordProblems(a.store)
+
 
 def _write_claim_rows(conn, node, inst):
     """The instance and allocation rows a claim of ``inst`` on ``node`` writes."""
@@ -275,3 +319,184 @@ class TestStaleClaimsOnSQLite(base.SQLiteBackend, base.TestCase):
         self.assertEqual([stale.generation, stale.generation + 1], decided)
         self.assertEqual(2, after.used("VCPU"))
         self.assertEqual(synced(b.store.load_node(stale.uuid)), synced(after))
+
+
+class TestClaimsRacingOnAFreshNode(base.PostgreSQLBackend, base.TestCase):
+    """Claims decided on one record of a node that has no usage row yet.
+
+    The compare-and-swap's winner records the node's usage row from the
+    record it was decided on (the node at exactly the generation it moved
+    from); the claims that queued behind it, whose statements began before
+    that row existed, find it and are checked on it by the database.
+    """
+
+    tracker = races.RaceMixin.tracker
+    hold_node_row = usage.TestUsageRowsPostgreSQL.hold_node_row
+
+    def setUp(self):
+        super().setUp()
+        self.url = self.database_url()
+
+    def wait_for_lock_waiters(self, count, timeout=30):
+        """Until ``count`` sessions of this test's schema wait on a lock."""
+        engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
+        self.addCleanup(engine.dispose)
+        deadline = time.monotonic() + timeout
+        with engine.connect() as conn:
+            while time.monotonic() < deadline:
+                waiting = conn.execute(sa.text(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE application_name = current_setting('application_name')"
+                    " AND wait_event_type = 'Lock'")).scalar()
+                conn.rollback()
+                if waiting >= count:
+                    return
+                time.sleep(0.01)
+        self.fail(f"fewer than {count} claims waited on the node row's lock")
+
+    def race(self, vcpus, claimers=4):
+        """``claimers`` trackers (each with its own Store) claim ``vcpus`` each
+        on one record of the fresh node, all queued on its row's lock before
+        the first goes: ``(record, outcomes)``, each ``(decided, after or
+        error)``."""
+        trackers = [self.tracker() for _ in range(claimers)]
+        record = trackers[0].get_node("a")
+        self.assertIsNone(usage_row(trackers[0].store, record.uuid))
+        holder = self.hold_node_row(record.uuid)
+        outcomes = [([], None) for _ in trackers]
+
+        def run(index):
+            decided = outcomes[index][0]
+            try:
+                after = claim(trackers[index], record,
+                              races.instance(races.flavor(vcpus=vcpus)), decided)[0]
+            except Exception as exc:   # noqa: BLE001 - checked by the callers
+                outcomes[index] = (decided, exc)
+            else:
+                outcomes[index] = (decided, after)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(claimers)]
+        for thread in threads:
+            thread.start()
+            self.addCleanup(thread.join, 30)
+        self.wait_for_lock_waiters(claimers)
+        holder.rollback()   # nothing changed: the claims go one by one
+        for thread in threads:
+            thread.join(30)
+            self.assertFalse(thread.is_alive())
+        self.addDetail("outcomes", content.text_content(repr(outcomes)))
+        return record, outcomes
+
+    def test_claims_that_fit_are_all_admitted_by_the_database(self):
+        record, outcomes = self.race(vcpus=2)
+        # Each decided once, on the one record: no decision under the lock.
+        self.assertEqual([[record.generation]] * 4, [decided for decided, _ in outcomes])
+        afters = sorted(after.generation for _, after in outcomes)
+        self.assertEqual(list(range(record.generation + 1, record.generation + 5)), afters)
+        store = self.tracker().store
+        recorded = store.load_node(record.uuid)
+        self.assertEqual(8, recorded.used("VCPU"))
+        self.assertEqual(record.generation + 4, recorded.generation)
+        self.assertEqual(4, len(store.list_allocations(node_uuid=record.uuid)))
+        last = max((after for _, after in outcomes), key=lambda n: n.generation)
+        self.assertEqual(synced(recorded), synced(last))
+        row = usage_row(store, record.uuid)
+        self.assertEqual((record.generation + 4, 8, 4 * 1024, 4, 0, record.generation),
+                         (row.generation, row.vcpu, row.memory_mb, row.disk_gb, row.extras,
+                          row.since))
+        self.assertEqual([], base.usage_row_problems(store))
+        self.assertNoRecordProblems(store)
+
+    def test_claims_past_the_capacity_are_refused_and_the_records_stay_exact(self):
+        # 8 vCPUs: two claims of 3 fit, the third and fourth do not.
+        record, outcomes = self.race(vcpus=3)
+        admitted = [after for _, after in outcomes if isinstance(after, objects.ComputeNode)]
+        refused = [exc for _, exc in outcomes if isinstance(exc, ComputeResourcesUnavailable)]
+        self.assertEqual((2, 2), (len(admitted), len(refused)), outcomes)
+        for exc in refused:
+            self.assertIn("Free vcpu 2.00 VCPU < requested 3 VCPU", str(exc))
+        # The admitted decided once; the refused were checked by the
+        # database, then decided again under the lock on the records.
+        self.assertEqual([1, 1, 2, 2], sorted(len(decided) for decided, _ in outcomes))
+        store = self.tracker().store
+        recorded = store.load_node(record.uuid)
+        self.assertEqual(6, recorded.used("VCPU"))
+        self.assertEqual(2, len(store.list_allocations(node_uuid=record.uuid)))
+        self.assertEqual(2, len(store.list_instances()))
+        self.assertEqual([], base.usage_row_problems(store))
+        self.assertNoRecordProblems(store)
+
+
+class TestUsageRowOfTheSwap(base.PostgreSQLBackend, base.TestCase):
+    """What the one statement's compare-and-swap leaves in ``node_usage``."""
+
+    tracker = races.RaceMixin.tracker
+
+    def setUp(self):
+        super().setUp()
+        self.url = self.database_url()
+
+    def test_a_row_left_behind_by_a_release_is_replaced_from_the_record(self):
+        a = self.tracker()
+        first = a.instance_claim(races.instance(races.flavor(vcpus=3)), "a")
+        a.instance_claim(races.instance(), "a")
+        a.abort_instance_claim(first.instance, "a")    # moves the generation: row stale
+        node = a.get_node("a")
+        self.assertLess(usage_row(a.store, node.uuid).generation, node.generation)
+        decided = []
+        after, _ = claim(a, node, races.instance(races.flavor(vcpus=2)), decided)
+        self.assertEqual([node.generation], decided)
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual((after.generation, 3, node.generation),
+                         (row.generation, row.vcpu, row.since))
+        self.assertEqual([], base.usage_row_problems(a.store))
+
+    def test_a_current_row_keeps_its_since(self):
+        a, b = self.tracker(), self.tracker()
+        stale = b.get_node("a")
+        a.instance_claim(races.instance(), "a")
+        a.instance_claim(races.instance(), "a")
+        node = a.get_node("a")
+        self.assertEqual(stale.generation, usage_row(a.store, node.uuid).since)
+        after, _ = claim(a, node, races.instance(), [])
+        row = usage_row(a.store, node.uuid)
+        # The claims since b's record changed usage only: b's record is still
+        # vouched for, and its plan is checked by the database.
+        self.assertEqual((after.generation, 3, stale.generation),
+                         (row.generation, row.vcpu, row.since))
+        decided = []
+        claim(b, stale, races.instance(), decided)
+        self.assertEqual([stale.generation], decided)
+        self.assertEqual([], base.usage_row_problems(a.store))
+        self.assertNoRecordProblems(a.store)
+
+    def test_a_record_with_extras_is_recorded_only_through_a_current_row(self):
+        numa = NUMATopology(cells=[NUMACell(id=0, cpuset={0, 1, 2, 3, 4, 5, 6, 7},
+                                            memory_mb=8192)])
+        a = self.tracker(numa_topology=numa)
+        a.instance_claim(races.instance(races.flavor(**{"hw:numa_nodes": "1"})), "a")
+        node = a.get_node("a")
+        # A NUMA plan: the row counts it among the extras, and vouches for no
+        # record older than the claim.
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual((node.generation, 1, 1, node.generation),
+                         (row.generation, row.vcpu, row.extras, row.since))
+        # A record with a NUMA cell placed, and the row current: the row
+        # takes the next claim, its count of extras and its since kept.
+        plain, _ = claim(a, node, races.instance(), [])
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual((plain.generation, 2, 1, node.generation),
+                         (row.generation, row.vcpu, row.extras, row.since))
+        # A release moves the node on: the row is stale, and the record's
+        # usage (a NUMA cell placed) is not one the statement records.
+        a.abort_instance_claim(a.store.get_instance(
+            [i.uuid for i in a.store.list_instances() if i.numa_topology is None][0]), "a")
+        node = a.get_node("a")
+        before = usage_row(a.store, node.uuid)
+        self.assertLess(before.generation, node.generation)
+        after, _ = claim(a, node, races.instance(), [])
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual(before, usage_row(a.store, node.uuid))
+        self.assertEqual(2, a.store.load_node(node.uuid).used("VCPU"))
+        self.assertEqual([], base.usage_row_problems(a.store))
+        self.assertNoRecordProblems(a.store)

@@ -14,12 +14,14 @@ known instance, until the transaction has decided again on fresh records
 import attrs
 import sqlalchemy as sa
 
+from nova_lite import work
 from nova_lite.compute.claims import ComputeResourcesUnavailable
 from nova_lite.db import models
 from nova_lite.db.direct import DirectConnection
 from nova_lite.db.store import ClaimPlan, ClaimRequest
 from nova_lite.exception import InstanceStateConflict, InvalidInput
 from nova_lite.objects import DELETED, Allocation
+from nova_lite.work import WorkRequest
 from tests import test_claim_races as races
 from tests.base import write_instance_row
 from tests.reliability import base
@@ -115,7 +117,7 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
 
         return self.store.claim(node, [ClaimRequest(inst.uuid)], decide)
 
-    def test_a_current_record_claims_in_one_statement_without_a_usage_row(self):
+    def test_a_current_record_claims_in_one_statement_and_records_its_usage_row(self):
         node = self.a.get_node("a")
         inst = races.instance()
         decided = []
@@ -128,8 +130,13 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.assertEqual(after.usage, recorded.usage)
         self.assertEqual([inst.uuid], [i.uuid for i in self.store.list_instances()])
         self.assertEqual("a", self.store.get_instance(inst.uuid).node)
-        # The locked re-read path records the node's usage; this one did not run.
-        self.assertIsNone(_usage_row(self.store, node.uuid))
+        # The statement recorded the usage the claim committed at, from the
+        # record it was decided on: nothing but this claim changed since it.
+        row = _usage_row(self.store, node.uuid)
+        self.assertEqual((after.generation, 1, 0, 1024, 1, 0, node.generation),
+                         (row.generation, row.vcpu, row.pcpu, row.memory_mb, row.disk_gb,
+                          row.extras, row.since))
+        self.assertEqual([], base.usage_row_problems(self.store))
         self.assertNoRecordProblems(self.store)
 
     def test_a_stale_record_writes_nothing_and_the_transaction_decides_on_fresh_ones(self):
@@ -176,6 +183,70 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
         self.assertNoRecordProblems(self.store)
 
+    # -- the tasks recorded with the claim travel with the one statement ----
+    def claim_with_task(self, node, inst, decided=None):
+        decided = [] if decided is None else decided
+
+        def decide(seen):
+            decided.append(seen.generation)
+            if seen.free("VCPU") < inst.flavor.vcpus:
+                _refuse(seen)
+            return (_plan_for(inst, seen.uuid),)
+
+        task = WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid,
+                           params={"node": "a"})
+        return self.store.claim_with_tasks(node, [ClaimRequest(inst.uuid)], decide,
+                                           tasks=[task])
+
+    def recorded_tasks(self):
+        return self.store.tasks.find(kinds=(work.BUILD,))
+
+    def test_a_task_is_recorded_once_with_a_claim_of_the_one_statement(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        after, _, made = self.claim_with_task(node, inst)
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in made])
+        self.assertEqual([(made[0].id, inst.uuid, work.WAITING)],
+                         [(t.id, t.instance_uuid, t.state) for t in self.recorded_tasks()])
+
+    def test_a_task_is_recorded_once_with_a_claim_decided_under_the_lock(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(), "a")
+        inst = races.instance()
+        decided = []
+        after, _, made = self.claim_with_task(stale, inst, decided)
+        self.assertEqual([stale.generation, stale.generation + 1], decided)
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in self.recorded_tasks()])
+        self.assertEqual([t.id for t in made], [t.id for t in self.recorded_tasks()])
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_task_is_recorded_once_with_a_known_instance_claimed_by_the_transaction(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        write_instance_row(self.store, inst)
+        self.claim_with_task(node, inst)
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in self.recorded_tasks()])
+        self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
+
+    def test_no_task_is_recorded_when_the_decision_under_the_lock_refuses(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(races.flavor(vcpus=8)), "a")   # now full
+        before = base.dump(self.store)
+        self.assertRaises(ComputeResourcesUnavailable, self.claim_with_task, stale,
+                          races.instance())
+        self.assertEqual([], self.recorded_tasks())
+        self.assertEqual(before, base.dump(self.store))
+
+    def test_no_task_is_recorded_when_a_known_instance_is_refused(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        write_instance_row(self.store, attrs.evolve(inst, vm_state=DELETED))
+        before = base.dump(self.store)
+        self.assertRaises(InstanceStateConflict, self.claim_with_task, node, inst)
+        self.assertEqual([], self.recorded_tasks())
+        self.assertEqual(before, base.dump(self.store))
+
 
 def _refuse(node):
     raise ComputeResourcesUnavailable([f"node {node.nodename} has no vCPU left"])
@@ -184,3 +255,22 @@ def _refuse(node):
 def _usage_row(store, node_uuid):
     return store.db.read("read node_usage", lambda conn: conn.execute(
         sa.select(T_USAGE).where(T_USAGE.c.node_uuid == node_uuid)).first())
+
+
+class TestOneStatementSize(base.TestCase):
+    """psycopg parses a query's placeholders once and caches that only for a
+    query of at most 4 kB and 50 parameters: above either, the one
+    statement is parsed again on every claim (as much CPU as the rest of
+    the claim)."""
+
+    def test_the_one_statement_stays_within_psycopgs_cache(self):
+        import re
+
+        from psycopg import _queries
+        from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
+
+        from nova_lite.db import claim_writes
+        sql = str(claim_writes.PG_SINGLE_CLAIM.compile(dialect=pg_psycopg.dialect()))
+        self.assertLessEqual(len(sql.encode()), _queries.MAX_CACHED_STATEMENT_LENGTH)
+        self.assertLessEqual(len(set(re.findall(r"%\((\w+)\)s", sql))),
+                             _queries.MAX_CACHED_STATEMENT_PARAMS)

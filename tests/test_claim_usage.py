@@ -66,6 +66,33 @@ class UsageRowMixin:
         self.assertEqual(8, b.get_node("a").used("VCPU"))
         self.assertNoRecordProblems(a.store)
 
+    def test_a_claim_that_wins_its_compare_and_swap_records_the_usage_of_its_record(self):
+        a, b = self.tracker(), self.tracker()
+        fresh = a.get_node("a")
+        self.assertIsNone(usage_row(a.store, fresh.uuid))
+        a.instance_claim(races.instance(races.flavor(vcpus=2, memory_mb=512, root_gb=3)), "a")
+        node = a.get_node("a")
+        self.assertEqual(fresh.generation + 1, node.generation)
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual((node.generation, 2, 0, 512, 3, 0, fresh.generation),
+                         (row.generation, row.vcpu, row.pcpu, row.memory_mb, row.disk_gb,
+                          row.extras, row.since))
+        # Several claims at once (the transaction's steps, not one statement).
+        a.build_claims([races.instance(), races.instance()], "a")
+        node = a.get_node("a")
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual((node.generation, 4, 2560, 5),
+                         (row.generation, row.vcpu, row.memory_mb, row.disk_gb))
+        # A claim that loses its race decides on that row.
+        self._set_row(a.store, node.uuid, vcpu=8)
+        exc = self.assertRaises(ComputeResourcesUnavailable, b.instance_claim,
+                                races.instance(), "a")
+        self.assertIn("Free vcpu 0.00 VCPU < requested 1 VCPU", str(exc))
+        self._set_row(a.store, node.uuid, vcpu=4)
+        b.instance_claim(races.instance(), "a")
+        self.assertEqual([], base.usage_row_problems(a.store))
+        self.assertNoRecordProblems(a.store)
+
     def test_the_usage_row_is_used_while_its_generation_is_the_nodes(self):
         a, b = self.tracker(), self.tracker()
         self.stale_claim(a, b)

@@ -13,10 +13,11 @@ in a circle:
 3. :func:`write_plans`: the instance, migration and allocation rows; a
    known instance is checked here (not deleted, no other claim), under its
    row's lock.
-   After a re-read, the node's usage at the new generation is recorded
-   with them (``node_usage``), so the next claim that loses its race reads
-   one row instead of summing every allocation of the node while it holds
-   the lock.
+   After a re-read, or a compare-and-swap on a record whose usage is
+   known (no allocation with extras), the node's usage at the new
+   generation is recorded with them (``node_usage``), so the next claim
+   that loses its race reads one row instead of summing every allocation
+   of the node while it holds the lock.
 
 On SQLite a writing transaction holds the whole database from its first
 statement, so the order only matters on PostgreSQL.
@@ -31,7 +32,11 @@ the plan still fits its bounds; else the bump alone, and the transaction
 decides under the lock), and, after a re-read under the node's lock, a
 new instance's row, its allocation and the usage row together.  Anything
 else (a move, a known instance, several claims at once) takes the steps
-above.
+above.  The one statement keeps the usage row too: a claim whose
+compare-and-swap holds records the usage it commits at from the record
+it was decided on (the node at exactly the generation the bump moved
+from), so the claims that lost the race to it are checked by the
+database rather than decided again under the lock.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -182,7 +187,10 @@ def write_plans(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float,
     A new instance's row is inserted; a known one is checked under its
     row's lock (:func:`_guard_instance_claim`: not deleted, no other claim)
     and updated.  ``usage``: ``(node_uuid, generation, usage)`` of a claim
-    that re-read the node under its lock (see :func:`record_usage`).
+    that re-read the node under its lock, or whose compare-and-swap held on
+    a record whose usage is known (:func:`recorded_usage`): the node's
+    ``node_usage`` row is recorded with the plans (see
+    :func:`nova_lite.db.rows.record_usage`).
     Each child provider an allocation lands on moves to its next
     generation (:func:`nova_lite.db.providers.bump_children`).
     """
@@ -325,8 +333,15 @@ def _pg_usage_upsert_cte() -> sa.CTE:
 
 
 def _row_of_values(table: sa.Table, prefix: str) -> sa.Select[Any]:
-    """SELECT of one row of ``table`` from values named ``<prefix><column>``."""
-    return sa.select(*[sa.bindparam(f"{prefix}{c.name}", type_=c.type) for c in table.columns])
+    """SELECT of one row of ``table`` from values named ``<prefix><column>``.
+
+    Text values are sent without a cast (PostgreSQL gives them the
+    column's type): the statements that use this stay short enough for
+    psycopg's cache of parsed queries (4 kB).
+    """
+    return sa.select(*[sa.bindparam(f"{prefix}{c.name}",
+                                    type_=None if isinstance(c.type, sa.String) else c.type)
+                       for c in table.columns])
 
 
 def _prefixed(values: Mapping[str, _V], prefix: str) -> dict[str, _V]:
@@ -363,57 +378,77 @@ def _build_pg_single_claim() -> sa.Select[Any]:
     1. ``bump``: the node's generation moves on, which takes (or waits for)
        the node row's lock, unless the instance has a row already (then
        nothing happens at all, and the rest of the transaction decides).
-    2. ``usage_row``: the node's ``node_usage`` row takes the allocation,
-       if it is of the generation the bump moved from (so current), its
-       ``since`` is no later than the generation the plan was decided at
-       (so the inventories, owner and reported flag are the ones decided
-       on), the plan is plain and every class stays within the plan's
-       bounds.  PostgreSQL evaluates these conditions on the latest version
-       of both rows once their locks are had, not on the statement's
-       snapshot; a row that does not take it is written back unchanged.
-    3. ``ok``: the claim is admitted if the bump moved the node from the
-       generation it was decided at (a compare-and-swap: nothing changed)
-       or the usage row took it (only usage changed, and it still fits).
+    2. ``usage_row``: the node's ``node_usage`` row, inserted or, if the
+       node has one, updated (``INSERT ... ON CONFLICT``: PostgreSQL finds
+       and locks the row's latest version, even one committed by the
+       lock's previous holder after this statement began, and evaluates
+       the update's conditions on it, not on the statement's snapshot).
+       The row takes the allocation (usage added, at the new generation)
+       if it is of the generation the bump moved from (so current) and
+       either the bump moved from the generation the plan was decided at
+       (the compare-and-swap) or the database admits the plan: the row's
+       ``since`` is no later than the plan's record (so the inventories,
+       owner and reported flag are the ones decided on), the plan is plain
+       and every class stays within the plan's bounds.  Else, when the
+       compare-and-swap holds and the record's usage is ``known`` (it has
+       no allocation with extras), the row becomes that usage plus the
+       allocation (values ``u_<field>``): the record is the node at exactly
+       the generation moved from.  Else the row is left as it is; a node
+       with no row at all then gets one of generation -1, which no node
+       ever has (never used; the transaction's decision under the lock
+       records the real one before it commits).
+    3. ``ok``: the claim is admitted if the compare-and-swap holds or the
+       usage row took it.
     4. Only then the instance's row and its allocation are written.
 
     Returns one row (the new generation, how many allocations were written,
-    whether the usage row took the claim, and that row after it), or no row if the
-    instance is known.  An instance recorded between the check and the
-    insert fails the whole statement on its primary key.
+    whether the usage row took the claim, and that row after it), or no row
+    if the instance is known.  An instance recorded between the check and
+    the insert fails the whole statement on its primary key.
     """
+    one: sa.ColumnElement[int] = sa.literal_column("1")
     unknown = ~sa.exists().where(T_INST.c.uuid == sa.bindparam("i_uuid"))
     bump = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node"), unknown).values(
-        generation=T_NODES.c.generation + sa.literal_column("1")).returning(
-        T_NODES.c.generation).cte("bump")
+        generation=T_NODES.c.generation + one).returning(T_NODES.c.generation).cte("bump")
+    expected = sa.bindparam("expected", type_=sa.Integer)
+    known = sa.bindparam("known", type_=sa.Boolean)
+    extra = sa.bindparam("extra", type_=sa.Integer)
     amount = {col: sa.bindparam(f"a_{col}", type_=T_ALLOC.c[col].type)
               for _, col in rows.STD_COLUMNS}
-    expected = sa.bindparam("expected", type_=sa.Integer)
-    takes = sa.and_(
-        T_USAGE.c.generation == bump.c.generation - sa.literal_column("1"),
+    swapped = bump.c.generation == expected + one
+    # The row the claim leaves if the node has none: the record's usage plus
+    # the allocation when the swap held and that usage is known, else one of
+    # generation -1 (no node has that generation: never used).
+    insert = postgresql.insert(T_USAGE).from_select(
+        ["node_uuid", "generation", *rows.USAGE_ROW_FIELDS],
+        sa.select(sa.bindparam("node", type_=sa.String),
+                  sa.case((sa.and_(swapped, known), bump.c.generation),
+                          else_=sa.literal_column("-1")),
+                  *[sa.bindparam(f"u_{f}", type_=T_USAGE.c[f].type)
+                    for f in rows.USAGE_ROW_FIELDS]))
+    recorded = insert.excluded.generation >= sa.literal_column("0")   # swapped and known
+    moved_to = sa.select(bump.c.generation).scalar_subquery()
+    admitted = sa.and_(
         sa.bindparam("plain", type_=sa.Boolean), T_USAGE.c.since <= expected,
         *[T_USAGE.c[col] + amount[col] <= sa.bindparam(f"most_{col}", type_=sa.BigInteger)
           for _, col in rows.STD_COLUMNS])
-    # The conditions are in SET, not WHERE: PostgreSQL matches WHERE on the
-    # statement's snapshot (a row the lock's previous holder moved on would
-    # not match) but computes SET on the row's latest version.  They are
-    # evaluated once, as ``took`` (1 or 0), which keeps the statement short
-    # enough for psycopg to cache its parsing (4 kB).
-    check = sa.select(sa.cast(takes, sa.Integer).label("took"),
-                      bump.c.generation.label("next")).correlate(T_USAGE).subquery("c")
-    columns = ["generation", *(col for _, col in rows.STD_COLUMNS)]
-    new_values = sa.select(
-        T_USAGE.c.generation + check.c.took * (check.c.next - T_USAGE.c.generation),
-        *[T_USAGE.c[col] + check.c.took * amount[col] for _, col in rows.STD_COLUMNS]
-    ).scalar_subquery()
-    # (WHERE names ``bump`` only to bring its row into the UPDATE's FROM.)
-    usage = T_USAGE.update().where(T_USAGE.c.node_uuid == sa.bindparam("node"),
-                                   bump.c.generation.is_not(None)).values(
-        {sa.tuple_(*[T_USAGE.c[c] for c in columns]): new_values}).returning(
-        (T_USAGE.c.generation == bump.c.generation).label("took"),
-        *[T_USAGE.c[f] for f in rows.USAGE_FIELDS]).cte("usage_row")
+    usage = insert.on_conflict_do_update(
+        index_elements=[T_USAGE.c.node_uuid],
+        set_={"generation": moved_to,
+              **{col: sa.case((recorded, insert.excluded[col]),
+                              else_=T_USAGE.c[col] + amount[col])
+                 for _, col in rows.STD_COLUMNS},
+              "extras": sa.case((recorded, insert.excluded.extras),
+                                else_=T_USAGE.c.extras + extra),
+              "since": sa.case((extra == one, moved_to),
+                               (sa.or_(~recorded, T_USAGE.c.generation == expected),
+                                T_USAGE.c.since),
+                               else_=insert.excluded.since)},
+        where=sa.or_(recorded, sa.and_(T_USAGE.c.generation == moved_to - one, sa.or_(
+            moved_to == expected + one, admitted)))).returning(
+        T_USAGE.c.generation, *[T_USAGE.c[f] for f in rows.USAGE_FIELDS]).cte("usage_row")
     ok = sa.select(bump.c.generation).where(sa.or_(
-        bump.c.generation == expected + sa.literal_column("1"),
-        sa.exists(sa.select(usage.c.took).where(usage.c.took)))).cte("ok")
+        swapped, sa.exists().where(usage.c.generation == bump.c.generation))).cte("ok")
     instance = T_INST.insert().from_select(
         [c.name for c in T_INST.columns],
         _row_of_values(T_INST, "i_").select_from(ok)).cte("instance_row")
@@ -422,7 +457,8 @@ def _build_pg_single_claim() -> sa.Select[Any]:
         _row_of_values(T_ALLOC, "a_").select_from(ok)).returning(
         T_ALLOC.c.consumer_uuid).cte("allocation_row")
     written = sa.select(sa.func.count()).select_from(allocation).scalar_subquery()
-    return sa.select(bump.c.generation, written.label("written"), usage.c.took,
+    return sa.select(bump.c.generation, written.label("written"),
+                     (usage.c.generation == bump.c.generation).label("took"),
                      *[usage.c[f] for f in rows.USAGE_FIELDS]).select_from(
         bump.outerjoin(usage, sa.true())).add_cte(instance)
 
@@ -459,9 +495,34 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
     # still takes what makes it no worse): its bound is the most recorded.
     most = {f"most_{col}": bounds.get(rc, MAX_AMOUNT) if plain and bounds is not None else 0
             for rc, col in rows.STD_COLUMNS}
+    extra = int(allocation["other"] is not None or allocation["numa_topology"] is not None
+                or allocation["pci_devices"] is not None or allocation["providers"] is not None)
+    # The usage row at the next generation if the compare-and-swap holds:
+    # ``node``'s usage plus the allocation, as ``usage_after`` counts it.
+    known = usage_known(node)
+    after = usage_after(recorded_usage(node), [allocation], node.generation + 1)
     return dict(_prefixed(rows.new_instance_values(plan.instance, now), "i_"),
-                **_prefixed(allocation, "a_"), **most,
-                node=node.uuid, expected=node.generation, plain=plain)
+                **_prefixed(allocation, "a_"), **most, **_prefixed(after, "u_"),
+                node=node.uuid, expected=node.generation, plain=plain, known=known,
+                extra=extra)
+
+
+def recorded_usage(node: ComputeNode) -> dict[str, int]:
+    """``node``'s ``node_usage`` row at its generation (fields as
+    :func:`nova_lite.db.rows.load_node_locked` gives them), from the record
+    itself; only for a record whose usage is known (:func:`usage_known`)."""
+    usage = {col: node.usage.get(rc, 0) for rc, col in rows.STD_COLUMNS}
+    usage.update(extras=0, since=node.generation)
+    return usage
+
+
+def usage_known(node: ComputeNode) -> bool:
+    """True if ``node``'s record gives its ``node_usage`` row at its generation:
+    none of its allocations has extras (other classes, NUMA cells, PCI
+    devices, child providers), so the row's standard columns are the
+    record's usage and its count of such allocations is 0."""
+    return not node.numa_placements and not node.pci_in_use and not node.provider_usage \
+        and all(rc in models.ALLOCATION_COLUMNS for rc in node.usage)
 
 
 def node_with_usage_row(node: ComputeNode, row: Any) -> ComputeNode:

@@ -592,7 +592,9 @@ class Store:
         that also admits a plan decided on an older record when only usage
         changed since and the plan still fits its bounds
         (``ClaimPlan.bounds``), checked by the database on the node's
-        current usage.  Otherwise (or if the possibly stale ``node``
+        current usage (the ``node_usage`` row, which that statement
+        records from ``node`` when its compare-and-swap holds and keeps
+        while claims queue on the node).  Otherwise (or if the possibly stale ``node``
         refused) the node is read again under that lock (on PostgreSQL
         sent with the bump, in its round trip) and decided on: that
         decision is final.  That re-read takes the usage from the
@@ -633,9 +635,10 @@ class Store:
         at all (a build's claim and its host's build task).
 
         One transaction still: on PostgreSQL the tasks' INSERT and their
-        hosts' NOTIFY follow the claim's statement in one more round trip
-        (the NOTIFY is delivered at the COMMIT, so a host never wakes for a
-        task it cannot see yet).
+        hosts' NOTIFY are sent with the claim's one statement, in its round
+        trip (a claim that takes the transaction's steps sends them after
+        its writes, in one more); the NOTIFY is delivered at the COMMIT,
+        so a host never wakes for a task it cannot see yet.
 
         :param tasks: the work to record with the claims, in order.
         :returns: ``(node_after, plans, tasks)``: as :meth:`claim`, and the
@@ -1149,35 +1152,47 @@ def _sqlite_sidecars_empty(path: str) -> bool:
 
 def _claim_and_tasks(conn: DirectConnection, *, tasks: Sequence[WorkRequest],
                      **claim: Any) -> tuple[Any, tuple[ClaimPlan, ...], list[Task]]:
-    """:func:`_claim_transaction`, then ``tasks`` recorded in the same
-    transaction: written only once the claims are (a refusal raises first),
-    and rolled back with them if recording them fails."""
-    after, written = _claim_transaction(conn, **claim)
-    return after, written, task_writes.insert(conn, tasks, time.time()) if tasks else []
+    """:func:`_claim_transaction`, and ``tasks`` recorded in the same
+    transaction: committed only with the claims (a refusal raises, and the
+    transaction rolls back, tasks and all), and rolled back with them if
+    recording them fails."""
+    return _claim_transaction(conn, tasks=tasks, **claim)
 
 
 def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
                        requests: Sequence[ClaimRequest], decide: Decide,
                        plans: tuple[ClaimPlan, ...] | None,
-                       single: dict[str, Any] | None) -> tuple[Any, tuple[ClaimPlan, ...]]:
-    """The statements of :meth:`Store.claim`, in its one transaction.
+                       single: dict[str, Any] | None, tasks: Sequence[WorkRequest] = ()
+                       ) -> tuple[Any, tuple[ClaimPlan, ...], list[Task]]:
+    """The statements of :meth:`Store.claim_with_tasks`, in its one transaction.
 
     ``plans``: decided on ``node`` before the transaction (None: refused
     there, or not decided); ``single``: the values of PostgreSQL's one
     statement (:data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM`) for
-    ``plans``, or None.  Returns ``(node_after, plans_written)``: the node
-    as recorded after the claims, or, when the one statement wrote
+    ``plans``, or None.  Returns ``(node_after, plans_written, tasks)``: the
+    node as recorded after the claims, or, when the one statement wrote
     ``plans``, its answer row (the node after it is worked out once the
-    COMMIT has released the node row for the next claim).
+    COMMIT has released the node row for the next claim); and the tasks as
+    recorded.
     """
+    made: list[Task] | None = None
     if single is not None and plans is not None:
-        row = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first()
+        if tasks:
+            # The tasks' INSERT and NOTIFY travel with the statement, in its
+            # round trip: whatever it finds, the transaction either writes
+            # the claims too or rolls back.
+            now = time.time()
+            results = conn.execute_together([(claim_writes.PG_SINGLE_CLAIM, single),
+                                             *task_writes.insert_statements(conn, tasks, now)])
+            row, made = results[0].first(), task_writes.inserted(tasks, results[1:])
+        else:
+            row, made = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first(), []
         if row is not None:
             if row.written:
-                return row, plans
+                return row, plans, made
             # Bumped and locked, but neither current nor within its
             # bounds: decide again on the records, in this transaction.
-            return _decide_locked(conn, node, decide, row.generation)
+            return (*_decide_locked(conn, node, decide, row.generation), made)
         # The instance is known: the steps below guard it.
     claim_writes.guard_requests(conn, requests)
     if conn.dialect.name == "postgresql":
@@ -1189,9 +1204,19 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
         # statement costs no round trip.
         generation, found = claim_writes.bump_and_lock(conn, node.uuid), None
     if plans is not None and generation == node.generation + 1:
-        claim_writes.write_plans(conn, plans, time.time())
-        return with_allocations(node, [p.allocation for p in plans], generation), plans
-    return _decide_locked(conn, node, decide, generation, found)
+        # ``node`` is the node at exactly the generation moved from: its
+        # usage, if known, is recorded with the plans, for the claims that
+        # queue behind this one.
+        usage = (node.uuid, generation, claim_writes.recorded_usage(node)) \
+            if claim_writes.usage_known(node) else None
+        claim_writes.write_plans(conn, plans, time.time(), usage=usage)
+        after: ComputeNode = with_allocations(node, [p.allocation for p in plans], generation)
+        written = plans
+    else:
+        after, written = _decide_locked(conn, node, decide, generation, found)
+    if made is None:
+        made = task_writes.insert(conn, tasks, time.time())
+    return after, written, made
 
 
 def _decide_locked(conn: DirectConnection, node: ComputeNode, decide: Decide, generation: int,

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 
 from nova_lite import work
 from nova_lite.db import models
-from nova_lite.db.direct import DirectConnection
+from nova_lite.db.direct import DirectConnection, DirectResult
 from nova_lite.work import Task, WorkRequest
 
 T_TASK, T_INST = models.tasks, models.instances
@@ -148,12 +148,13 @@ def task_from_row(row: Any) -> Task:
         created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at)
 
 
-def insert(conn: DirectConnection, requests: Sequence[WorkRequest], now: float) -> list[Task]:
-    """Record ``requests`` as waiting tasks in ``conn``'s transaction, in
-    multi-row INSERTs, and notify their hosts on PostgreSQL; returns them as
-    recorded, in order."""
-    made: list[Task] = []
-    notify = requests and conn.dialect.name == "postgresql"
+def insert_statements(conn: DirectConnection, requests: Sequence[WorkRequest],
+                      now: float) -> list[tuple[sa.ClauseElement, dict[str, Any]]]:
+    """The statements that record ``requests`` as waiting tasks: multi-row
+    INSERTs (see :func:`inserted`) and, on PostgreSQL, the NOTIFY of their
+    hosts (delivered at the COMMIT, so no listener wakes before the tasks
+    are seen)."""
+    statements: list[tuple[sa.ClauseElement, dict[str, Any]]] = []
     for start in range(0, len(requests), INSERT_ROWS):
         chunk = requests[start:start + INSERT_ROWS]
         values: dict[str, Any] = {}
@@ -164,15 +165,27 @@ def insert(conn: DirectConnection, requests: Sequence[WorkRequest], now: float) 
                 f"migration_uuid_{i}": req.migration_uuid,
                 f"params_{i}": json.dumps(req.params, sort_keys=True),
                 f"state_{i}": work.WAITING, f"attempts_{i}": 0, f"created_at_{i}": now})
-        if notify and start + INSERT_ROWS >= len(requests):
-            # The last INSERT and the NOTIFY in one round trip (delivered at
-            # the COMMIT, so no listener wakes before the tasks are seen).
-            inserted, _ = conn.execute_together([
-                (_insert(len(chunk)), values),
-                (NOTIFY, {"hosts": sorted({r.host for r in requests})})])
-            rows = inserted.all()
-        else:
-            rows = conn.execute(_insert(len(chunk)), values).all()
+        statements.append((_insert(len(chunk)), values))
+    if requests and conn.dialect.name == "postgresql":
+        statements.append((NOTIFY, {"hosts": sorted({r.host for r in requests})}))
+    return statements
+
+
+def inserted(requests: Sequence[WorkRequest], results: Sequence[DirectResult]) -> list[Task]:
+    """The tasks :func:`insert_statements` recorded for ``requests``, in
+    order, from its statements' results (in their order)."""
+    made: list[Task] = []
+    for result in results[:-(-len(requests) // INSERT_ROWS)]:   # the INSERTs'
         # One statement's ids follow its rows' order.
-        made.extend(task_from_row(r) for r in sorted(rows, key=lambda r: r.id))
+        made.extend(task_from_row(r) for r in sorted(result.rows, key=lambda r: r.id))
     return made
+
+
+def insert(conn: DirectConnection, requests: Sequence[WorkRequest], now: float) -> list[Task]:
+    """Record ``requests`` as waiting tasks in ``conn``'s transaction, in
+    multi-row INSERTs, and notify their hosts on PostgreSQL; returns them as
+    recorded, in order.  On PostgreSQL the statements are sent together, in
+    one round trip."""
+    if not requests:
+        return []
+    return inserted(requests, conn.execute_together(insert_statements(conn, requests, now)))
