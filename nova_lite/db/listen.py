@@ -77,8 +77,11 @@ class WorkListener:
         try:
             woken = self._notified(conn.notifies(timeout=timeout, stop_after=1))
             if woken:
-                # The rest of the burst already delivered: the caller takes
-                # all of its work in one go.
+                # The rest of the burst, drained: the caller takes all of its
+                # work in one go.  A round trip first, since the server sends
+                # every notification committed before it ahead of its answer:
+                # none of them is still on its way when the drain looks.
+                conn.execute("SELECT 1")
                 self._notified(conn.notifies(timeout=0.0))
             return woken or self._woken.is_set()
         except Exception as exc:   # noqa: BLE001 - fall back to polling, reconnect later
