@@ -14,7 +14,6 @@ while the statement ran.
 """
 
 import threading
-import time
 
 import attrs
 import sqlalchemy as sa
@@ -220,13 +219,10 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
         self.assertNoRecordProblems(self.b.store)
         return decided, outcome
 
-    def test_an_instance_recorded_while_the_statement_runs_is_claimed_by_the_transaction(self):
-        a = self.tracker()
-        node = a.get_node("a")
-        inst = races.instance()
-        # Another session records the instance and holds its row's key: the
-        # statement's insert waits on it, then breaks the key.
-        engine = sa.create_engine(a.store.db.url, poolclass=sa.pool.NullPool)
+    def hold_new_instance_row(self, tracker, inst):
+        """Another session records ``inst`` and holds its row's key, in a
+        transaction left open: commit the connection returned to let go."""
+        engine = sa.create_engine(tracker.store.db.url, poolclass=sa.pool.NullPool)
         self.addCleanup(engine.dispose)
         holder = engine.connect()
         self.addCleanup(holder.close)
@@ -235,6 +231,15 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
             uuid=inst.uuid, vm_state="building", project_id="p", user_id="",
             flavor='{"name": "m1", "vcpus": 1, "memory_mb": 1024, "root_gb": 1}',
             created_at=0.0, updated_at=0.0))
+        return holder
+
+    def test_an_instance_recorded_while_the_statement_runs_is_claimed_by_the_transaction(self):
+        a = self.tracker()
+        node = a.get_node("a")
+        inst = races.instance()
+        # Another session records the instance and holds its row's key: the
+        # statement's insert waits on it, then breaks the key.
+        holder = self.hold_new_instance_row(a, inst)
         outcome, join = self.claim_behind_a_lock(a, node, inst, [])
         holder.commit()
         join()
@@ -251,15 +256,7 @@ class TestDatabaseCheckedClaims(base.PostgreSQLBackend, base.TestCase):
         a = self.tracker()
         node = a.get_node("a")
         inst = races.instance()
-        engine = sa.create_engine(a.store.db.url, poolclass=sa.pool.NullPool)
-        self.addCleanup(engine.dispose)
-        holder = engine.connect()
-        self.addCleanup(holder.close)
-        holder.begin()
-        holder.execute(T_INST.insert().values(
-            uuid=inst.uuid, vm_state="building", project_id="p", user_id="",
-            flavor='{"name": "m1", "vcpus": 1, "memory_mb": 1024, "root_gb": 1}',
-            created_at=0.0, updated_at=0.0))
+        holder = self.hold_new_instance_row(a, inst)
         ask = placement.ClaimAsk.build(inst, inst.flavor, objects.ZERO_OVERHEAD)
         task = WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid)
         outcome = {}
@@ -337,22 +334,7 @@ class TestClaimsRacingOnAFreshNode(base.PostgreSQLBackend, base.TestCase):
         super().setUp()
         self.url = self.database_url()
 
-    def wait_for_lock_waiters(self, count, timeout=30):
-        """Until ``count`` sessions of this test's schema wait on a lock."""
-        engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
-        self.addCleanup(engine.dispose)
-        deadline = time.monotonic() + timeout
-        with engine.connect() as conn:
-            while time.monotonic() < deadline:
-                waiting = conn.execute(sa.text(
-                    "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE application_name = current_setting('application_name')"
-                    " AND wait_event_type = 'Lock'")).scalar()
-                conn.rollback()
-                if waiting >= count:
-                    return
-                time.sleep(0.01)
-        self.fail(f"fewer than {count} claims waited on the node row's lock")
+    wait_for_lock_waiter = usage.TestUsageRowsPostgreSQL.wait_for_lock_waiter
 
     def race(self, vcpus, claimers=4):
         """``claimers`` trackers (each with its own Store) claim ``vcpus`` each
@@ -379,7 +361,7 @@ class TestClaimsRacingOnAFreshNode(base.PostgreSQLBackend, base.TestCase):
         for thread in threads:
             thread.start()
             self.addCleanup(thread.join, 30)
-        self.wait_for_lock_waiters(claimers)
+        self.wait_for_lock_waiter(claimers)
         holder.rollback()   # nothing changed: the claims go one by one
         for thread in threads:
             thread.join(30)

@@ -106,7 +106,10 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.b = races.RaceMixin.tracker(self)
         self.store = self.a.store
 
-    def claim(self, node, inst, decided=None):
+    @staticmethod
+    def decider(inst, decided):
+        """A decision of ``inst`` on any record, noting each generation it
+        decided at in ``decided`` (a list, if given)."""
         decided = [] if decided is None else decided
 
         def decide(seen):
@@ -114,8 +117,10 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
             if seen.free("VCPU") < inst.flavor.vcpus:
                 _refuse(seen)
             return (_plan_for(inst, seen.uuid),)
+        return decide
 
-        return self.store.claim(node, [ClaimRequest(inst.uuid)], decide)
+    def claim(self, node, inst, decided=None):
+        return self.store.claim(node, [ClaimRequest(inst.uuid)], self.decider(inst, decided))
 
     def test_a_current_record_claims_in_one_statement_and_records_its_usage_row(self):
         node = self.a.get_node("a")
@@ -185,14 +190,7 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
 
     # -- the tasks recorded with the claim travel with the one statement ----
     def claim_with_task(self, node, inst, decided=None):
-        decided = [] if decided is None else decided
-
-        def decide(seen):
-            decided.append(seen.generation)
-            if seen.free("VCPU") < inst.flavor.vcpus:
-                _refuse(seen)
-            return (_plan_for(inst, seen.uuid),)
-
+        decide = self.decider(inst, decided)
         task = WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid,
                            params={"node": "a"})
         return self.store.claim_with_tasks(node, [ClaimRequest(inst.uuid)], decide,

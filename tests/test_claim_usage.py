@@ -206,9 +206,10 @@ class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCa
                      .with_for_update())
         return conn
 
-    def wait_for_lock_waiter(self, timeout=30):
-        """Until a session of this test's schema waits on a lock (a condition, not
-        a sleep); sessions of other tests sharing the database do not count."""
+    def wait_for_lock_waiter(self, count=1, timeout=30):
+        """Until ``count`` sessions of this test's schema wait on a lock (a
+        condition, not a sleep); sessions of other tests sharing the database
+        do not count."""
         engine = sa.create_engine(Store(self.url).db.url, poolclass=sa.pool.NullPool)
         self.addCleanup(engine.dispose)
         deadline = time.monotonic() + timeout
@@ -219,10 +220,10 @@ class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCa
                     " WHERE application_name = current_setting('application_name')"
                     " AND wait_event_type = 'Lock'")).scalar()
                 conn.rollback()
-                if waiting:
+                if waiting >= count:
                     return
                 time.sleep(0.01)
-        self.fail("no claim ever waited on the node row's lock")
+        self.fail(f"fewer than {count} claim(s) waited on the node row's lock")
 
     def _fill(self, holder, node, vcpus):
         """The holder's change: an allocation of ``vcpus``."""
