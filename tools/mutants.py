@@ -45,8 +45,8 @@ MUTANTS = {
     "one-statement-cas-ignored": (
         "PostgreSQL's one-statement claim writes whatever generation the node is at",
         "nova_lite/db/claim_writes.py",
-        "        bump.c.generation == expected + sa.literal_column(\"1\"),\n",
-        "        sa.true(),\n"),
+        "    swapped = bump.c.generation == expected + one\n",
+        "    swapped = bump.c.generation.is_not(None)\n"),
     "database-check-ignores-since": (
         "PostgreSQL admits a stale plan on the usage row without asking whether the "
         "inventories, owner or reported flag changed after the plan's record",
@@ -63,8 +63,10 @@ MUTANTS = {
         "PostgreSQL checks the usage row as the statement's snapshot had it, so a claim "
         "that waited on the node never finds it current",
         "nova_lite/db/claim_writes.py",
-        "                                   bump.c.generation.is_not(None)).values(\n",
-        "                                   bump.c.generation.is_not(None), takes).values(\n"),
+        "        where=sa.or_(recorded, sa.and_(T_USAGE.c.generation == moved_to - one, sa.or_(\n",
+        "        where=sa.or_(recorded, sa.and_((lambda snap: sa.select(snap.c.generation).where("
+        "snap.c.node_uuid == sa.bindparam(\"node\")).scalar_subquery())(T_USAGE.alias(\"snap\"))"
+        " == moved_to - one, sa.or_(\n"),
     "extras-keep-since": (
         "a claim that places NUMA cells, PCI devices or other classes leaves the usage "
         "row vouching for records older than it",
@@ -291,8 +293,8 @@ MUTANTS = {
     "trusted-report-keeps-placeholder-uuid": (
         "a node's report read by kind keeps the kind's placeholder uuid",
         "nova_lite/db/trusted.py",
-        "                return _replace(kind, hypervisor_hostname=hostname, uuid=uuid)\n",
-        "                return _replace(kind, hypervisor_hostname=hostname)\n"),
+        "                return _with_identity(kind, hostname, uuid)\n",
+        "                return _with_identity(kind, hostname, kind.uuid)\n"),
     "trusted-report-hostname-anywhere": (
         "a report whose node name appears elsewhere too is read by kind",
         "nova_lite/db/trusted.py",
@@ -301,8 +303,10 @@ MUTANTS = {
     "trusted-usage-not-read-only": (
         "a node record read in bulk holds its usage as a plain dict",
         "nova_lite/db/trusted.py",
-        "        \"usage\": types.MappingProxyType(usage) if usage else _NO_AMOUNTS,\n",
-        "        \"usage\": usage,\n"),
+        "        else types.MappingProxyType(inventories) if inventories else _NO_AMOUNTS,\n"
+        "        usage=types.MappingProxyType(usage) if usage else _NO_AMOUNTS,\n",
+        "        else types.MappingProxyType(inventories) if inventories else _NO_AMOUNTS,\n"
+        "        usage=usage,\n"),
     "host-state-free-negative": (
         "the scheduler's free figures go negative on a node over capacity",
         "nova_lite/scheduler/host_state.py",
