@@ -10,7 +10,7 @@ import fixtures
 
 from nova_lite import work
 from nova_lite.compute import api
-from nova_lite.db import node_changes
+from nova_lite.db import node_changes, rows
 from nova_lite.scheduler import HostManager
 from tests import base
 from tests.test_work import WorkCase, flavor
@@ -116,10 +116,15 @@ class BuildRecords:
         inst = result.instances[0]
         recorded = self.store.get_compute_node(inst.host, inst.node)
         read = []
-        real = node_changes.load_nodes_by_uuid
+        real_whole, real_usage = node_changes.load_nodes_by_uuid, rows.renew_usage
+        # the node read again, whole or for its usage alone
         self.useFixture(fixtures.MonkeyPatch(
             "nova_lite.db.node_changes.load_nodes_by_uuid",
-            lambda conn, uuids: read.extend(uuids) or real(conn, uuids)))
+            lambda conn, uuids, described=None: read.extend(uuids) or real_whole(
+                conn, uuids, described)))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite.db.rows.renew_usage",
+            lambda conn, held: read.extend(held) or real_usage(conn, held)))
         (state,) = manager.get_host_states()
         self.assertEqual([], read)
         self.assertEqual((recorded.generation, recorded.usage),
