@@ -656,7 +656,7 @@ class Store:
                 and self.schema.current and not plans[0].allocation.providers:
             single = claim_writes.single_claim_values(node, plans[0], time.time())
         op = f"claim on node {node.host}/{node.nodename}"
-        transaction = functools.partial(_claim_and_tasks, node=node, requests=requests,
+        transaction = functools.partial(_claim_transaction, node=node, requests=requests,
                                         decide=decide, plans=plans, tasks=tuple(tasks))
         try:
             after, written, made = self._write_direct(
@@ -1148,15 +1148,6 @@ def _sqlite_sidecars_empty(path: str) -> bool:
     """True unless a write-ahead log beside ``path`` holds data."""
     wal = path + "-wal"
     return not (os.path.exists(wal) and os.path.getsize(wal) > 0)
-
-
-def _claim_and_tasks(conn: DirectConnection, *, tasks: Sequence[WorkRequest],
-                     **claim: Any) -> tuple[Any, tuple[ClaimPlan, ...], list[Task]]:
-    """:func:`_claim_transaction`, and ``tasks`` recorded in the same
-    transaction: committed only with the claims (a refusal raises, and the
-    transaction rolls back, tasks and all), and rolled back with them if
-    recording them fails."""
-    return _claim_transaction(conn, tasks=tasks, **claim)
 
 
 def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
