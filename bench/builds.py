@@ -98,6 +98,7 @@ def _worker(url, case, barrier, results, index=0):
     if case.get("profile"):
         import cProfile
         profiler = cProfile.Profile(time.process_time)   # CPU, not waiting
+    common.settle_heap()
     barrier.wait()
     start, cpu, retried = time.time(), time.process_time(), 0
     if profiler is not None:

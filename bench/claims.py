@@ -63,6 +63,7 @@ def _timed_claims(store_kind, count, vgpu):
                 instances = [attrs.evolve(i, flavor=flavor) for i in instances]
             latencies = []
             clock = time.perf_counter
+            common.settle_heap()
             for inst in instances:
                 t0 = clock()
                 claim = rt.instance_claim(inst, common.HOST)
@@ -115,6 +116,7 @@ def run_case(case):
             instances = common.make_instances(case["claims"])
             latencies = []
             clock = time.perf_counter
+            common.settle_heap()
             cpu_start, start = time.process_time(), clock()
             for inst in instances:
                 t0 = clock()
@@ -158,6 +160,7 @@ def _store_only_per_s(store_kind, count):
                     node_uuid=node.uuid, flavor=inst.flavor,
                     resources=accounting.requested_resources(inst.flavor, ZERO_OVERHEAD)),
                     instance=placed))
+            common.settle_heap()
             start = time.perf_counter()
             for plan in plans:
                 node, _ = store.claim(node, [ClaimRequest(plan.allocation.instance_uuid)],

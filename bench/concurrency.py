@@ -48,6 +48,7 @@ def _worker(url, case, index, barrier, results):
     nodename = nodes[index % len(nodes)]
     instances = common.make_instances(case["claims"])
     rt.get_node(nodename)   # load the node record before the clock starts
+    common.settle_heap()
     barrier.wait()
     start = time.time()
     for inst in instances:

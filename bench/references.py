@@ -77,6 +77,7 @@ def sqlite_loop_per_s(count):
                      "memory_mb INTEGER, disk_gb INTEGER, PRIMARY KEY (consumer, node))")
         conn.execute("INSERT INTO nodes VALUES ('n', 0)")
         consumers = [str(uuid.uuid4()) for _ in range(count)]
+        common.settle_heap()
         start = time.perf_counter()
         for generation, consumer in enumerate(consumers):
             conn.execute("BEGIN IMMEDIATE")
@@ -129,6 +130,7 @@ def sqlite_own_rows_per_s(count, triggers=True):
                     f"VALUES ({', '.join('?' * len(instance))})")
         alloc_sql = (f"INSERT INTO allocations ({', '.join(allocation)}) "
                      f"VALUES ({', '.join('?' * len(allocation))})")
+        common.settle_heap()
         start = time.perf_counter()
         for generation, (instance_row, allocation_row) in enumerate(claimed):
             conn.execute("BEGIN IMMEDIATE")

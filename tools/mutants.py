@@ -363,6 +363,21 @@ MUTANTS = {
         "nova_lite/compute/api.py",
         "            manager.saw(made.node)\n",
         "            made.node\n"),
+    "held-connection-never-pinged": (
+        "a direct transaction's connection idle for long is used without a ping",
+        "nova_lite/db/held.py",
+        "            if not self._postgresql or time.monotonic() - since < self._idle_ping_s():\n",
+        "            if True:\n"),
+    "lost-connection-put-back": (
+        "a connection lost in the middle of a direct transaction is kept for the next",
+        "nova_lite/db/engine.py",
+        "            if self._rolled_back(dbapi, cursor, exc):\n",
+        "            if True:\n"),
+    "held-connections-outlive-dispose": (
+        "connections held for direct transactions are used after the engine's dispose()",
+        "nova_lite/db/held.py",
+        "        if self._engine.pool is not self._pool:\n",
+        "        if False:\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -439,6 +454,9 @@ GUARDS = {
     "build-task-own-transaction": (_BUILDS,),
     "build-claim-reads-the-node": (_BUILDS,),
     "view-rereads-its-own-claim": (_BUILDS,),
+    "held-connection-never-pinged": ("tests.test_held",),
+    "lost-connection-put-back": ("tests.test_held",),
+    "held-connections-outlive-dispose": ("tests.test_held",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

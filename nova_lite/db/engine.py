@@ -40,6 +40,7 @@ from sqlalchemy.pool import StaticPool
 
 from nova_lite.conf import DATABASE_POOLERS, redact_url
 from nova_lite.db.direct import DirectConnection
+from nova_lite.db.held import HeldConnections
 from nova_lite.exception import ClaimRaceLost, DatabaseBusy, StoreError
 
 #: Default bound (s) on any wait for a database lock.
@@ -347,6 +348,7 @@ class Database:
         self._dbapi_error = self.engine.dialect.loaded_dbapi.Error
         self._setup = (transaction_setup(pooler, busy_timeout_s)
                        if self.dialect == "postgresql" else None)
+        self._held = HeldConnections(self.engine, lambda: IDLE_PING_S)
 
     def _run(self, op: str, fn: Callable[[sa.Connection], _T], readonly: bool,
              snapshot: bool = False) -> _T:
@@ -396,23 +398,49 @@ class Database:
         """:meth:`write` with ``fn`` given a :class:`~nova_lite.db.direct.DirectConnection`.
 
         The same transaction, bounds, retries and errors as :meth:`write`,
-        on a pooled connection, without SQLAlchemy's Connection in between
-        (see :mod:`nova_lite.db.direct` for where that is worth it).
+        without SQLAlchemy's Connection in between (see
+        :mod:`nova_lite.db.direct` for where that is worth it), on a
+        connection held off the pool (:mod:`nova_lite.db.held`).
         """
         if self.readonly:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
         return self._retrying(op, lambda: self._direct_transaction(fn))
 
     def _direct_transaction(self, fn: Callable[[DirectConnection], _T]) -> _T:
+        if self.memory:
+            return self._pooled_direct_transaction(fn)
+        proxy, dbapi = self._held.take()
+        try:
+            cursor = dbapi.cursor()
+        except BaseException:
+            self._held.discard(proxy)
+            raise
+        try:
+            if self.dialect == "sqlite":
+                cursor.execute("BEGIN IMMEDIATE")
+            elif self._setup is not None:
+                cursor.execute(self._setup)
+            result = fn(DirectConnection(cursor, self.engine.dialect))
+            dbapi.commit()
+        except BaseException as exc:
+            cursor.close()
+            if self._rolled_back(dbapi, cursor, exc):
+                self._held.give_back(proxy, dbapi)
+            else:
+                self._held.discard(proxy)
+            raise
+        cursor.close()
+        self._held.give_back(proxy, dbapi)
+        return result
+
+    def _pooled_direct_transaction(self, fn: Callable[[DirectConnection], _T]) -> _T:
+        # In-memory SQLite: the one shared connection, one transaction at a time.
         with self._serialised:
             pooled = self.engine.raw_connection()
             try:
                 cursor = pooled.cursor()
                 try:
-                    if self.dialect == "sqlite":
-                        cursor.execute("BEGIN IMMEDIATE")
-                    elif self._setup is not None:
-                        cursor.execute(self._setup)
+                    cursor.execute("BEGIN IMMEDIATE")
                     result = fn(DirectConnection(cursor, self.engine.dialect))
                     pooled.commit()
                     return result
@@ -423,6 +451,18 @@ class Database:
                     cursor.close()
             finally:
                 pooled.close()
+
+    def _rolled_back(self, dbapi: Any, cursor: Any, exc: BaseException) -> bool:
+        """Roll ``dbapi``'s transaction back after ``exc``; False if the
+        connection is lost (or cannot roll back): it is not to be used again."""
+        if isinstance(exc, self._dbapi_error) and self.engine.dialect.is_disconnect(
+                exc, dbapi, cursor):
+            return False
+        try:
+            dbapi.rollback()
+        except self._dbapi_error:
+            return False
+        return True
 
     def read(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """Run ``fn(conn)`` in a read-only transaction."""
@@ -450,5 +490,6 @@ class Database:
             pooled.invalidate(exc)
 
     def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection, and those held for direct transactions."""
+        self._held.close()
         self.engine.dispose()

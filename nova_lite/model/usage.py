@@ -6,6 +6,7 @@ read is needed to know it.
 """
 
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -22,42 +23,47 @@ def with_allocation(node: ComputeNode, allocation: Allocation, sign: int = 1) ->
     at).  The inventories' own ``used`` figures are left as they were: see
     :func:`synced`.
     """
+    return attrs.evolve(node, **_changed(node, [allocation], sign))
+
+
+def _changed(node: ComputeNode, allocations: Iterable[Allocation],
+             sign: int = 1) -> dict[str, Any]:
+    """The fields of ``node`` that ``allocations`` move (``sign=-1``: removed)."""
     amounts = dict(node.usage)
     nested = node.provider_usage
-    own = allocation.resources
-    if allocation.providers:   # amounts on children count there, not on the node
-        nested = add_usage(nested, allocation.providers, sign)
-        held: dict[str, int] = {}
-        for per in allocation.providers.values():
-            for rc, n in per.items():
-                held[rc] = held.get(rc, 0) + n
-        own = {rc: n - held.get(rc, 0) for rc, n in own.items() if n - held.get(rc, 0)}
-    for rc, n in own.items():
-        amounts[rc] = amounts.get(rc, 0) + sign * n
-        if not amounts[rc]:
-            del amounts[rc]
     numa, pci = node.numa_placements, node.pci_in_use
-    if allocation.numa_topology is not None:
-        placed = list(numa)
-        if sign > 0:
-            placed.append(allocation.numa_topology)
-        elif allocation.numa_topology in placed:
-            placed.remove(allocation.numa_topology)
-        numa = tuple(placed)
-    if allocation.pci_devices:
-        devices = frozenset(allocation.pci_devices)
-        pci = pci | devices if sign > 0 else pci - devices
-    return attrs.evolve(node, usage=amounts, numa_placements=numa, pci_in_use=pci,
-                        provider_usage=nested)
+    for allocation in allocations:
+        own = allocation.resources
+        if allocation.providers:   # amounts on children count there, not on the node
+            nested = add_usage(nested, allocation.providers, sign)
+            held: dict[str, int] = {}
+            for per in allocation.providers.values():
+                for rc, n in per.items():
+                    held[rc] = held.get(rc, 0) + n
+            own = {rc: n - held.get(rc, 0) for rc, n in own.items() if n - held.get(rc, 0)}
+        for rc, n in own.items():
+            amounts[rc] = amounts.get(rc, 0) + sign * n
+            if not amounts[rc]:
+                del amounts[rc]
+        if allocation.numa_topology is not None:
+            placed = list(numa)
+            if sign > 0:
+                placed.append(allocation.numa_topology)
+            elif allocation.numa_topology in placed:
+                placed.remove(allocation.numa_topology)
+            numa = tuple(placed)
+        if allocation.pci_devices:
+            devices = frozenset(allocation.pci_devices)
+            pci = pci | devices if sign > 0 else pci - devices
+    return {"usage": amounts, "numa_placements": numa, "pci_in_use": pci,
+            "provider_usage": nested}
 
 
 def with_allocations(node: ComputeNode, allocations: Iterable[Allocation],
                      generation: int) -> ComputeNode:
     """``node`` at ``generation`` with every one of ``allocations`` added: the
     node as recorded once the claims that hold them commit at ``generation``."""
-    for allocation in allocations:
-        node = with_allocation(node, allocation)
-    return attrs.evolve(node, generation=generation)
+    return attrs.evolve(node, generation=generation, **_changed(node, allocations))
 
 
 def synced(node: ComputeNode) -> ComputeNode:
