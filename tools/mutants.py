@@ -207,14 +207,14 @@ MUTANTS = {
         "a service's pass reads its own service and its moves' ends but not the services "
         "that look down: no live peer records a down host's findings",
         "nova_lite/db/pass_records.py",
-        "            sa.not_(services_sql.heartbeat_within(service_down_time, now))))\n",
+        "            sa.not_(T_SVC.c.updated_at >= sa.bindparam(\"deadline\", type_=sa.Float))))\n",
         "            sa.false()))\n"),
     "pass-reads-no-move-end": (
         "a service's pass reads its own service and those down but not the other end of "
         "its moves: a live peer at the other end looks as if it had no service",
         "nova_lite/db/pass_records.py",
-        "                                            _service_hosts(host, mig_rows),\n",
-        "                                            frozenset({host}),\n"),
+        "    values = _service_values(host, service_binary, now, _service_hosts(host, mig_rows),\n",
+        "    values = _service_values(host, service_binary, now, frozenset({host}),\n"),
     "snapshot-reads-no-move-end": (
         "a host's records snapshot reads its own service but not the other end of its "
         "moves: a live peer at the other end looks as if it had no service",

@@ -45,7 +45,7 @@ write-ahead log.
 import collections
 import functools
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -370,13 +370,13 @@ _ALLOC = {c.name: i for i, c in enumerate(T_ALLOC.c)}
 _INST = {c.name: i for i, c in enumerate(T_INST.c)}
 
 
-def _moves_of(host: str) -> sa.ColumnElement[bool]:
+def _moves_of(host: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
     """The migrations in progress that touch ``host``."""
     return sa.and_(holds_sql.migration_holds(), sa.or_(T_MIG.c.source_compute == host,
                                                        T_MIG.c.dest_compute == host))
 
 
-def _node_scope(host: str) -> sa.ColumnElement[bool]:
+def _node_scope(host: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
     """The node rows a pass of ``host`` reads: its own, and the other end of its moves."""
     m = T_MIG.alias("move")
     end = sa.select(sa.literal(1)).where(
@@ -404,9 +404,9 @@ def _nodes_statement(scope: sa.ColumnElement[bool]) -> sa.Select[Any]:
         T_NODES.c.host, T_NODES.c.nodename, T_INV.c.resource_class)
 
 
-def _statements(host: str) -> tuple[sa.Select[Any], ...]:
+def _statements(host: sa.ColumnElement[str]) -> tuple[sa.Select[Any], ...]:
     """The four statements of a service's pass before its services' (see the
-    module's docstring)."""
+    module's docstring), for the host ``host`` names (a bound parameter)."""
     scope = _node_scope(host)
     nodes = _nodes_statement(scope)
     scoped_uuids = sa.select(T_NODES.c.uuid).where(scope)
@@ -446,16 +446,18 @@ def _service_hosts(host: str, migrations: Iterable[Any]) -> frozenset[str]:
                      | {m.dest_compute for m in migrations}) - {None}
 
 
-def _service_statements(host: str, binary: str, now: float, named: Collection[str],
-                        service_down_time: float | None) -> tuple[sa.Select[Any], ...]:
+def _service_statements(every: bool) -> tuple[sa.Select[Any], sa.Select[Any]]:
     """The two more statements of a service's pass (see the module's
-    docstring): ``named``, the hosts whose services are read whatever their
-    heartbeat; with ``service_down_time`` (s) None, every service."""
-    scope: sa.ColumnElement[bool] = T_SVC.c.binary == binary
-    if service_down_time is not None:
+    docstring), for the parameters ``host``, ``binary``, ``now`` (epoch s)
+    and, unless ``every`` service of the binary is read, ``named`` (the
+    hosts whose services are read whatever their heartbeat) and
+    ``deadline`` (the oldest heartbeat that counts as up, epoch s)."""
+    host = sa.bindparam("host", type_=sa.String)
+    scope: sa.ColumnElement[bool] = T_SVC.c.binary == sa.bindparam("binary", type_=sa.String)
+    if not every:
         scope = sa.and_(scope, sa.or_(
-            T_SVC.c.host.in_(sorted(named)),
-            sa.not_(services_sql.heartbeat_within(service_down_time, now))))
+            T_SVC.c.host.in_(sa.bindparam("named", expanding=True, type_=sa.String)),
+            sa.not_(T_SVC.c.updated_at >= sa.bindparam("deadline", type_=sa.Float))))
     services = sa.select(
         T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
         T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason,
@@ -463,10 +465,29 @@ def _service_statements(host: str, binary: str, now: float, named: Collection[st
         sa.case((T_SVC.c.host == host, T_FIND.c.findings), else_=None).label("findings"),
     ).select_from(T_SVC.outerjoin(T_FIND, T_FIND.c.host == T_SVC.c.host)).where(
         scope).order_by(T_SVC.c.host)
+    now = sa.bindparam("now", type_=sa.Float)
     work_waiting = sa.select(T_TASK.c.id).where(T_TASK.c.host == host, sa.or_(
         T_TASK.c.state == work.WAITING,
         sa.and_(T_TASK.c.state == work.RUNNING, T_TASK.c.lease_until < now))).limit(1)
     return services, work_waiting
+
+
+# Built once, run with their parameters: a fleet's services each read these
+# on every pass, and building and compiling them each time cost more than
+# their execution.
+_PASS = _statements(sa.bindparam("host", type_=sa.String))
+_PASS_SERVICES = {every: _service_statements(every) for every in (True, False)}
+
+
+def _service_values(host: str, binary: str, now: float, named: Collection[str],
+                    service_down_time: float | None) -> dict[str, Any]:
+    """The parameters of :func:`_service_statements`'s statements; with
+    ``service_down_time`` (s) None, every service of ``binary``."""
+    values: dict[str, Any] = {"host": host, "binary": binary, "now": now}
+    if service_down_time is not None:
+        values.update(named=sorted(named),
+                      deadline=services_sql.heartbeat_deadline(service_down_time, now))
+    return values
 
 
 def _usage(allocs: Iterable[Any]) -> dict[str, Any]:
@@ -501,7 +522,8 @@ def _usage(allocs: Iterable[Any]) -> dict[str, Any]:
     return usage
 
 
-def _read_nodes(conn: sa.Connection, host: str, statement: sa.Select[Any]
+def _read_nodes(conn: sa.Connection, host: str, statement: sa.Select[Any],
+                values: Mapping[str, Any] | None = None
                 ) -> tuple[dict[str, NodeRow], dict[str, dict[str, tuple[Any, ...]]],
                            dict[str, NodeRow]]:
     """(every node row read by uuid, inventories by uuid, the host's by name)."""
@@ -509,7 +531,7 @@ def _read_nodes(conn: sa.Connection, host: str, statement: sa.Select[Any]
     inventories: dict[str, dict[str, tuple[Any, ...]]] = {}
     # Plain tuples: (uuid, host, nodename, generation, resources, last_error,
     # reported, resource_class, *INV_FIELDS).
-    for r in conn.execute(statement).tuples():
+    for r in conn.execute(statement, values).tuples():
         uuid = r[0]
         if uuid not in heads:
             heads[uuid] = NodeRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
@@ -575,11 +597,12 @@ def read(conn: sa.Connection, host: str, now: float, *,
     """
     if service_binary is None:
         return _read_for_tracker(conn, host, now)
-    node_sql, alloc_sql, mig_sql, inst_sql = _statements(host)
-    heads, inventories, node_rows = _read_nodes(conn, host, node_sql)
-    alloc_rows = tuple(conn.execute(alloc_sql).all())
-    mig_rows = conn.execute(mig_sql).all()
-    inst_rows = tuple(conn.execute(inst_sql).all())
+    node_sql, alloc_sql, mig_sql, inst_sql = _PASS
+    of_host = {"host": host}
+    heads, inventories, node_rows = _read_nodes(conn, host, node_sql, of_host)
+    alloc_rows = tuple(conn.execute(alloc_sql, of_host).all())
+    mig_rows = conn.execute(mig_sql, of_host).all()
+    inst_rows = tuple(conn.execute(inst_sql, of_host).all())
     records = PassRecords(
         host=host, read_at=now, node_rows=node_rows,
         inventories=inventories,
@@ -588,12 +611,12 @@ def read(conn: sa.Connection, host: str, now: float, *,
         usage=_usage(a for a in alloc_rows if a[_ALLOC["node_uuid"]] in heads),
         node_heads=tuple(heads.values()),
         allocation_rows=alloc_rows, instance_rows=inst_rows)
-    svc_sql, work_sql = _service_statements(host, service_binary, now,
-                                            _service_hosts(host, mig_rows),
-                                            service_down_time)
+    svc_sql, work_sql = _PASS_SERVICES[service_down_time is None]
+    values = _service_values(host, service_binary, now, _service_hosts(host, mig_rows),
+                             service_down_time)
     services: dict[str, ServiceRecord] = {}
     findings: dict[str, FindingsRow] = {}
-    for r in conn.execute(svc_sql):
+    for r in conn.execute(svc_sql, values):
         services[r.host] = ServiceRecord(r.host, r.binary, r.created_at, r.updated_at,
                                          r.report_count, bool(r.disabled), r.disabled_reason)
         if r.recorded_by is not None:
@@ -601,7 +624,7 @@ def read(conn: sa.Connection, host: str, now: float, *,
     builds = tuple(Building(r.uuid, r.created_at, r.updated_at, r.open_task)
                    for r in inst_rows if r.host == host and r.vm_state == holds.BUILDING)
     return attrs.evolve(records, services=services, findings=findings, builds=builds,
-                        has_work=conn.execute(work_sql).first() is not None,
+                        has_work=conn.execute(work_sql, values).first() is not None,
                         service_down_time=service_down_time)
 
 
