@@ -311,9 +311,12 @@ def _consumer_lines(
                 amount=amount, flavor_amount=flavor.get(rc, 0),
                 overhead=amount - flavor.get(rc, 0), state=state, stale=why is not None,
                 detail=detail))
-    for inst in sorted(instances.values(), key=lambda i: i.uuid):
-        if inst.uuid in held or not inst.holds_resources or \
-                (inst.host, inst.node) != (node.host, node.nodename):
+    # ``instances`` holds the whole host's: those of this node are picked
+    # first, so a host of many nodes is not read once per node in full.
+    here = [i for i in instances.values()
+            if i.node == node.nodename and i.host == node.host and i.uuid not in held]
+    for inst in sorted(here, key=lambda i: i.uuid):
+        if not inst.holds_resources:
             continue
         flavor = _flavor_amounts(inst, inst.numa_topology)
         culprits.append(Culprit(MISSING_ALLOCATION, inst.uuid, flavor,

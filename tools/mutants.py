@@ -363,6 +363,12 @@ MUTANTS = {
         "nova_lite/compute/api.py",
         "            manager.saw(made.node)\n",
         "            made.node\n"),
+    "missing-counts-other-nodes": (
+        "a node's explanation counts the host's instances on its other nodes as held "
+        "nowhere",
+        "nova_lite/explain.py",
+        "            if i.node == node.nodename and i.host == node.host and i.uuid not in held]\n",
+        "            if i.uuid not in held]\n"),
     "held-connection-never-pinged": (
         "a direct transaction's connection idle for long is used without a ping",
         "nova_lite/db/held.py",
@@ -454,6 +460,7 @@ GUARDS = {
     "build-task-own-transaction": (_BUILDS,),
     "build-claim-reads-the-node": (_BUILDS,),
     "view-rereads-its-own-claim": (_BUILDS,),
+    "missing-counts-other-nodes": ("tests.test_explain",),
     "held-connection-never-pinged": ("tests.test_held",),
     "lost-connection-put-back": ("tests.test_held",),
     "held-connections-outlive-dispose": ("tests.test_held",),

@@ -22,6 +22,7 @@ def flavor_to_json(flavor: Flavor) -> str:
     return dumps(data)
 
 
+@functools.lru_cache(maxsize=1024)   # frozen records; a host's rows name few flavors
 def flavor_from_json(text: str) -> Flavor:
     """A Flavor from :func:`flavor_to_json` text."""
     return Flavor(**json.loads(text))
