@@ -385,6 +385,29 @@ class HeartbeatMixin:
         self.assertEqual(1, len(seen))
         self.assertEqual(1, len(seen[0].statements), seen[0].statements)
 
+    def test_a_heartbeat_is_sent_alone_in_autocommit_on_postgresql(self):
+        # No BEGIN before it and no COMMIT after: one round trip.  The
+        # driver's transaction status right after the statement tells.
+        store = self.make_store()
+        if store.db.dialect != "postgresql":
+            self.skipTest("SQLite's statements cost no round trip")
+        import psycopg
+        store.heartbeat(self.host)
+        after = []
+
+        def seen(conn, cursor, statement, *args):
+            after.append(conn.connection.dbapi_connection.info.transaction_status)
+
+        sa.event.listen(store.db.engine, "after_cursor_execute", seen)
+        self.addCleanup(sa.event.remove, store.db.engine, "after_cursor_execute", seen)
+        store.heartbeat(self.host)
+        self.assertEqual([psycopg.pq.TransactionStatus.IDLE], after)
+        self.assertEqual(2, store.list_services(self.host)[0].report_count)
+        after.clear()
+        store.db.write("beat", lambda conn: services.beat(
+            conn, self.host, services.COMPUTE_BINARY, time.time()))
+        self.assertEqual([psycopg.pq.TransactionStatus.INTRANS], after)
+
     def test_only_the_heartbeat_transaction_skips_the_wait_for_its_flush(self):
         store = self.make_store()
         if store.db.dialect != "postgresql":

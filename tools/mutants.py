@@ -369,6 +369,11 @@ MUTANTS = {
         "nova_lite/explain.py",
         "            if i.node == node.nodename and i.host == node.host and i.uuid not in held]\n",
         "            if i.uuid not in held]\n"),
+    "heartbeat-in-a-transaction": (
+        "the heartbeat is sent between BEGIN and COMMIT: three round trips, not one",
+        "nova_lite/db/store.py",
+        "        return self.db.write_alone(f\"heartbeat of service {host}/{binary}\",\n",
+        "        return self.db.write(f\"heartbeat of service {host}/{binary}\",\n"),
     "held-connection-never-pinged": (
         "a direct transaction's connection idle for long is used without a ping",
         "nova_lite/db/held.py",
@@ -461,6 +466,7 @@ GUARDS = {
     "build-claim-reads-the-node": (_BUILDS,),
     "view-rereads-its-own-claim": (_BUILDS,),
     "missing-counts-other-nodes": ("tests.test_explain",),
+    "heartbeat-in-a-transaction": ("tests.test_steady_pass.TestHeartbeatPostgreSQL",),
     "held-connection-never-pinged": ("tests.test_held",),
     "lost-connection-put-back": ("tests.test_held",),
     "held-connections-outlive-dispose": ("tests.test_held",),

@@ -351,13 +351,15 @@ class Database:
         self._held = HeldConnections(self.engine, lambda: IDLE_PING_S)
 
     def _run(self, op: str, fn: Callable[[sa.Connection], _T], readonly: bool,
-             snapshot: bool = False) -> _T:
+             snapshot: bool = False, alone: bool = False) -> _T:
         def transaction() -> _T:
             with self._serialised, self.engine.connect() as conn:
                 if readonly:
                     conn = conn.execution_options(nl_readonly=True)
                 if snapshot and self.dialect == "postgresql":
                     conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                if alone and self.dialect == "postgresql" and self._setup is None:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 with conn.begin():
                     return fn(conn)
         return self._retrying(op, transaction)
@@ -393,6 +395,22 @@ class Database:
         if self.readonly:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
         return self._run(op, fn, readonly=False)
+
+    def write_alone(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
+        """:meth:`write` for an ``fn`` that runs exactly one statement.
+
+        On PostgreSQL the statement is sent in autocommit mode: it is its own
+        transaction, one round trip instead of three (BEGIN, the statement,
+        COMMIT), and it commits or not as a whole.  Behind a pooler
+        (``[database] pooler``) it runs in a transaction as :meth:`write`
+        does, so its lock bound (``SET LOCAL lock_timeout``) holds.  The one
+        difference a caller may see: a statement whose answer is lost with
+        the connection may have committed.  For a heartbeat that is
+        harmless; a claim never runs this way.
+        """
+        if self.readonly:
+            raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
+        return self._run(op, fn, readonly=False, alone=True)
 
     def write_direct(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
         """:meth:`write` with ``fn`` given a :class:`~nova_lite.db.direct.DirectConnection`.

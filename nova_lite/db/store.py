@@ -243,8 +243,12 @@ class Store:
             record; nothing is written.
         """
         arguments.check_names(host=host, binary=binary)
-        return self._write(f"heartbeat of service {host}/{binary}",
-                           lambda conn: services.beat(conn, host, binary, time.time()))
+        if not self.schema.current:
+            return self._write(f"heartbeat of service {host}/{binary}",
+                               lambda conn: services.beat(conn, host, binary, time.time()))
+        # One statement, alone in its transaction (Database.write_alone).
+        return self.db.write_alone(f"heartbeat of service {host}/{binary}",
+                                   lambda conn: services.beat(conn, host, binary, time.time()))
 
     def list_services(self, host: str | None = None, *,
                       binary: str = COMPUTE_BINARY) -> list[ServiceRecord]:
