@@ -374,6 +374,13 @@ MUTANTS = {
         "nova_lite/db/store.py",
         "        return self.db.write_alone(f\"heartbeat of service {host}/{binary}\",\n",
         "        return self.db.write(f\"heartbeat of service {host}/{binary}\",\n"),
+    "pass-scans-every-node": (
+        "a pass picks its node rows with host = :host OR a correlated EXISTS over the "
+        "migrations, which no index answers: every node row of the fleet, every pass",
+        "nova_lite/db/pass_records.py",
+        "    nodes = _nodes_statement(T_NODES.c.uuid.in_(scoped_uuids))\n",
+        "    nodes = _nodes_statement(sa.or_(T_NODES.c.host == host, sa.exists().where(\n"
+        "        T_MIG.c.dest_node == T_NODES.c.nodename, T_MIG.c.dest_compute == host)))\n"),
     "held-connection-never-pinged": (
         "a direct transaction's connection idle for long is used without a ping",
         "nova_lite/db/held.py",
@@ -467,6 +474,7 @@ GUARDS = {
     "view-rereads-its-own-claim": (_BUILDS,),
     "missing-counts-other-nodes": ("tests.test_explain",),
     "heartbeat-in-a-transaction": ("tests.test_steady_pass.TestHeartbeatPostgreSQL",),
+    "pass-scans-every-node": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "held-connection-never-pinged": ("tests.test_held",),
     "lost-connection-put-back": ("tests.test_held",),
     "held-connections-outlive-dispose": ("tests.test_held",),

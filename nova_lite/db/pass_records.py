@@ -376,17 +376,22 @@ def _moves_of(host: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
                                                        T_MIG.c.dest_compute == host))
 
 
-def _node_scope(host: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
-    """The node rows a pass of ``host`` reads: its own, and the other end of its moves."""
-    m = T_MIG.alias("move")
-    end = sa.select(sa.literal(1)).where(
+def _scoped_uuids(host: sa.ColumnElement[str]) -> sa.CompoundSelect[Any]:
+    """The uuids of the node rows a pass of ``host`` reads: its own, and the
+    other end of its moves.
+
+    A union of two indexed reads, not one scan with an OR: a condition
+    ``host = :host OR EXISTS (...)`` cannot use the host's index, and read
+    every node row of the fleet on every pass of every service.
+    """
+    own = sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)
+    m, end = T_MIG.alias("move"), T_NODES.alias("end_node")
+    ends = sa.select(end.c.uuid).select_from(m.join(end, sa.or_(
+        sa.and_(m.c.source_compute == end.c.host, m.c.source_node == end.c.nodename),
+        sa.and_(m.c.dest_compute == end.c.host, m.c.dest_node == end.c.nodename)))).where(
         holds_sql.migration_holds(m), sa.or_(m.c.source_compute == host,
-                                             m.c.dest_compute == host),
-        sa.or_(sa.and_(m.c.source_compute == T_NODES.c.host,
-                       m.c.source_node == T_NODES.c.nodename),
-               sa.and_(m.c.dest_compute == T_NODES.c.host,
-                       m.c.dest_node == T_NODES.c.nodename)))
-    return sa.or_(T_NODES.c.host == host, end.exists())
+                                             m.c.dest_compute == host))
+    return sa.union(own, ends)
 
 
 def _nodes_statement(scope: sa.ColumnElement[bool]) -> sa.Select[Any]:
@@ -406,36 +411,40 @@ def _nodes_statement(scope: sa.ColumnElement[bool]) -> sa.Select[Any]:
 
 def _statements(host: sa.ColumnElement[str]) -> tuple[sa.Select[Any], ...]:
     """The four statements of a service's pass before its services' (see the
-    module's docstring), for the host ``host`` names (a bound parameter)."""
-    scope = _node_scope(host)
-    nodes = _nodes_statement(scope)
-    scoped_uuids = sa.select(T_NODES.c.uuid).where(scope)
+    module's docstring), for the host ``host`` names (a bound parameter).
+
+    Each reads through indexes only, however large the fleet: every "this
+    or that" over rows found by different indexes is a union of indexed
+    reads, never an OR the database could only answer with a scan.
+    """
+    scoped_uuids = _scoped_uuids(host)
+    nodes = _nodes_statement(T_NODES.c.uuid.in_(scoped_uuids))
     own_uuids = sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)
     moving = sa.select(T_MIG.c.uuid).where(_moves_of(host))
-    alloc_scope = sa.or_(T_ALLOC.c.node_uuid.in_(scoped_uuids),
-                         T_ALLOC.c.consumer_uuid.in_(moving))
-    allocations = T_ALLOC.select().where(alloc_scope).order_by(
-        T_ALLOC.c.node_uuid, T_ALLOC.c.consumer_uuid)
+    scoped_allocations = sa.union(
+        T_ALLOC.select().where(T_ALLOC.c.node_uuid.in_(scoped_uuids)),
+        T_ALLOC.select().where(T_ALLOC.c.consumer_uuid.in_(moving))).subquery("scoped")
+    allocations = sa.select(scoped_allocations).order_by(
+        scoped_allocations.c.node_uuid, scoped_allocations.c.consumer_uuid)
     a2 = T_ALLOC.alias("held")
-    mig_scope = sa.or_(_moves_of(host), T_MIG.c.uuid.in_(sa.select(a2.c.consumer_uuid).where(
-        a2.c.consumer_type == "migration", a2.c.node_uuid.in_(own_uuids))))
-    migrations = T_MIG.select().where(mig_scope).order_by(T_MIG.c.uuid)
+    held_by_moves = sa.select(a2.c.consumer_uuid).where(
+        a2.c.consumer_type == "migration", a2.c.node_uuid.in_(own_uuids))
+    migrations = T_MIG.select().where(T_MIG.c.uuid.in_(sa.union(moving, held_by_moves))).order_by(
+        T_MIG.c.uuid)
     a3, m3 = T_ALLOC.alias("named"), T_MIG.alias("naming")
-    named_by_allocations = sa.select(a3.c.instance_uuid).where(sa.or_(
-        a3.c.node_uuid.in_(own_uuids), a3.c.consumer_uuid.in_(moving)))
-    named_by_migrations = sa.select(m3.c.instance_uuid).where(sa.or_(
-        sa.and_(holds_sql.migration_holds(m3), sa.or_(m3.c.source_compute == host,
-                                                      m3.c.dest_compute == host)),
-        m3.c.uuid.in_(sa.select(a2.c.consumer_uuid).where(
-            a2.c.consumer_type == "migration", a2.c.node_uuid.in_(own_uuids)))))
+    named = sa.union(
+        sa.select(T_INST.c.uuid).where(T_INST.c.host == host),
+        sa.select(a3.c.instance_uuid).where(a3.c.node_uuid.in_(own_uuids)),
+        sa.select(a3.c.instance_uuid).where(a3.c.consumer_uuid.in_(moving)),
+        sa.select(m3.c.instance_uuid).where(holds_sql.migration_holds(m3), sa.or_(
+            m3.c.source_compute == host, m3.c.dest_compute == host)),
+        sa.select(m3.c.instance_uuid).where(m3.c.uuid.in_(held_by_moves)))
     open_task = sa.select(sa.func.min(T_TASK.c.id)).where(
         T_TASK.c.instance_uuid == T_INST.c.uuid,
         T_TASK.c.state.in_(work.OPEN_STATES)).scalar_subquery()
     building = sa.and_(T_INST.c.host == host, T_INST.c.vm_state == holds.BUILDING)
     instances = sa.select(T_INST, sa.case((building, open_task), else_=None).label(
-        "open_task")).where(sa.or_(
-            T_INST.c.host == host, T_INST.c.uuid.in_(named_by_allocations),
-            T_INST.c.uuid.in_(named_by_migrations))).order_by(T_INST.c.uuid)
+        "open_task")).where(T_INST.c.uuid.in_(named)).order_by(T_INST.c.uuid)
     return nodes, allocations, migrations, instances
 
 
