@@ -32,6 +32,7 @@ from nova_lite.compute.down_hosts import down_hosts_share
 from nova_lite.compute.manager import ComputeService
 from nova_lite.db import models, services
 from nova_lite.findings import UNKNOWN_GUEST
+from nova_lite.testing import db_cost
 from nova_lite.testing.db_cost import DatabaseCost
 from nova_lite.virt import loader
 from nova_lite.work import WorkRequest
@@ -409,6 +410,10 @@ class HeartbeatMixin:
         self.assertEqual(2, beat.report_count)
         self.assertEqual(1, len(seen))
         self.assertEqual(1, len(seen[0].statements), seen[0].statements)
+        # It writes, so it has a transaction id on PostgreSQL (sent alone in
+        # autocommit mode there, it has committed before the id could be read).
+        self.assertEqual(db_cost.AUTOCOMMIT_WRITE if store.db.dialect == "postgresql" else None,
+                         seen[0].xid)
 
     def test_a_heartbeat_is_sent_alone_in_autocommit_on_postgresql(self):
         # No BEGIN before it and no COMMIT after: one round trip.  The

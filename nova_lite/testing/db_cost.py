@@ -17,7 +17,10 @@ PostgreSQL each transaction's id is read at its commit
 (``txid_current_if_assigned()``, on the transaction's own DBAPI
 connection, outside SQLAlchemy's events, so not counted): None for a
 transaction that never wrote or locked a row, and so wrote no WAL record of
-its own and waited for no flush at its commit.  Statements run straight on
+its own and waited for no flush at its commit; for a statement sent alone in
+autocommit mode (``Database.write_alone``: the heartbeat), which has
+committed before its id could be read, :data:`AUTOCOMMIT_WRITE` if it
+writes, else None.  Statements run straight on
 a pooled DBAPI connection (``Database.write_direct``: the claims) are not
 seen.  Rows written are the cursor's ``rowcount`` after each INSERT,
 UPDATE and DELETE; SQLite gives no count for a statement with RETURNING
@@ -31,6 +34,9 @@ import attrs
 import sqlalchemy as sa
 
 _WRITES = ("INSERT", "UPDATE", "DELETE")
+#: The ``xid`` of a writing statement sent in autocommit mode (PostgreSQL):
+#: it had a transaction id, committed before it could be read.
+AUTOCOMMIT_WRITE = "assigned (autocommit)"
 
 
 @attrs.define
@@ -114,8 +120,14 @@ class DatabaseCost:
         if not self.transactions:
             return
         xid = None
-        if self.postgresql:
-            cursor = conn.connection.dbapi_connection.cursor()   # type: ignore[union-attr]
+        dbapi: Any = conn.connection.dbapi_connection
+        if self.postgresql and getattr(dbapi, "autocommit", False):
+            # A statement sent in autocommit mode was its own transaction and
+            # has committed: its id cannot be read now.  One that writes gets
+            # one, so that is what it is counted as.
+            xid = AUTOCOMMIT_WRITE if self.transactions[-1].writes else None
+        elif self.postgresql:
+            cursor = dbapi.cursor()
             try:
                 cursor.execute("SELECT txid_current_if_assigned()")
                 row = cursor.fetchone()
