@@ -19,7 +19,7 @@ connection, outside SQLAlchemy's events, so not counted): None for a
 transaction that never wrote or locked a row, and so wrote no WAL record of
 its own and waited for no flush at its commit; for a statement sent alone in
 autocommit mode (``Database.write_alone``: the heartbeat), which has
-committed before its id could be read, :data:`AUTOCOMMIT_WRITE` if it
+committed before its id could be read, ``AUTOCOMMIT_WRITE`` if it
 writes, else None.  Statements run straight on
 a pooled DBAPI connection (``Database.write_direct``: the claims) are not
 seen.  Rows written are the cursor's ``rowcount`` after each INSERT,
