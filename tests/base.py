@@ -41,6 +41,20 @@ def write_instance_row(store, inst):
                    lambda conn: rows.upsert_instance(conn, inst, time.time()))
 
 
+def terminate_backend(test, url, pid):
+    """Have PostgreSQL at ``url`` end the session of backend ``pid`` (as a
+    server restart or an idle timeout would) and wait until it is gone."""
+    admin = Store(url)
+    test.addCleanup(admin.close)
+    admin.db.read("terminate", lambda conn: conn.exec_driver_sql(
+        f"SELECT pg_terminate_backend({int(pid)})").scalar())
+    deadline = time.monotonic() + 30
+    while admin.db.read("backend alive", lambda conn: conn.exec_driver_sql(
+            f"SELECT count(*) FROM pg_stat_activity WHERE pid = {int(pid)}").scalar()):
+        test.assertLess(time.monotonic(), deadline, "the backend did not go away")
+        time.sleep(0.01)   # poll interval; the condition decides
+
+
 class TestCase(testtools.TestCase):
     """testtools.TestCase with helpers to build real trackers."""
 

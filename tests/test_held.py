@@ -10,12 +10,12 @@ what is held.
 """
 
 import threading
-import time
 
 import fixtures
 import sqlalchemy as sa
 
 from nova_lite.db import Store, held
+from tests.base import terminate_backend
 from tests.reliability import base
 
 
@@ -89,15 +89,7 @@ class TestHeldConnectionsPostgreSQL(HeldConnectionsMixin, base.PostgreSQLBackend
                                     base.TestCase):
 
     def _terminate(self, pid):
-        admin = Store(self.url)
-        self.addCleanup(admin.close)
-        admin.db.read("terminate", lambda conn: conn.exec_driver_sql(
-            f"SELECT pg_terminate_backend({int(pid)})").scalar())
-        deadline = time.monotonic() + 30
-        while admin.db.read("backend alive", lambda conn: conn.exec_driver_sql(
-                f"SELECT count(*) FROM pg_stat_activity WHERE pid = {int(pid)}").scalar()):
-            self.assertLess(time.monotonic(), deadline, "the backend did not go away")
-            time.sleep(0.01)   # poll interval; the condition decides
+        terminate_backend(self, self.url, pid)
 
     def test_an_idle_connection_killed_by_the_server_is_replaced(self):
         pid = _session_id(self.store)

@@ -307,15 +307,7 @@ class TestPostgreSQLIdleConnections(base.TestCase):
         self.addCleanup(store.close)
         pid = store.db.read("backend pid", lambda conn: conn.exec_driver_sql(
             "SELECT pg_backend_pid()").scalar())
-        admin = Store(url)
-        self.addCleanup(admin.close)
-        admin.db.read("terminate", lambda conn: conn.exec_driver_sql(
-            f"SELECT pg_terminate_backend({int(pid)})").scalar())
-        deadline = time.monotonic() + 30
-        while admin.db.read("backend alive", lambda conn: conn.exec_driver_sql(
-                f"SELECT count(*) FROM pg_stat_activity WHERE pid = {int(pid)}").scalar()):
-            self.assertLess(time.monotonic(), deadline, "the backend did not go away")
-            time.sleep(0.01)   # poll interval; the condition decides
+        base.terminate_backend(self, url, pid)
         self.useFixture(fixtures.MonkeyPatch("nova_lite.db.engine.IDLE_PING_S", 0.0))
         self.assertEqual([], store.get_compute_nodes())   # no "connection is lost"
         self.assertNotEqual(pid, store.db.read("backend pid", lambda conn: conn.exec_driver_sql(
