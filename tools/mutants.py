@@ -207,7 +207,8 @@ MUTANTS = {
         "a service's pass reads its own service and its moves' ends but not the services "
         "that look down: no live peer records a down host's findings",
         "nova_lite/db/pass_records.py",
-        "            sa.not_(T_SVC.c.updated_at >= sa.bindparam(\"deadline\", type_=sa.Float))))\n",
+        "            sa.not_(services_sql.heartbeat_since(sa.bindparam(\"deadline\", "
+        "type_=sa.Float)))))\n",
         "            sa.false()))\n"),
     "pass-reads-no-move-end": (
         "a service's pass reads its own service and those down but not the other end of "

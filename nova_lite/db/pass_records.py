@@ -466,7 +466,7 @@ def _service_statements(every: bool) -> tuple[sa.Select[Any], sa.Select[Any]]:
     if not every:
         scope = sa.and_(scope, sa.or_(
             T_SVC.c.host.in_(sa.bindparam("named", expanding=True, type_=sa.String)),
-            sa.not_(T_SVC.c.updated_at >= sa.bindparam("deadline", type_=sa.Float))))
+            sa.not_(services_sql.heartbeat_since(sa.bindparam("deadline", type_=sa.Float)))))
     services = sa.select(
         T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
         T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason,

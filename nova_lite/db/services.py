@@ -69,7 +69,13 @@ class ServiceRecord:
 
 def heartbeat_within(service_down_time: float, now: float) -> sa.ColumnElement[bool]:
     """:meth:`ServiceRecord.is_up` as a SQL condition on ``services`` rows."""
-    return T_SVC.c.updated_at >= heartbeat_deadline(service_down_time, now)
+    return heartbeat_since(heartbeat_deadline(service_down_time, now))
+
+
+def heartbeat_since(deadline: "float | sa.ColumnElement[float]") -> sa.ColumnElement[bool]:
+    """The ``services`` rows that beat at or after ``deadline`` (epoch s, or a
+    bound parameter of it: see :func:`heartbeat_deadline`): those up."""
+    return T_SVC.c.updated_at >= deadline
 
 
 #: The columns of a ServiceRecord, in its field order.
@@ -166,5 +172,5 @@ def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[S
 
 
 __all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat",
-           "heartbeat_deadline", "heartbeat_within", "list_services", "services_of_hosts",
-           "set_disabled"]
+           "heartbeat_deadline", "heartbeat_since", "heartbeat_within", "list_services",
+           "services_of_hosts", "set_disabled"]
