@@ -21,8 +21,8 @@ its own and waited for no flush at its commit; for a statement sent alone in
 autocommit mode (``Database.write_alone``: the heartbeat), which has
 committed before its id could be read, ``AUTOCOMMIT_WRITE`` if it
 writes, else None.  Statements run straight on
-a pooled DBAPI connection (``Database.write_direct``: the claims) are not
-seen.  Rows written are the cursor's ``rowcount`` after each INSERT,
+a DBAPI connection held off the pool (``Database.write_direct``: the claims)
+are not seen.  Rows written are the cursor's ``rowcount`` after each INSERT,
 UPDATE and DELETE; SQLite gives no count for a statement with RETURNING
 (the heartbeat's upsert) before its rows are fetched, so those count 0
 there.
