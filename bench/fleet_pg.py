@@ -180,6 +180,26 @@ class _LoadBeats:
         self.next = time.monotonic() + self.interval
 
 
+class _DirectCounter:
+    """Counts the direct transactions and their statements (a
+    :class:`nova_lite.db.direct.DirectObserver`) into ``counters``."""
+
+    def __init__(self, counters):
+        self.counters = counters
+
+    def direct_begin(self):
+        self.counters["transactions"] += 1
+
+    def direct_statement(self, sql):
+        self.counters["statements"] += 1
+
+    def direct_done(self, sql, cursor):
+        pass
+
+    def direct_ending(self, dbapi_connection, autocommit):
+        pass
+
+
 def _worker(url, case, indexes, conn):
     """Own the services ``indexes``; load them, then run them as ``conn`` says.
 
@@ -190,7 +210,7 @@ def _worker(url, case, indexes, conn):
     import sqlalchemy as sa
 
     from nova_lite.compute.manager import ComputeService
-    from nova_lite.db import Store
+    from nova_lite.db import Store, direct
     from nova_lite.virt import loader
     settings = _settings(case)
     hosts = service_hosts(case)
@@ -223,10 +243,12 @@ def _worker(url, case, indexes, conn):
             counters[key] += 1
         return listener
 
-    # What the services sent, counted at SQLAlchemy's engine events (as
-    # nova_lite.testing.db_cost counts a pass), from the start of the steady state.
+    # What the services sent, counted at SQLAlchemy's engine events and as
+    # an observer of the direct transactions (as nova_lite.testing.db_cost
+    # counts a pass), from the start of the steady state.
     sa.event.listen(store.db.engine, "begin", count("transactions"))
     sa.event.listen(store.db.engine, "before_cursor_execute", count("statements"))
+    direct.observe(store.db.engine, _DirectCounter(counters))
     lateness = []
     schedule = None
     paused_at = None

@@ -5,7 +5,20 @@ import time
 
 import testtools
 
+from nova_lite.compute import driver_calls
 from nova_lite.compute.driver_calls import DriverCaller, DriverCallTimeout
+
+
+def wait_until(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.005)
+
+
+def idle_threads():
+    return {w.thread for w in driver_calls._Worker._idle}
 
 
 class TestDriverCaller(testtools.TestCase):
@@ -60,6 +73,52 @@ class TestDriverCaller(testtools.TestCase):
         self.assertLess(time.monotonic() - started, 3)
         self.assertEqual([None, "a", None, None, "b"], [o.value for o in outcomes])
         self.assertEqual(3, sum(isinstance(o.error, DriverCallTimeout) for o in outcomes))
+
+    def test_a_timed_out_worker_calls_nothing_more(self):
+        # Once its hung call returns, the abandoned worker leaves the rest to
+        # the worker that took over: no node is called twice.
+        release = threading.Event()
+        self.addCleanup(release.set)
+        calls, threads = [], {}
+
+        def fn(x):
+            calls.append(x)
+            threads[x] = threading.current_thread()
+            if x == "hang":
+                release.wait(10)
+            return x
+        outcomes = DriverCaller(0.1).map(fn, ["hang", "b", "c"])
+        self.assertEqual([None, "b", "c"], [o.value for o in outcomes])
+        release.set()
+        wait_until(lambda: threads["hang"] in idle_threads() or not threads["hang"].is_alive())
+        self.assertEqual(["hang", "b", "c"], calls)
+
+    def test_workers_are_kept_between_maps(self):
+        # A periodic pass maps a few calls each time: it starts no thread.
+        seen = set()
+        for i in range(10):
+            DriverCaller(1).map(lambda x: seen.add(threading.current_thread()), [i])
+            wait_until(lambda: seen <= idle_threads())
+        self.assertEqual(1, len(seen))
+
+    def test_a_forked_child_starts_its_own_workers(self):
+        # The parent's idle workers are threads the child does not have.
+        import multiprocessing
+        DriverCaller(1).map(lambda x: x, [1])
+        wait_until(lambda: idle_threads())
+        ctx = multiprocessing.get_context("fork")
+        parent, child = ctx.Pipe()
+
+        def in_child():
+            outcomes = DriverCaller(5).map(lambda x: x + 1, [1, 2])
+            child.send([(o.value, type(o.error).__name__) for o in outcomes])
+
+        proc = ctx.Process(target=in_child)
+        proc.start()
+        self.assertTrue(parent.poll(30), "the child's map never answered")
+        self.assertEqual([(2, "NoneType"), (3, "NoneType")], parent.recv())
+        proc.join(30)
+        self.assertEqual(0, proc.exitcode)
 
     def test_slow_calls_within_the_timeout_each(self):
         # the timeout is per call, not for the whole map

@@ -9,12 +9,14 @@ middle of a transaction is never put back; the stack keeps at most
 what is held.
 """
 
+import sqlite3
 import threading
 
 import fixtures
 import sqlalchemy as sa
 
 from nova_lite.db import Store, held
+from nova_lite.exception import StoreError
 from tests.base import terminate_backend
 from tests.reliability import base
 
@@ -49,6 +51,22 @@ class HeldConnectionsMixin:
         self.assertRaises(RuntimeError, self.store.db.write_direct, "fail", fail)
         self.assertEqual(first, _session_id(self.store))
 
+    def test_a_snapshot_read_and_a_write_share_the_connection_each_as_it_should_be(self):
+        # A read of one snapshot, then a write, then another alone, on one
+        # connection: each finds it as its kind of transaction needs it.
+        first = _session_id(self.store)
+        read = self.store.db.read_direct("read", _isolation)
+        self.assertEqual(first, _session_id(self.store))
+        written = self.store.db.write_direct("write", _isolation)
+        alone = self.store.db.write_alone("alone", _isolation)
+        if self.store.db.dialect == "postgresql":
+            self.assertEqual(("repeatable read", "on"), read)
+            self.assertEqual(("read committed", "off"), written)
+            self.assertEqual(("read committed", "off"), alone)
+        else:
+            self.assertEqual(("deferred", "immediate", "immediate"), (read, written, alone))
+        self.assertEqual(first, _session_id(self.store))
+
     def test_close_closes_what_is_held(self):
         _session_id(self.store)
         kept = [dbapi for _, dbapi, _ in self.store.db._held._held]
@@ -63,6 +81,27 @@ class HeldConnectionsMixin:
         self.store.db.engine.dispose()
         self.assertNotEqual(first, _session_id(self.store))
         self.assertTrue(_closed(kept[0]))
+
+
+def _isolation(conn):
+    """PostgreSQL: (transaction_isolation, transaction_read_only) of ``conn``'s
+    transaction; SQLite: whether it holds the write lock yet."""
+    if conn.dialect.name == "postgresql":
+        return tuple(conn.execute(sa.text(
+            "SELECT current_setting('transaction_isolation'), "
+            "current_setting('transaction_read_only')")).one())
+    # A deferred transaction takes no lock until it writes: another
+    # connection can still begin an immediate one.
+    other = sqlite3.connect(conn.cursor.connection.execute(
+        "PRAGMA database_list").fetchone()[2], timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return "deferred"
+    except sqlite3.OperationalError:
+        return "immediate"
+    finally:
+        other.close()
 
 
 def _id_in(conn):
@@ -90,6 +129,17 @@ class TestHeldConnectionsPostgreSQL(HeldConnectionsMixin, base.PostgreSQLBackend
 
     def _terminate(self, pid):
         terminate_backend(self, self.url, pid)
+
+    def test_a_snapshot_read_writes_nothing(self):
+        # READ ONLY is the transaction's own property here (SQLite's deferred
+        # transaction is what a read runs in, and enforces nothing).
+        self.store.heartbeat("h1")
+        update = sa.text("UPDATE services SET report_count = 99")
+        self.assertRaisesRegex(StoreError, "read-only transaction",
+                               self.store.db.read_direct, "write in a read",
+                               lambda conn: conn.execute(update))
+        self.assertEqual(1, self.store.list_services("h1")[0].report_count)
+        self.assertEqual(1, len(self.store.db._held._held))
 
     def test_an_idle_connection_killed_by_the_server_is_replaced(self):
         pid = _session_id(self.store)

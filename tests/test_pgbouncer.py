@@ -220,6 +220,8 @@ class TestPooledDatabase(testtools.TestCase):
         self.assertEqual("750ms", store.db.write("show", lambda c: c.execute(show).scalar()))
         self.assertEqual("750ms", store.db.write_direct(
             "show", lambda c: c.execute(show).scalar()))
+        self.assertEqual("750ms", store.db.read_direct(
+            "show", lambda c: c.execute(show).scalar()))
         # A statement alone: in a transaction here, so that it has the bound.
         self.assertEqual("750ms", store.db.write_alone("show", lambda c: c.execute(show).scalar()))
         # Another client on the very same server session sees the server's default.

@@ -518,6 +518,27 @@ class TestAuditPersistsOnlyOnChange(TrackerTestCase):
         self.assertEqual(rt.get_node("b").generation,
                          rt.store.get_compute_node(self.host, "b").generation)
 
+    def test_a_report_that_comes_back_the_same_is_recorded_as_before(self):
+        # A steady node's audit entry is kept from one audit to the next; a
+        # change of the report, of the settings or of the driver's
+        # capabilities still makes a new one.
+        from nova_lite.virt import driver as driver_api
+        driver, rt = self.multinode()
+        rt.update_available_resource()
+        self.assertEqual(8, rt.store.get_compute_node(self.host, "a").inventory("VCPU").total)
+        driver.set_node_size("a", vcpus=6)
+        rt.update_available_resource()
+        self.assertEqual(6, rt.store.get_compute_node(self.host, "a").inventory("VCPU").total)
+        rt.settings = attrs.evolve(rt.settings, cpu_allocation_ratio=2.0)
+        rt.update_available_resource()
+        self.assertEqual(2.0, rt.store.get_compute_node(self.host, "a").inventory(
+            "VCPU").allocation_ratio)
+        self.assertNotIn("COMPUTE_TRUSTED_CERTS", rt.get_node("a").resources.traits)
+        driver.capabilities = attrs.evolve(driver.capabilities, supports_trusted_certs=True)
+        rt.update_available_resource()
+        self.assertIn("COMPUTE_TRUSTED_CERTS",
+                      rt.store.get_compute_node(self.host, "a").resources.traits)
+
     def test_claims_bump_the_generation(self):
         _, rt = self.multinode()
         g0 = rt.get_node("a").generation

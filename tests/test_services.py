@@ -21,6 +21,7 @@ from nova_lite.db import COMPUTE_BINARY, ServiceRecord, models, services
 from nova_lite.db.node_changes import ChangeReader
 from nova_lite.exception import InvalidInput, InvalidType
 from nova_lite.scheduler import HostManager, filters, host_checks
+from nova_lite.testing.db_cost import DatabaseCost
 from tests import base
 
 DOWN_TIME = 60
@@ -97,21 +98,14 @@ class ServiceStoreTests:
         self.assertEqual([], self.store.list_services("h2", binary="other"))
 
     def test_heartbeat_is_one_statement_counting_the_beats_and_keeping_the_rest(self):
-        statements = []
-
-        def count(conn, cursor, statement, *args):
-            statements.append(statement)
-
-        sa.event.listen(self.store.db.engine, "before_cursor_execute", count)
-        self.addCleanup(sa.event.remove, self.store.db.engine, "before_cursor_execute", count)
         first = self.store.heartbeat("h1")
         self.assertEqual((1, first.updated_at), (first.report_count, first.created_at))
         self.assertEqual([first], self.store.list_services("h1"))
         self.store.set_service_disabled("h1", True, "disk swap")
-        del statements[:]
-        second = self.store.heartbeat("h1")
-        beats = [s for s in statements if "services" in s]
-        self.assertEqual(1, len(beats), beats)
+        with DatabaseCost(self.store.db.engine) as cost:
+            second = self.store.heartbeat("h1")
+        self.assertEqual(1, cost.statements, cost.transactions)
+        self.assertIn("services", cost.transactions[0].statements[0])
         self.assertEqual(("h1", COMPUTE_BINARY, first.created_at, 2, True, "disk swap"),
                          (second.host, second.binary, second.created_at,
                           second.report_count, second.disabled, second.disabled_reason))

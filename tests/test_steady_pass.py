@@ -80,9 +80,9 @@ class SteadyPassMixin:
     def steady(self):
         """Pass until a pass writes nothing (at most three passes)."""
         for _ in range(3):
-            seen = count_transactions(self, self.store)
-            self.svc.run_once()
-            if not self.writes(seen):
+            with DatabaseCost(self.store.db.engine) as cost:
+                self.svc.run_once()
+            if not self.writes(cost.transactions):
                 return
         self.fail("the passes never settle")
 
@@ -396,8 +396,39 @@ class TestSteadyPassSQLite(SteadyPassMixin, base.OnSQLiteFile, base.TestCase):
                 self.assertEqual([], scans, plan)
 
 
+def client_messages(test, store, fn):
+    """The protocol messages the client sent to PostgreSQL while ``fn()`` ran on
+    the connection the store's direct transactions use next: ``[(type,
+    detail), ...]`` from libpq's trace (``Parse``, ``Execute``, ``Sync``,
+    ``Query``, ...).  A round trip ends with each ``Sync`` and ``Query``."""
+    import tempfile
+    proxy, dbapi = store.db._held.take()
+    store.db._held.give_back(proxy, dbapi)   # on top: the next one taken
+    with tempfile.TemporaryFile("w+") as trace:
+        dbapi.pgconn.trace(trace.fileno())
+        try:
+            fn()
+        finally:
+            dbapi.pgconn.untrace()
+        trace.seek(0)
+        lines = [line.rstrip("\n").split("\t") for line in trace]
+    return [(f[3], "\t".join(f[4:])) for f in lines if len(f) > 3 and f[1] == "F"]
+
+
+def round_trips(messages):
+    return sum(1 for kind, _ in messages if kind in ("Sync", "Query"))
+
+
 class TestSteadyPassPostgreSQL(SteadyPassMixin, base.OnPostgreSQL, base.TestCase):
-    pass
+
+    def test_a_pass_sends_its_six_reads_in_one_round_trip(self):
+        # BEGIN, the six statements at once, COMMIT: three round trips, not eight.
+        messages = client_messages(self, self.store, lambda: self.store.pass_records(
+            self.host, service=True, service_down_time=60))
+        self.assertIn("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", messages[0][1])
+        self.assertEqual(1 + 6, sum(1 for kind, _ in messages if kind == "Execute"), messages)
+        self.assertEqual(3, round_trips(messages), messages)
+        self.assertEqual(("Query", ' "COMMIT"'), messages[-1])
 
 
 class HeartbeatMixin:
@@ -422,25 +453,19 @@ class TestHeartbeatSQLite(HeartbeatMixin, base.OnSQLiteFile, base.TestCase):
 class TestHeartbeatPostgreSQL(HeartbeatMixin, base.OnPostgreSQL, base.TestCase):
 
     def test_a_heartbeat_is_sent_alone_in_autocommit_on_postgresql(self):
-        # No BEGIN before it and no COMMIT after: one round trip.  The
-        # driver's transaction status right after the statement tells.
-        import psycopg
+        # No BEGIN before it and no COMMIT after: one round trip.
         store = self.make_store()
         store.heartbeat(self.host)
-        after = []
-
-        def seen(conn, cursor, statement, *args):
-            after.append(conn.connection.dbapi_connection.info.transaction_status)
-
-        sa.event.listen(store.db.engine, "after_cursor_execute", seen)
-        self.addCleanup(sa.event.remove, store.db.engine, "after_cursor_execute", seen)
-        store.heartbeat(self.host)
-        self.assertEqual([psycopg.pq.TransactionStatus.IDLE], after)
+        messages = client_messages(self, store, lambda: store.heartbeat(self.host))
+        self.assertEqual(1, round_trips(messages), messages)
+        self.assertFalse([m for m in messages if "BEGIN" in m[1] or "COMMIT" in m[1]],
+                         messages)
         self.assertEqual(2, store.list_services(self.host)[0].report_count)
-        after.clear()
-        store.db.write("beat", lambda conn: services.beat(
-            conn, self.host, services.COMPUTE_BINARY, time.time()))
-        self.assertEqual([psycopg.pq.TransactionStatus.INTRANS], after)
+        # A write in a transaction is three.
+        messages = client_messages(self, store, lambda: store.db.write_direct(
+            "beat", lambda conn: services.beat(conn, self.host, services.COMPUTE_BINARY,
+                                               time.time())))
+        self.assertEqual(3, round_trips(messages), messages)
 
     def test_only_the_heartbeat_transaction_skips_the_wait_for_its_flush(self):
         store = self.make_store()

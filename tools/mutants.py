@@ -207,15 +207,16 @@ MUTANTS = {
         "a service's pass reads its own service and its moves' ends but not the services "
         "that look down: no live peer records a down host's findings",
         "nova_lite/db/pass_records.py",
-        "            sa.not_(services_sql.heartbeat_since(sa.bindparam(\"deadline\", "
-        "type_=sa.Float)))))\n",
-        "            sa.false()))\n"),
+        "                sa.not_(services_sql.heartbeat_since(\n"
+        "                    sa.bindparam(\"deadline\", type_=sa.Float), down))))\n",
+        "                sa.false()))\n"),
     "pass-reads-no-move-end": (
         "a service's pass reads its own service and those down but not the other end of "
         "its moves: a live peer at the other end looks as if it had no service",
         "nova_lite/db/pass_records.py",
-        "    values = _service_values(host, service_binary, now, _service_hosts(host, mig_rows),\n",
-        "    values = _service_values(host, service_binary, now, frozenset({host}),\n"),
+        "            sa.select(ends.c.source_compute).where(ends.c.uuid.in_(moves)),\n"
+        "            sa.select(ends.c.dest_compute).where(ends.c.uuid.in_(moves)),\n",
+        ""),
     "snapshot-reads-no-move-end": (
         "a host's records snapshot reads its own service but not the other end of its "
         "moves: a live peer at the other end looks as if it had no service",
@@ -373,8 +374,8 @@ MUTANTS = {
     "heartbeat-in-a-transaction": (
         "the heartbeat is sent between BEGIN and COMMIT: three round trips, not one",
         "nova_lite/db/store.py",
-        "        return self.db.write_alone(f\"heartbeat of service {host}/{binary}\",\n",
-        "        return self.db.write(f\"heartbeat of service {host}/{binary}\",\n"),
+        "        return self.db.write_alone(\n",
+        "        return self.db.write_direct(\n"),
     "pass-scans-every-node": (
         "a pass picks its node rows with host = :host OR a correlated EXISTS over the "
         "migrations, which no index answers: every node row of the fleet, every pass",
@@ -390,13 +391,59 @@ MUTANTS = {
     "lost-connection-put-back": (
         "a connection lost in the middle of a direct transaction is kept for the next",
         "nova_lite/db/engine.py",
-        "            if self._rolled_back(dbapi, cursor, exc):\n",
-        "            if True:\n"),
+        "            if self._rolled_back(dbapi, cursor, exc) and \\\n",
+        "            if (self._rolled_back(dbapi, cursor, exc) or True) and \\\n"),
     "held-connections-outlive-dispose": (
         "connections held for direct transactions are used after the engine's dispose()",
         "nova_lite/db/held.py",
         "        if self._engine.pool is not self._pool:\n",
         "        if False:\n"),
+    "pass-read-one-statement-at-a-time": (
+        "a service's pass sends its six reads one after another: eight round trips",
+        "nova_lite/db/pass_records.py",
+        "    found = conn.execute_together([",
+        "    found = (lambda pairs: [conn.execute(*pair) for pair in pairs])(["),
+    "pass-read-two-snapshots": (
+        "a service's pass reads in READ COMMITTED: its statements may see different "
+        "moments",
+        "nova_lite/db/engine.py",
+        "                dbapi.isolation_level = _pg_repeatable_read()\n",
+        ""),
+    "snapshot-settings-left-on-connection": (
+        "a held connection keeps a snapshot read's REPEATABLE READ READ ONLY for the "
+        "claims after it",
+        "nova_lite/db/engine.py",
+        "                dbapi.isolation_level, dbapi.read_only = restore\n",
+        "                pass\n"),
+    "direct-transactions-unseen": (
+        "DatabaseCost does not see the direct transactions (claims, a pass's read, the "
+        "heartbeat)",
+        "nova_lite/testing/db_cost.py",
+        "        direct.observe(self.engine, self)\n",
+        ""),
+    "driver-worker-calls-on-after-timeout": (
+        "a driver call's worker abandoned on a timeout goes on calling the rest once the "
+        "hung call returns: the nodes after it are called twice",
+        "nova_lite/compute/driver_calls.py",
+        "            if self.abandoned:\n                return\n",
+        ""),
+    "driver-workers-survive-fork": (
+        "a forked child takes its parent's idle driver-call workers, whose threads it "
+        "does not have: its driver calls never run",
+        "nova_lite/compute/driver_calls.py",
+        "    os.register_at_fork(after_in_child=_Worker.forget_all)\n",
+        "    pass\n"),
+    "audit-entry-kept-when-report-changes": (
+        "a node's audit entry is kept from the last audit although its driver reports "
+        "other resources",
+        "nova_lite/compute/resource_tracker.py",
+        "                last[0] == report:\n",
+        "                True:\n"),
+    "driver-calls-start-a-thread-each": (
+        "every map of driver calls starts a thread of its own",
+        "nova_lite/compute/driver_calls.py",
+        "            _Worker.take().runs.put(run)\n",
+        "            _Worker().runs.put(run)\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -479,6 +526,15 @@ GUARDS = {
     "held-connection-never-pinged": ("tests.test_held",),
     "lost-connection-put-back": ("tests.test_held",),
     "held-connections-outlive-dispose": ("tests.test_held",),
+    "pass-read-one-statement-at-a-time": ("tests.test_steady_pass.TestSteadyPassPostgreSQL",),
+    "pass-read-two-snapshots": ("tests.test_steady_pass.TestSteadyPassPostgreSQL",),
+    "snapshot-settings-left-on-connection": ("tests.test_held",),
+    "direct-transactions-unseen": ("tests.test_steady_pass.TestSteadyPassSQLite",),
+    "driver-worker-calls-on-after-timeout": ("tests.test_driver_calls",),
+    "driver-calls-start-a-thread-each": ("tests.test_driver_calls",),
+    "audit-entry-kept-when-report-changes": (
+        "tests.test_resource_tracker.TestAuditPersistsOnlyOnChange",),
+    "driver-workers-survive-fork": ("tests.test_driver_calls",),
 }
 
 #: A second change some mutants need, to stay a faithful copy of the old code.

@@ -2,10 +2,16 @@
 
 :meth:`DriverCaller.map` runs the calls one after another in a worker
 thread and watches the clock: a call that outlives the timeout is marked
-timed out, its thread is abandoned, and a new worker goes on with the next
-node.  Per call this costs nothing beyond the call itself.
+timed out, its thread is abandoned (it calls nothing more once that call
+returns), and another worker goes on with the next node.
+
+Workers outlive a map: a few idle ones are kept (:data:`MOST_IDLE`, shared
+by every caller of the process), so a periodic pass starts no thread.  Per
+call this costs nothing beyond the call itself.
 """
 
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +31,10 @@ class Outcome:
     error: BaseException | None = None
 
 
+#: The most idle workers kept for the next map (of any caller).
+MOST_IDLE = 4
+
+
 class _Run:
     """One worker's progress through the items, from ``start`` on."""
 
@@ -33,9 +43,13 @@ class _Run:
         self.results: dict[int, Outcome] = {}
         self.call_started = time.monotonic()
         self.done = threading.Event()
+        #: Set by the watcher when a call timed out: the rest is not this run's.
+        self.abandoned = False
 
     def work(self) -> None:
         for index in range(self.index, len(self.items)):
+            if self.abandoned:
+                return
             self.call_started = time.monotonic()   # before index: the watcher reads both
             self.index = index
             try:
@@ -44,6 +58,44 @@ class _Run:
                 self.results[index] = Outcome(self.items[index], error=exc)
         self.index = len(self.items)
         self.done.set()
+
+
+class _Worker:
+    """A daemon thread that does the runs given to it, then waits idle for more."""
+
+    _idle: list["_Worker"] = []
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.runs: queue.SimpleQueue[_Run] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, daemon=True,
+                                       name="nova-lite driver call")
+        self.thread.start()
+
+    @classmethod
+    def take(cls) -> "_Worker":
+        with cls._lock:
+            if cls._idle:
+                return cls._idle.pop()
+        return cls()
+
+    def _serve(self) -> None:
+        while True:
+            self.runs.get().work()
+            with self._lock:
+                if len(self._idle) >= MOST_IDLE:
+                    return
+                self._idle.append(self)
+
+    @classmethod
+    def forget_all(cls) -> None:
+        """Forget every idle worker: in a forked child their threads do not exist."""
+        cls._idle = []
+        cls._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Worker.forget_all)
 
 
 class DriverCaller:
@@ -61,11 +113,11 @@ class DriverCaller:
         poll = min(0.05, self.timeout / 4)
         while start < len(items):
             run = _Run(fn, items, start)
-            threading.Thread(target=run.work, daemon=True,
-                             name=f"nova-lite {what}").start()
+            _Worker.take().runs.put(run)
             while not run.done.wait(poll):
                 stuck = run.index
                 if time.monotonic() - run.call_started > self.timeout and stuck not in run.results:
+                    run.abandoned = True
                     outcomes.update(run.results)
                     outcomes[stuck] = Outcome(items[stuck], error=DriverCallTimeout(
                         f"{what}({items[stuck]!r}) did not return within {self.timeout:g} s"))

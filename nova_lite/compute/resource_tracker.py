@@ -130,6 +130,9 @@ class ResourceTracker:
             busy_timeout=self.settings.database_busy_timeout)
         self._locks = NodeLocks()
         self._nodes: dict[str, ComputeNode] = {}
+        # {nodename: (report, settings, driver capabilities, its AuditedNode)}:
+        # a steady node reports the same each pass; its entry is not built again.
+        self._audited: dict[str, tuple[NodeResources, conf.Settings, object, AuditedNode]] = {}
         self._raced: set[str] = set()   # nodes whose last claim here lost its compare-and-swap
         self._calls = DriverCaller(self.settings.driver_timeout)
         attach = getattr(driver, "attach_store", None)
@@ -327,6 +330,23 @@ class ResourceTracker:
             raise InvalidInput(
                 f"driver returned {type(report).__name__}, not NodeResources, for "
                 f"node {nodename!r}")
+        last = self._audited.get(nodename)
+        capabilities = self.driver.capabilities
+        if last is not None and last[1] is self.settings and last[2] is capabilities and \
+                last[0] == report:
+            audited = last[3]
+        else:
+            audited = self._new_audit_entry(nodename, report)
+            if not self.provider_configs:   # its entries may depend on the records read
+                self._audited[nodename] = (report, self.settings, capabilities, audited)
+        seen = audited.resources
+        LOG.info("Node %s/%s hypervisor view: vcpus=%d used=%d memory=%dMB used=%dMB "
+                 "disk=%dGB used=%dGB disk_available_least=%s", self.host, nodename,
+                 seen.vcpus, seen.vcpus_used, seen.memory_mb, seen.memory_mb_used,
+                 seen.local_gb, seen.local_gb_used, seen.disk_available_least)
+        return audited
+
+    def _new_audit_entry(self, nodename: str, report: NodeResources) -> AuditedNode:
         node_checks.check_report(nodename, report)
         recorded = node_traits(report.traits, self.driver.capabilities)
         if recorded != report.traits:
@@ -340,10 +360,6 @@ class ResourceTracker:
             report, inventories = self.provider_configs.apply(
                 nodename, node_uuid, report, inventories)
             report = self.provider_configs.apply_to_children(nodename, node_uuid, report)
-        LOG.info("Node %s/%s hypervisor view: vcpus=%d used=%d memory=%dMB used=%dMB "
-                 "disk=%dGB used=%dGB disk_available_least=%s", self.host, nodename,
-                 report.vcpus, report.vcpus_used, report.memory_mb, report.memory_mb_used,
-                 report.local_gb, report.local_gb_used, report.disk_available_least)
         return AuditedNode(nodename=nodename, resources=report, inventories=inventories,
                          node_uuid=report.uuid)
 

@@ -10,11 +10,17 @@ layer (measured figures: doc/source/benchmarks.rst).
 Values must be plain DBAPI types (str, int, float, None) and results come
 back as the driver returns them (SQLite booleans as 0/1, PostgreSQL sums as
 Decimal): the callers convert what they read.
+
+SQLAlchemy's engine events do not see these statements.  A
+:class:`DirectObserver` registered with :func:`observe` does (this is how
+:class:`nova_lite.testing.db_cost.DatabaseCost` counts them); with none
+registered for an engine, a transaction pays one dictionary lookup.
 """
 
 import collections
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine.interfaces import DBAPICursor, Dialect
@@ -54,6 +60,46 @@ class _Compiled:
         return tuple(values[name] for name in self.order)
 
 
+class DirectObserver(Protocol):
+    """What sees the direct transactions of an engine (see :func:`observe`)."""
+
+    def direct_begin(self) -> None:
+        """A direct transaction starts (or a statement sent alone, autocommit)."""
+
+    def direct_statement(self, sql: str) -> None:
+        """``sql`` is about to run in the current direct transaction."""
+
+    def direct_done(self, sql: str, cursor: Any) -> None:
+        """``sql`` ran; ``cursor`` holds its ``rowcount``."""
+
+    def direct_ending(self, dbapi_connection: Any, autocommit: bool) -> None:
+        """The transaction is about to commit on ``dbapi_connection`` (still
+        open unless ``autocommit``: the statement was its own transaction)."""
+
+
+_OBSERVERS: "weakref.WeakKeyDictionary[sa.Engine, tuple[DirectObserver, ...]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def observe(engine: sa.Engine, observer: DirectObserver) -> None:
+    """Have ``observer`` see every direct transaction run on ``engine`` from now on."""
+    _OBSERVERS[engine] = (*_OBSERVERS.get(engine, ()), observer)
+
+
+def unobserve(engine: sa.Engine, observer: DirectObserver) -> None:
+    """Stop ``observer`` seeing ``engine``'s direct transactions."""
+    kept = tuple(o for o in _OBSERVERS.get(engine, ()) if o is not observer)
+    if kept:
+        _OBSERVERS[engine] = kept
+    else:
+        _OBSERVERS.pop(engine, None)
+
+
+def observers_of(engine: sa.Engine) -> tuple[DirectObserver, ...]:
+    """The observers of ``engine``'s direct transactions (usually none)."""
+    return _OBSERVERS.get(engine, ())
+
+
 class DirectResult:
     """The rows of one statement, fetched at once; named like SQLAlchemy's Result."""
 
@@ -86,13 +132,22 @@ class DirectConnection:
 
     ``dialect``: the engine's dialect (statements compile for it, and
     callers branch on ``dialect.name`` as they do with a Connection).
+    ``observers``: what sees each statement (:func:`observers_of`).
     """
 
     _compiled: dict[tuple[int, str], tuple[Any, _Compiled]] = {}
 
-    def __init__(self, cursor: DBAPICursor, dialect: Dialect) -> None:
+    def __init__(self, cursor: DBAPICursor, dialect: Dialect,
+                 observers: tuple[DirectObserver, ...] = ()) -> None:
         self.cursor = cursor
         self.dialect = dialect
+        self.observers = observers
+
+    def _run(self, cursor: DBAPICursor, compiled: _Compiled, values: Values) -> None:
+        """``cursor.execute`` of ``compiled`` with ``values``, seen by the observers."""
+        for observer in self.observers:
+            observer.direct_statement(compiled.sql)
+        cursor.execute(compiled.sql, compiled.parameters(values))
 
     def _compile(self, statement: sa.ClauseElement) -> _Compiled:
         key = (id(statement), self.dialect.name)
@@ -130,8 +185,12 @@ class DirectConnection:
         try:
             with pipeline:
                 for cursor, compiled, values in sent:
-                    cursor.execute(compiled.sql, compiled.parameters(values))
-            return [self._result(compiled, cursor) for cursor, compiled, _ in sent]
+                    self._run(cursor, compiled, values)
+            results = [self._result(compiled, cursor) for cursor, compiled, _ in sent]
+            for observer in self.observers:
+                for cursor, compiled, _ in sent:
+                    observer.direct_done(compiled.sql, cursor)
+            return results
         finally:
             for cursor, _, _ in sent:
                 cursor.close()
@@ -147,11 +206,16 @@ class DirectConnection:
             # error less clearly than a plain execute.
             count = 0
             for row in values:
-                cursor.execute(compiled.sql, compiled.parameters(row))
+                self._run(cursor, compiled, row)
                 count += cursor.rowcount
+                for observer in self.observers:
+                    observer.direct_done(compiled.sql, cursor)
             return DirectResult([], count)
-        cursor.execute(compiled.sql, compiled.parameters(values or {}))
-        return self._result(compiled, cursor)
+        self._run(cursor, compiled, values or {})
+        result = self._result(compiled, cursor)
+        for observer in self.observers:
+            observer.direct_done(compiled.sql, cursor)
+        return result
 
     @staticmethod
     def _result(compiled: _Compiled, cursor: DBAPICursor) -> DirectResult:
@@ -168,4 +232,5 @@ class DirectConnection:
         return DirectResult([row_type._make(r) for r in cursor.fetchall()], cursor.rowcount)
 
 
-__all__ = ["DirectConnection", "DirectResult"]
+__all__ = ["DirectConnection", "DirectObserver", "DirectResult", "observe", "observers_of",
+           "unobserve"]

@@ -39,7 +39,7 @@ from sqlalchemy import event, exc as sa_exc
 from sqlalchemy.pool import StaticPool
 
 from nova_lite.conf import DATABASE_POOLERS, redact_url
-from nova_lite.db.direct import DirectConnection
+from nova_lite.db.direct import DirectConnection, observers_of
 from nova_lite.db.held import HeldConnections
 from nova_lite.exception import ClaimRaceLost, DatabaseBusy, StoreError
 
@@ -53,6 +53,16 @@ _PG_UNIQUE_VIOLATION = "23505"
 POOLERS = DATABASE_POOLERS
 
 _T = TypeVar("_T")
+
+#: What a direct transaction is (Database._direct_transaction): a write, a
+#: write of one statement alone, a read of one snapshot.
+_WRITE, _ALONE, _SNAPSHOT = range(3)
+
+
+def _pg_repeatable_read() -> Any:
+    """psycopg's REPEATABLE READ isolation level (imported only on PostgreSQL)."""
+    import psycopg
+    return psycopg.IsolationLevel.REPEATABLE_READ
 
 
 def normalize_url(url: str) -> str:
@@ -351,15 +361,13 @@ class Database:
         self._held = HeldConnections(self.engine, lambda: IDLE_PING_S)
 
     def _run(self, op: str, fn: Callable[[sa.Connection], _T], readonly: bool,
-             snapshot: bool = False, alone: bool = False) -> _T:
+             snapshot: bool = False) -> _T:
         def transaction() -> _T:
             with self._serialised, self.engine.connect() as conn:
                 if readonly:
                     conn = conn.execution_options(nl_readonly=True)
                 if snapshot and self.dialect == "postgresql":
                     conn = conn.execution_options(isolation_level="REPEATABLE READ")
-                if alone and self.dialect == "postgresql" and self._setup is None:
-                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 with conn.begin():
                     return fn(conn)
         return self._retrying(op, transaction)
@@ -396,8 +404,20 @@ class Database:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
         return self._run(op, fn, readonly=False)
 
-    def write_alone(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
-        """:meth:`write` for an ``fn`` that runs exactly one statement.
+    def write_direct(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
+        """:meth:`write` with ``fn`` given a :class:`~nova_lite.db.direct.DirectConnection`.
+
+        The same transaction, bounds, retries and errors as :meth:`write`,
+        without SQLAlchemy's Connection in between (see
+        :mod:`nova_lite.db.direct` for where that is worth it), on a
+        connection held off the pool (:mod:`nova_lite.db.held`).
+        """
+        if self.readonly:
+            raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
+        return self._retrying(op, lambda: self._direct_transaction(fn, _WRITE))
+
+    def write_alone(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
+        """:meth:`write_direct` for an ``fn`` that runs exactly one statement.
 
         On PostgreSQL the statement is sent in autocommit mode: it is its own
         transaction, one round trip instead of three (BEGIN, the statement,
@@ -410,56 +430,92 @@ class Database:
         """
         if self.readonly:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
-        return self._run(op, fn, readonly=False, alone=True)
+        return self._retrying(op, lambda: self._direct_transaction(fn, _ALONE))
 
-    def write_direct(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
-        """:meth:`write` with ``fn`` given a :class:`~nova_lite.db.direct.DirectConnection`.
+    def read_direct(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
+        """:meth:`read_snapshot` with ``fn`` given a
+        :class:`~nova_lite.db.direct.DirectConnection` (as :meth:`write_direct`).
 
-        The same transaction, bounds, retries and errors as :meth:`write`,
-        without SQLAlchemy's Connection in between (see
-        :mod:`nova_lite.db.direct` for where that is worth it), on a
-        connection held off the pool (:mod:`nova_lite.db.held`).
+        One read-only transaction whose statements all see one snapshot:
+        ``REPEATABLE READ READ ONLY`` on PostgreSQL, a deferred transaction
+        on SQLite.  Statements ``fn`` sends together
+        (:meth:`~nova_lite.db.direct.DirectConnection.execute_together`) reach
+        PostgreSQL in one round trip.
         """
-        if self.readonly:
-            raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
-        return self._retrying(op, lambda: self._direct_transaction(fn))
+        return self._retrying(op, lambda: self._direct_transaction(fn, _SNAPSHOT))
 
-    def _direct_transaction(self, fn: Callable[[DirectConnection], _T]) -> _T:
+    def _direct_transaction(self, fn: Callable[[DirectConnection], _T], mode: int) -> _T:
         if self.memory:
-            return self._pooled_direct_transaction(fn)
+            return self._pooled_direct_transaction(fn, mode)
         proxy, dbapi = self._held.take()
         try:
             cursor = dbapi.cursor()
         except BaseException:
             self._held.discard(proxy)
             raise
+        observers = observers_of(self.engine)
+        restore = None
+        autocommit = False
         try:
+            for observer in observers:
+                observer.direct_begin()
             if self.dialect == "sqlite":
-                cursor.execute("BEGIN IMMEDIATE")
-            elif self._setup is not None:
+                cursor.execute("BEGIN DEFERRED" if mode == _SNAPSHOT else "BEGIN IMMEDIATE")
+            elif mode == _SNAPSHOT:
+                # psycopg begins the transaction with these (no round trip of their own).
+                restore = (dbapi.isolation_level, dbapi.read_only)
+                dbapi.isolation_level = _pg_repeatable_read()
+                dbapi.read_only = True
+            elif mode == _ALONE and self._setup is None:
+                autocommit = dbapi.autocommit = True
+            if self._setup is not None and self.dialect == "postgresql":
                 cursor.execute(self._setup)
-            result = fn(DirectConnection(cursor, self.engine.dialect))
-            dbapi.commit()
+            result = fn(DirectConnection(cursor, self.engine.dialect, observers))
+            for observer in observers:
+                observer.direct_ending(dbapi, autocommit)
+            if not autocommit:
+                dbapi.commit()
         except BaseException as exc:
             cursor.close()
-            if self._rolled_back(dbapi, cursor, exc):
+            if self._rolled_back(dbapi, cursor, exc) and \
+                    self._restored(dbapi, restore, autocommit):
                 self._held.give_back(proxy, dbapi)
             else:
                 self._held.discard(proxy)
             raise
         cursor.close()
-        self._held.give_back(proxy, dbapi)
+        if self._restored(dbapi, restore, autocommit):
+            self._held.give_back(proxy, dbapi)
+        else:
+            self._held.discard(proxy)
         return result
 
-    def _pooled_direct_transaction(self, fn: Callable[[DirectConnection], _T]) -> _T:
+    def _restored(self, dbapi: Any, restore: tuple[Any, bool] | None, autocommit: bool) -> bool:
+        """Put back the settings a direct transaction changed on ``dbapi`` (the
+        next one on it expects the defaults); False if that failed."""
+        try:
+            if restore is not None:
+                dbapi.isolation_level, dbapi.read_only = restore
+            if autocommit:
+                dbapi.autocommit = False
+        except self._dbapi_error:
+            return False
+        return True
+
+    def _pooled_direct_transaction(self, fn: Callable[[DirectConnection], _T], mode: int) -> _T:
         # In-memory SQLite: the one shared connection, one transaction at a time.
         with self._serialised:
             pooled = self.engine.raw_connection()
+            observers = observers_of(self.engine)
             try:
                 cursor = pooled.cursor()
                 try:
-                    cursor.execute("BEGIN IMMEDIATE")
-                    result = fn(DirectConnection(cursor, self.engine.dialect))
+                    for observer in observers:
+                        observer.direct_begin()
+                    cursor.execute("BEGIN DEFERRED" if mode == _SNAPSHOT else "BEGIN IMMEDIATE")
+                    result = fn(DirectConnection(cursor, self.engine.dialect, observers))
+                    for observer in observers:
+                        observer.direct_ending(pooled.dbapi_connection, False)
                     pooled.commit()
                     return result
                 except BaseException as exc:

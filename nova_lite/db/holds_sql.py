@@ -7,6 +7,8 @@ reader row for row; ``tests/test_holds.py`` walks the whole table through
 both.
 """
 
+from collections.abc import Iterable
+
 import sqlalchemy as sa
 
 from nova_lite.db import models
@@ -23,7 +25,7 @@ def instance_holds(table: sa.FromClause = T_INST) -> sa.ColumnElement[bool]:
     placed = sa.and_(table.c.host.is_not(None), table.c.node.is_not(None))
     # Never NULL (task_state may be): the rule is negated for stale allocations.
     unshelving = sa.and_(table.c.task_state.is_not(None),
-                         table.c.task_state.in_(sorted(UNSHELVE_TASK_STATES)))
+                         table.c.task_state.in_(constants(UNSHELVE_TASK_STATES)))
     return sa.and_(table.c.vm_state != DELETED,
                    sa.or_(table.c.vm_state != SHELVED_OFFLOADED, placed, unshelving))
 
@@ -40,4 +42,11 @@ def instance_holds_on(nodes: sa.FromClause,
 def migration_holds(table: sa.FromClause = T_MIG) -> sa.ColumnElement[bool]:
     """True for a migration row whose status holds its claim
     (:func:`nova_lite.holds.migration_holds`)."""
-    return table.c.status.in_(sorted(MIGRATION_IN_PROGRESS))
+    return table.c.status.in_(constants(MIGRATION_IN_PROGRESS))
+
+
+def constants(values: Iterable[str]) -> list[sa.BindParameter[str]]:
+    """``values`` (sorted) as one bound parameter each, for an ``IN``: a list of
+    plain values would be one "expanding" parameter, which SQLAlchemy rewrites
+    on every execution and :mod:`nova_lite.db.direct` cannot run."""
+    return [sa.literal(v, type_=sa.String) for v in sorted(values)]

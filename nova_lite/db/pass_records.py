@@ -45,7 +45,7 @@ write-ahead log.
 import collections
 import functools
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -55,6 +55,7 @@ from nova_lite import holds, work
 from nova_lite.db import audit_writes, holds_sql, models, rows, serialize as ser
 from nova_lite.db import services as services_sql
 from nova_lite.db.audit_writes import MissingAllocation
+from nova_lite.db.direct import DirectConnection
 from nova_lite.db.services import ServiceRecord
 from nova_lite.db.snapshot import RecordsSnapshot
 from nova_lite.db.tasks import Building
@@ -409,6 +410,16 @@ def _nodes_statement(scope: sa.ColumnElement[bool]) -> sa.Select[Any]:
         T_NODES.c.host, T_NODES.c.nodename, T_INV.c.resource_class)
 
 
+def _moves_read(host: sa.ColumnElement[str]) -> sa.CompoundSelect[Any]:
+    """The uuids of the migrations a pass of ``host`` reads: those in progress
+    that touch the host, and those that hold an allocation on its nodes."""
+    own_uuids = sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host)
+    held = T_ALLOC.alias("held")
+    held_by_moves = sa.select(held.c.consumer_uuid).where(
+        held.c.consumer_type == "migration", held.c.node_uuid.in_(own_uuids))
+    return sa.union(sa.select(T_MIG.c.uuid).where(_moves_of(host)), held_by_moves)
+
+
 def _statements(host: sa.ColumnElement[str]) -> tuple[sa.Select[Any], ...]:
     """The four statements of a service's pass before its services' (see the
     module's docstring), for the host ``host`` names (a bound parameter).
@@ -426,12 +437,12 @@ def _statements(host: sa.ColumnElement[str]) -> tuple[sa.Select[Any], ...]:
         T_ALLOC.select().where(T_ALLOC.c.consumer_uuid.in_(moving))).subquery("scoped")
     allocations = sa.select(scoped_allocations).order_by(
         scoped_allocations.c.node_uuid, scoped_allocations.c.consumer_uuid)
+    migrations = T_MIG.select().where(T_MIG.c.uuid.in_(_moves_read(host))).order_by(
+        T_MIG.c.uuid)
+    a3, m3 = T_ALLOC.alias("named"), T_MIG.alias("naming")
     a2 = T_ALLOC.alias("held")
     held_by_moves = sa.select(a2.c.consumer_uuid).where(
         a2.c.consumer_type == "migration", a2.c.node_uuid.in_(own_uuids))
-    migrations = T_MIG.select().where(T_MIG.c.uuid.in_(sa.union(moving, held_by_moves))).order_by(
-        T_MIG.c.uuid)
-    a3, m3 = T_ALLOC.alias("named"), T_MIG.alias("naming")
     named = sa.union(
         sa.select(T_INST.c.uuid).where(T_INST.c.host == host),
         sa.select(a3.c.instance_uuid).where(a3.c.node_uuid.in_(own_uuids)),
@@ -441,7 +452,7 @@ def _statements(host: sa.ColumnElement[str]) -> tuple[sa.Select[Any], ...]:
         sa.select(m3.c.instance_uuid).where(m3.c.uuid.in_(held_by_moves)))
     open_task = sa.select(sa.func.min(T_TASK.c.id)).where(
         T_TASK.c.instance_uuid == T_INST.c.uuid,
-        T_TASK.c.state.in_(work.OPEN_STATES)).scalar_subquery()
+        T_TASK.c.state.in_(holds_sql.constants(work.OPEN_STATES))).scalar_subquery()
     building = sa.and_(T_INST.c.host == host, T_INST.c.vm_state == holds.BUILDING)
     instances = sa.select(T_INST, sa.case((building, open_task), else_=None).label(
         "open_task")).where(T_INST.c.uuid.in_(named)).order_by(T_INST.c.uuid)
@@ -458,15 +469,30 @@ def _service_hosts(host: str, migrations: Iterable[Any]) -> frozenset[str]:
 def _service_statements(every: bool) -> tuple[sa.Select[Any], sa.Select[Any]]:
     """The two more statements of a service's pass (see the module's
     docstring), for the parameters ``host``, ``binary``, ``now`` (epoch s)
-    and, unless ``every`` service of the binary is read, ``named`` (the
-    hosts whose services are read whatever their heartbeat) and
-    ``deadline`` (the oldest heartbeat that counts as up, epoch s)."""
+    and, unless ``every`` service of the binary is read, ``deadline`` (the
+    oldest heartbeat that counts as up, epoch s).
+
+    The services read by name (the host's and those at both ends of the
+    migrations the pass reads, :func:`_service_hosts`) are picked by the
+    statement itself, so that it needs nothing the others return and all
+    six go to the database together.
+    """
     host = sa.bindparam("host", type_=sa.String)
     scope: sa.ColumnElement[bool] = T_SVC.c.binary == sa.bindparam("binary", type_=sa.String)
     if not every:
-        scope = sa.and_(scope, sa.or_(
-            T_SVC.c.host.in_(sa.bindparam("named", expanding=True, type_=sa.String)),
-            sa.not_(services_sql.heartbeat_since(sa.bindparam("deadline", type_=sa.Float)))))
+        ends = T_MIG.alias("ends")
+        moves = _moves_read(host)
+        down = T_SVC.alias("down")
+        # A union of indexed reads (see _statements), not an OR of them.
+        picked = sa.union(
+            sa.select(host),
+            sa.select(ends.c.source_compute).where(ends.c.uuid.in_(moves)),
+            sa.select(ends.c.dest_compute).where(ends.c.uuid.in_(moves)),
+            sa.select(down.c.host).where(
+                down.c.binary == sa.bindparam("binary", type_=sa.String),
+                sa.not_(services_sql.heartbeat_since(
+                    sa.bindparam("deadline", type_=sa.Float), down))))
+        scope = sa.and_(scope, T_SVC.c.host.in_(picked))
     services = sa.select(
         T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
         T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason,
@@ -488,14 +514,13 @@ _PASS = _statements(sa.bindparam("host", type_=sa.String))
 _PASS_SERVICES = {every: _service_statements(every) for every in (True, False)}
 
 
-def _service_values(host: str, binary: str, now: float, named: Collection[str],
+def _service_values(host: str, binary: str, now: float,
                     service_down_time: float | None) -> dict[str, Any]:
     """The parameters of :func:`_service_statements`'s statements; with
     ``service_down_time`` (s) None, every service of ``binary``."""
     values: dict[str, Any] = {"host": host, "binary": binary, "now": now}
     if service_down_time is not None:
-        values.update(named=sorted(named),
-                      deadline=services_sql.heartbeat_deadline(service_down_time, now))
+        values["deadline"] = services_sql.heartbeat_deadline(service_down_time, now)
     return values
 
 
@@ -531,22 +556,22 @@ def _usage(allocs: Iterable[Any]) -> dict[str, Any]:
     return usage
 
 
-def _read_nodes(conn: sa.Connection, host: str, statement: sa.Select[Any],
-                values: Mapping[str, Any] | None = None
+def _nodes_from(found: Iterable[Sequence[Any]], host: str
                 ) -> tuple[dict[str, NodeRow], dict[str, dict[str, tuple[Any, ...]]],
                            dict[str, NodeRow]]:
-    """(every node row read by uuid, inventories by uuid, the host's by name)."""
+    """(every node row read by uuid, inventories by uuid, the host's by name)
+    of the rows of a :func:`_nodes_statement`."""
     heads: dict[str, NodeRow] = {}
     inventories: dict[str, dict[str, tuple[Any, ...]]] = {}
-    # Plain tuples: (uuid, host, nodename, generation, resources, last_error,
-    # reported, resource_class, *INV_FIELDS).
-    for r in conn.execute(statement, values).tuples():
+    # (uuid, host, nodename, generation, resources, last_error, reported,
+    # resource_class, *INV_FIELDS).
+    for r in found:
         uuid = r[0]
         if uuid not in heads:
             heads[uuid] = NodeRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
             inventories[uuid] = {}
         if r[7] is not None:
-            inventories[uuid][r[7]] = r[8:]
+            inventories[uuid][r[7]] = tuple(r[8:])
     node_rows = {head.nodename: head for head in heads.values() if head.host == host}
     return heads, inventories, node_rows
 
@@ -555,8 +580,8 @@ def _read_for_tracker(conn: sa.Connection, host: str, now: float) -> PassRecords
     """A tracker's read: the host's node rows; usage, stale and missing
     allocations as the database sums and finds them (no row of a steady
     node's consumers is read)."""
-    heads, inventories, node_rows = _read_nodes(
-        conn, host, _nodes_statement(T_NODES.c.host == host))
+    heads, inventories, node_rows = _nodes_from(
+        conn.execute(_nodes_statement(T_NODES.c.host == host)).tuples(), host)
     mine = T_ALLOC.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host))
     sums = sa.select(T_ALLOC.c.node_uuid, *[sa.func.sum(T_ALLOC.c[col]) for _, col in
                                             rows.STD_COLUMNS],
@@ -589,52 +614,55 @@ def _read_for_tracker(conn: sa.Connection, host: str, now: float) -> PassRecords
 _EXTRAS = ("other", "numa_topology", "pci_devices", "providers")
 
 
-def read(conn: sa.Connection, host: str, now: float, *,
-         service_binary: str | None = None,
-         service_down_time: float | None = None) -> PassRecords:
-    """The :class:`PassRecords` of ``host`` on ``conn``.
+def read(conn: sa.Connection, host: str, now: float) -> PassRecords:
+    """The :class:`PassRecords` of a tracker's audit of ``host`` on its own (no
+    service: no leak search), read at ``now`` (epoch s): five statements that
+    read no row of a steady node's consumers (the node rows with their
+    inventories, their usage summed, the stale allocations, and the
+    instances and the migrations that lost their allocation)."""
+    return _read_for_tracker(conn, host, now)
 
-    With ``service_binary`` (a service's pass) the six statements of the
-    module's docstring: every row a leak search reads too.  Its services are
-    the host's, its migrations' ends and those without a heartbeat for
-    ``service_down_time`` seconds before ``now`` (epoch s); every service of
-    ``service_binary`` when ``service_down_time`` is None.  Without it (a
-    tracker's audit alone) five statements that read no row of a steady
-    node's consumers: the node rows with their inventories, their usage
-    summed, the stale allocations, and the instances and the migrations that
-    lost their allocation.
+
+def read_for_service(conn: DirectConnection, host: str, now: float, service_binary: str,
+                     service_down_time: float | None) -> PassRecords:
+    """The :class:`PassRecords` of a service's pass of ``host`` on ``conn``, read
+    at ``now`` (epoch s): the six statements of the module's docstring, sent
+    together (one round trip on PostgreSQL), every row a leak search reads
+    too.  Its services are the host's, its migrations' ends and those of
+    ``service_binary`` without a heartbeat for ``service_down_time`` seconds
+    before ``now``; every service of ``service_binary`` when
+    ``service_down_time`` is None.
     """
-    if service_binary is None:
-        return _read_for_tracker(conn, host, now)
-    node_sql, alloc_sql, mig_sql, inst_sql = _PASS
-    of_host = {"host": host}
-    heads, inventories, node_rows = _read_nodes(conn, host, node_sql, of_host)
-    alloc_rows = tuple(conn.execute(alloc_sql, of_host).all())
-    mig_rows = conn.execute(mig_sql, of_host).all()
-    inst_rows = tuple(conn.execute(inst_sql, of_host).all())
-    records = PassRecords(
-        host=host, read_at=now, node_rows=node_rows,
-        inventories=inventories,
-        migrations={r.uuid: rows.migration_from_row(r) for r in mig_rows},
-        migration_times={r.uuid: (r.created_at, r.updated_at) for r in mig_rows},
-        usage=_usage(a for a in alloc_rows if a[_ALLOC["node_uuid"]] in heads),
-        node_heads=tuple(heads.values()),
-        allocation_rows=alloc_rows, instance_rows=inst_rows)
     svc_sql, work_sql = _PASS_SERVICES[service_down_time is None]
-    values = _service_values(host, service_binary, now, _service_hosts(host, mig_rows),
-                             service_down_time)
+    of_host = {"host": host}
+    values = _service_values(host, service_binary, now, service_down_time)
+    node_sql, alloc_sql, mig_sql, inst_sql = _PASS
+    found = conn.execute_together([(node_sql, of_host), (alloc_sql, of_host),
+                                   (mig_sql, of_host), (inst_sql, of_host),
+                                   (svc_sql, values), (work_sql, values)])
+    heads, inventories, node_rows = _nodes_from(found[0].rows, host)
+    alloc_rows = tuple(found[1].rows)
+    mig_rows = found[2].rows
+    inst_rows = tuple(found[3].rows)
     services: dict[str, ServiceRecord] = {}
     findings: dict[str, FindingsRow] = {}
-    for r in conn.execute(svc_sql, values):
+    for r in found[4].rows:
         services[r.host] = ServiceRecord(r.host, r.binary, r.created_at, r.updated_at,
                                          r.report_count, bool(r.disabled), r.disabled_reason)
         if r.recorded_by is not None:
             findings[r.host] = FindingsRow(r.findings, r.recorded_by, r.recorded_at)
     builds = tuple(Building(r.uuid, r.created_at, r.updated_at, r.open_task)
                    for r in inst_rows if r.host == host and r.vm_state == holds.BUILDING)
-    return attrs.evolve(records, services=services, findings=findings, builds=builds,
-                        has_work=conn.execute(work_sql, values).first() is not None,
-                        service_down_time=service_down_time)
+    return PassRecords(
+        host=host, read_at=now, node_rows=node_rows,
+        inventories=inventories,
+        migrations={r.uuid: rows.migration_from_row(r) for r in mig_rows},
+        migration_times={r.uuid: (r.created_at, r.updated_at) for r in mig_rows},
+        usage=_usage(a for a in alloc_rows if a[_ALLOC["node_uuid"]] in heads),
+        node_heads=tuple(heads.values()),
+        allocation_rows=alloc_rows, instance_rows=inst_rows,
+        services=services, findings=findings, builds=builds,
+        has_work=bool(found[5].rows), service_down_time=service_down_time)
 
 
 @attrs.frozen
@@ -655,4 +683,4 @@ def findings_text(findings: Iterable[Any]) -> str:
     return json.dumps([f.to_dict() for f in findings], sort_keys=True)
 
 
-__all__ = ["FindingsRow", "NodeRow", "PassRecords", "read"]
+__all__ = ["FindingsRow", "NodeRow", "PassRecords", "read", "read_for_service"]

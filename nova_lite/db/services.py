@@ -30,6 +30,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from nova_lite.db import models
+from nova_lite.db.direct import DirectConnection
 
 #: The ``binary`` of the compute services in the ``services`` table.
 COMPUTE_BINARY = "nova-lite-compute"
@@ -72,10 +73,12 @@ def heartbeat_within(service_down_time: float, now: float) -> sa.ColumnElement[b
     return heartbeat_since(heartbeat_deadline(service_down_time, now))
 
 
-def heartbeat_since(deadline: "float | sa.ColumnElement[float]") -> sa.ColumnElement[bool]:
-    """The ``services`` rows that beat at or after ``deadline`` (epoch s, or a
-    bound parameter of it: see :func:`heartbeat_deadline`): those up."""
-    return T_SVC.c.updated_at >= deadline
+def heartbeat_since(deadline: "float | sa.ColumnElement[float]",
+                    table: sa.FromClause = T_SVC) -> sa.ColumnElement[bool]:
+    """The ``services`` rows (of ``table``: the table or an alias of it) that
+    beat at or after ``deadline`` (epoch s, or a bound parameter of it: see
+    :func:`heartbeat_deadline`): those up."""
+    return table.c.updated_at >= deadline
 
 
 #: The columns of a ServiceRecord, in its field order.
@@ -99,7 +102,8 @@ def list_services(conn: Connection, binary: str, host: str | None = None
             for h, b, c, u, n, d, r in found.tuples().all()]
 
 
-def beat(conn: Connection, host: str, binary: str, now: float) -> ServiceRecord:
+def beat(conn: "Connection | DirectConnection", host: str, binary: str,
+         now: float) -> ServiceRecord:
     """Refresh the (host, binary) row's heartbeat at ``now`` (epoch s), creating
     it (enabled, ``report_count`` 1) if it is new; returns it.
 

@@ -247,8 +247,9 @@ class Store:
             return self._write(f"heartbeat of service {host}/{binary}",
                                lambda conn: services.beat(conn, host, binary, time.time()))
         # One statement, alone in its transaction (Database.write_alone).
-        return self.db.write_alone(f"heartbeat of service {host}/{binary}",
-                                   lambda conn: services.beat(conn, host, binary, time.time()))
+        return self.db.write_alone(
+            f"heartbeat of service {host}/{binary}",
+            lambda conn: services.beat(conn, host, binary, time.time()))
 
     def list_services(self, host: str | None = None, *,
                       binary: str = COMPUTE_BINARY) -> list[ServiceRecord]:
@@ -493,11 +494,11 @@ class Store:
         if not self.schema.current:
             self._read("records of a pass", lambda conn: None)   # SchemaOutdated, named
         now = time.time()
-        binary = COMPUTE_BINARY if service else None
-        return self.db.read_snapshot(
-            f"read the records of a pass of host {host}",
-            lambda conn: pass_read.read(conn, host, now, service_binary=binary,
-                                        service_down_time=service_down_time))
+        op = f"read the records of a pass of host {host}"
+        if not service:
+            return self.db.read_snapshot(op, lambda conn: pass_read.read(conn, host, now))
+        return self.db.read_direct(op, lambda conn: pass_read.read_for_service(
+            conn, host, now, COMPUTE_BINARY, service_down_time))
 
     def audit_differs(self, records: pass_read.PassRecords, audits: Sequence[AuditedNode],
                       listed: Collection[str] | None = None,

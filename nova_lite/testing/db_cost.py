@@ -19,19 +19,26 @@ connection, outside SQLAlchemy's events, so not counted): None for a
 transaction that never wrote or locked a row, and so wrote no WAL record of
 its own and waited for no flush at its commit; for a statement sent alone in
 autocommit mode (``Database.write_alone``: the heartbeat), which has
-committed before its id could be read, ``AUTOCOMMIT_WRITE`` if it
-writes, else None.  Statements run straight on
-a DBAPI connection held off the pool (``Database.write_direct``: the claims)
-are not seen.  Rows written are the cursor's ``rowcount`` after each INSERT,
-UPDATE and DELETE; SQLite gives no count for a statement with RETURNING
-(the heartbeat's upsert) before its rows are fetched, so those count 0
-there.
+committed before its id could be read, ``AUTOCOMMIT_WRITE`` if it writes,
+else None.
+
+Transactions run straight on a DBAPI connection held off the pool
+(``Database.write_direct``: the claims; ``read_direct``: a service's pass
+read; ``write_alone``: the heartbeat) are not seen by SQLAlchemy's events;
+they are counted the same way, as a
+:class:`nova_lite.db.direct.DirectObserver`.  Rows written are the cursor's
+``rowcount`` after each INSERT, UPDATE and DELETE; SQLite gives no count
+for a statement with RETURNING before its rows are fetched, which a
+Connection's statement is counted before, so those count 0 there (a direct
+statement's rows are fetched first).
 """
 
 from typing import Any
 
 import attrs
 import sqlalchemy as sa
+
+from nova_lite.db import direct
 
 _WRITES = ("INSERT", "UPDATE", "DELETE")
 #: The ``xid`` of a writing statement sent in autocommit mode (PostgreSQL):
@@ -76,11 +83,13 @@ class DatabaseCost:
     def __enter__(self) -> "DatabaseCost":
         for name, fn in self._listeners:
             sa.event.listen(self.engine, name, fn)
+        direct.observe(self.engine, self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         for name, fn in self._listeners:
             sa.event.remove(self.engine, name, fn)
+        direct.unobserve(self.engine, self)
 
     # -- the figures -----------------------------------------------------------
     @property
@@ -111,17 +120,35 @@ class DatabaseCost:
             self.transactions.append(Transaction())
         self.transactions[-1].statements.append(text)
 
-    def _done(self, conn: sa.Connection, cursor: Any, text: str, *args: Any) -> None:
+    def _done(self, conn: Any, cursor: Any, text: str, *args: Any) -> None:
         if self.transactions and text.lstrip().upper().startswith(_WRITES) and \
                 cursor.rowcount and cursor.rowcount > 0:
             self.transactions[-1].rows_written += cursor.rowcount
 
     def _commit(self, conn: sa.Connection) -> None:
+        dbapi: Any = conn.connection.dbapi_connection
+        self._ending(dbapi, bool(getattr(dbapi, "autocommit", False)))
+
+    # -- the direct transactions (nova_lite.db.direct.DirectObserver) -------------
+    def direct_begin(self) -> None:
+        self.transactions.append(Transaction())
+
+    def direct_statement(self, sql: str) -> None:
+        if not self.transactions:
+            self.transactions.append(Transaction())
+        self.transactions[-1].statements.append(sql)
+
+    def direct_done(self, sql: str, cursor: Any) -> None:
+        self._done(None, cursor, sql)
+
+    def direct_ending(self, dbapi_connection: Any, autocommit: bool) -> None:
+        self._ending(dbapi_connection, autocommit)
+
+    def _ending(self, dbapi: Any, autocommit: bool) -> None:
         if not self.transactions:
             return
         xid = None
-        dbapi: Any = conn.connection.dbapi_connection
-        if self.postgresql and getattr(dbapi, "autocommit", False):
+        if self.postgresql and autocommit:
             # A statement sent in autocommit mode was its own transaction and
             # has committed: its id cannot be read now.  One that writes gets
             # one, so that is what it is counted as.
