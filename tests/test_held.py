@@ -60,9 +60,11 @@ class HeldConnectionsMixin:
         written = self.store.db.write_direct("write", _isolation)
         alone = self.store.db.write_alone("alone", _isolation)
         if self.store.db.dialect == "postgresql":
-            self.assertEqual(("repeatable read", "on"), read)
-            self.assertEqual(("read committed", "off"), written)
-            self.assertEqual(("read committed", "off"), alone)
+            self.assertEqual(("repeatable read", "on", True), read)
+            self.assertEqual(("read committed", "off", True), written)
+            self.assertEqual(("read committed", "off", False), alone)
+            self.assertEqual(("read committed", "off", True), self.store.db.write_direct(
+                "write", _isolation))
         else:
             self.assertEqual(("deferred", "immediate", "immediate"), (read, written, alone))
         self.assertEqual(first, _session_id(self.store))
@@ -87,9 +89,13 @@ def _isolation(conn):
     """PostgreSQL: (transaction_isolation, transaction_read_only) of ``conn``'s
     transaction; SQLite: whether it holds the write lock yet."""
     if conn.dialect.name == "postgresql":
-        return tuple(conn.execute(sa.text(
+        import psycopg
+        found = tuple(conn.execute(sa.text(
             "SELECT current_setting('transaction_isolation'), "
             "current_setting('transaction_read_only')")).one())
+        # Still in its transaction after the statement, unless sent alone.
+        status = conn.cursor.connection.info.transaction_status
+        return (*found, status == psycopg.pq.TransactionStatus.INTRANS)
     # A deferred transaction takes no lock until it writes: another
     # connection can still begin an immediate one.
     other = sqlite3.connect(conn.cursor.connection.execute(

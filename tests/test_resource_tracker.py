@@ -522,7 +522,6 @@ class TestAuditPersistsOnlyOnChange(TrackerTestCase):
         # A steady node's audit entry is kept from one audit to the next; a
         # change of the report, of the settings or of the driver's
         # capabilities still makes a new one.
-        from nova_lite.virt import driver as driver_api
         driver, rt = self.multinode()
         rt.update_available_resource()
         self.assertEqual(8, rt.store.get_compute_node(self.host, "a").inventory("VCPU").total)

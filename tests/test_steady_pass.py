@@ -422,13 +422,14 @@ def round_trips(messages):
 class TestSteadyPassPostgreSQL(SteadyPassMixin, base.OnPostgreSQL, base.TestCase):
 
     def test_a_pass_sends_its_six_reads_in_one_round_trip(self):
-        # BEGIN, the six statements at once, COMMIT: three round trips, not eight.
+        # BEGIN, the six statements and COMMIT at once: one round trip, not eight.
         messages = client_messages(self, self.store, lambda: self.store.pass_records(
             self.host, service=True, service_down_time=60))
         self.assertIn("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", messages[0][1])
-        self.assertEqual(1 + 6, sum(1 for kind, _ in messages if kind == "Execute"), messages)
-        self.assertEqual(3, round_trips(messages), messages)
-        self.assertEqual(("Query", ' "COMMIT"'), messages[-1])
+        executes = [i for i, (kind, _) in enumerate(messages) if kind == "Execute"]
+        self.assertEqual(1 + 6 + 1, len(executes), messages)
+        self.assertIn("COMMIT", " ".join(d for _, d in messages[executes[-2] + 1:]))
+        self.assertEqual(1, round_trips(messages), messages)
 
 
 class HeartbeatMixin:

@@ -207,16 +207,16 @@ MUTANTS = {
         "a service's pass reads its own service and its moves' ends but not the services "
         "that look down: no live peer records a down host's findings",
         "nova_lite/db/pass_records.py",
-        "                sa.not_(services_sql.heartbeat_since(\n"
-        "                    sa.bindparam(\"deadline\", type_=sa.Float), down))))\n",
-        "                sa.false()))\n"),
+        "            columns.where(binary, sa.not_(services_sql.heartbeat_since(\n"
+        "                sa.bindparam(\"deadline\", type_=sa.Float)))))\n",
+        "            columns.where(sa.false()))\n"),
     "pass-reads-no-move-end": (
         "a service's pass reads its own service and those down but not the other end of "
         "its moves: a live peer at the other end looks as if it had no service",
         "nova_lite/db/pass_records.py",
-        "            sa.select(ends.c.source_compute).where(ends.c.uuid.in_(moves)),\n"
-        "            sa.select(ends.c.dest_compute).where(ends.c.uuid.in_(moves)),\n",
-        ""),
+        "                sa.select(ends.c.source_compute).where(ends.c.uuid.in_(moves)),\n"
+        "                sa.select(ends.c.dest_compute).where(ends.c.uuid.in_(moves))))),\n",
+        "                sa.select(ends.c.source_compute).where(sa.false())))),\n"),
     "snapshot-reads-no-move-end": (
         "a host's records snapshot reads its own service but not the other end of its "
         "moves: a live peer at the other end looks as if it had no service",
@@ -391,15 +391,18 @@ MUTANTS = {
     "lost-connection-put-back": (
         "a connection lost in the middle of a direct transaction is kept for the next",
         "nova_lite/db/engine.py",
-        "            if self._rolled_back(dbapi, cursor, exc) and \\\n",
-        "            if (self._rolled_back(dbapi, cursor, exc) or True) and \\\n"),
+        "            if self._rolled_back(dbapi, cursor, exc) and self._restored(dbapi, "
+        "autocommit):\n",
+        "            if (self._rolled_back(dbapi, cursor, exc) or True) and self._restored("
+        "dbapi, autocommit):\n"),
     "held-connections-outlive-dispose": (
         "connections held for direct transactions are used after the engine's dispose()",
         "nova_lite/db/held.py",
         "        if self._engine.pool is not self._pool:\n",
         "        if False:\n"),
     "pass-read-one-statement-at-a-time": (
-        "a service's pass sends its six reads one after another: eight round trips",
+        "a service's pass sends its six reads one after another: seven round trips, "
+        "not one",
         "nova_lite/db/pass_records.py",
         "    found = conn.execute_together([",
         "    found = (lambda pairs: [conn.execute(*pair) for pair in pairs])(["),
@@ -407,14 +410,14 @@ MUTANTS = {
         "a service's pass reads in READ COMMITTED: its statements may see different "
         "moments",
         "nova_lite/db/engine.py",
-        "                dbapi.isolation_level = _pg_repeatable_read()\n",
-        ""),
+        "_PG_SNAPSHOT_BEGIN = \"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY\"\n",
+        "_PG_SNAPSHOT_BEGIN = \"BEGIN READ ONLY\"\n"),
     "snapshot-settings-left-on-connection": (
-        "a held connection keeps a snapshot read's REPEATABLE READ READ ONLY for the "
-        "claims after it",
+        "a held connection stays in the autocommit mode of a snapshot read: the claims "
+        "after it run each statement as a transaction of its own",
         "nova_lite/db/engine.py",
-        "                dbapi.isolation_level, dbapi.read_only = restore\n",
-        "                pass\n"),
+        "            if autocommit:\n                dbapi.autocommit = False\n",
+        "            if False:\n                dbapi.autocommit = False\n"),
     "direct-transactions-unseen": (
         "DatabaseCost does not see the direct transactions (claims, a pass's read, the "
         "heartbeat)",

@@ -133,15 +133,38 @@ class DirectConnection:
     ``dialect``: the engine's dialect (statements compile for it, and
     callers branch on ``dialect.name`` as they do with a Connection).
     ``observers``: what sees each statement (:func:`observers_of`).
+    ``opening``: statements that begin the transaction (a connection in
+    autocommit mode), sent in the round trip of its first statement;
+    ``closing``: the one that ends it (COMMIT), sent by
+    :meth:`execute_together` with ``ending`` in the round trip of its
+    statements, else by :meth:`finish`.
     """
 
     _compiled: dict[tuple[int, str], tuple[Any, _Compiled]] = {}
 
     def __init__(self, cursor: DBAPICursor, dialect: Dialect,
-                 observers: tuple[DirectObserver, ...] = ()) -> None:
+                 observers: tuple[DirectObserver, ...] = (),
+                 opening: Sequence[str] = (), closing: str | None = None) -> None:
         self.cursor = cursor
         self.dialect = dialect
         self.observers = observers
+        self.opening = opening
+        self.closing = closing
+
+    def _open(self, cursor: DBAPICursor) -> None:
+        """Send the opening statements, if they are still to be sent."""
+        opening, self.opening = self.opening, ()
+        for sql in opening:
+            cursor.execute(sql)
+
+    def finish(self) -> None:
+        """End the transaction with the closing statement, unless it was sent
+        already or nothing began it."""
+        if self.opening:
+            return   # no statement ran: nothing began
+        closing, self.closing = self.closing, None
+        if closing is not None:
+            self.cursor.execute(closing)
 
     def _run(self, cursor: DBAPICursor, compiled: _Compiled, values: Values) -> None:
         """``cursor.execute`` of ``compiled`` with ``values``, seen by the observers."""
@@ -166,15 +189,18 @@ class DirectConnection:
         pipeline = getattr(self._connection(), "pipeline", None)
         return pipeline() if pipeline is not None else None
 
-    def execute_together(self, statements: Sequence[tuple[sa.ClauseElement, Values | None]]
-                         ) -> list[DirectResult]:
+    def execute_together(self, statements: Sequence[tuple[sa.ClauseElement, Values | None]],
+                         ending: bool = False) -> list[DirectResult]:
         """Run ``[(statement, values), ...]`` in order; their results, in order.
 
         On PostgreSQL they are sent at once and answered at once: one round
         trip, however long the first one waits for a lock.  Each statement
         after the first still sees what committed before it started (read
         committed), so a read sent behind a lock-taking update sees the
-        records as the lock's previous holder left them.
+        records as the lock's previous holder left them.  With ``ending``
+        (the transaction's last statements) the closing statement goes in
+        the same round trip, unless observers must see the transaction
+        before it ends.
         """
         pipeline = self._pipeline()
         if pipeline is None:
@@ -184,8 +210,12 @@ class DirectConnection:
                 for statement, values in statements]
         try:
             with pipeline:
+                self._open(sent[0][0] if sent else self.cursor)
                 for cursor, compiled, values in sent:
                     self._run(cursor, compiled, values)
+                if ending and self.closing is not None and not self.observers:
+                    self.cursor.execute(self.closing)
+                    self.closing = None
             results = [self._result(compiled, cursor) for cursor, compiled, _ in sent]
             for observer in self.observers:
                 for cursor, compiled, _ in sent:
@@ -200,6 +230,7 @@ class DirectConnection:
         """Run ``statement`` with ``values`` (a dict, or a list of dicts for many rows)."""
         compiled = self._compile(statement)
         cursor = self.cursor
+        self._open(cursor)
         if isinstance(values, list):
             # One statement per row, not executemany: a claim writes a few
             # rows, and psycopg's executemany (a pipeline) reports a server

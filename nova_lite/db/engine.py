@@ -59,10 +59,8 @@ _T = TypeVar("_T")
 _WRITE, _ALONE, _SNAPSHOT = range(3)
 
 
-def _pg_repeatable_read() -> Any:
-    """psycopg's REPEATABLE READ isolation level (imported only on PostgreSQL)."""
-    import psycopg
-    return psycopg.IsolationLevel.REPEATABLE_READ
+#: How a direct read of one snapshot begins on PostgreSQL.
+_PG_SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
 def normalize_url(url: str) -> str:
@@ -439,8 +437,10 @@ class Database:
         One read-only transaction whose statements all see one snapshot:
         ``REPEATABLE READ READ ONLY`` on PostgreSQL, a deferred transaction
         on SQLite.  Statements ``fn`` sends together
-        (:meth:`~nova_lite.db.direct.DirectConnection.execute_together`) reach
-        PostgreSQL in one round trip.
+        (:meth:`~nova_lite.db.direct.DirectConnection.execute_together`)
+        reach PostgreSQL in one round trip with the BEGIN, and with the
+        COMMIT too when ``fn`` says they are its last (``ending=True``):
+        a read of one such batch is one round trip.
         """
         return self._retrying(op, lambda: self._direct_transaction(fn, _SNAPSHOT))
 
@@ -454,48 +454,53 @@ class Database:
             self._held.discard(proxy)
             raise
         observers = observers_of(self.engine)
-        restore = None
-        autocommit = False
+        autocommit = alone = False
+        opening: tuple[str, ...] = ()
+        closing = None
         try:
             for observer in observers:
                 observer.direct_begin()
             if self.dialect == "sqlite":
                 cursor.execute("BEGIN DEFERRED" if mode == _SNAPSHOT else "BEGIN IMMEDIATE")
             elif mode == _SNAPSHOT:
-                # psycopg begins the transaction with these (no round trip of their own).
-                restore = (dbapi.isolation_level, dbapi.read_only)
-                dbapi.isolation_level = _pg_repeatable_read()
-                dbapi.read_only = True
-            elif mode == _ALONE and self._setup is None:
+                # BEGIN and COMMIT are ours, sent in the round trips of the
+                # statements (see DirectConnection): a read whose answer is
+                # lost wrote nothing, so it may end in the round trip of its
+                # statements.
                 autocommit = dbapi.autocommit = True
-            if self._setup is not None and self.dialect == "postgresql":
+                opening = (_PG_SNAPSHOT_BEGIN,) + ((self._setup,) if self._setup else ())
+                closing = "COMMIT"
+            elif mode == _ALONE and self._setup is None:
+                autocommit = alone = dbapi.autocommit = True
+            elif self._setup is not None:
                 cursor.execute(self._setup)
-            result = fn(DirectConnection(cursor, self.engine.dialect, observers))
+            conn = DirectConnection(cursor, self.engine.dialect, observers, opening, closing)
+            result = fn(conn)
             for observer in observers:
-                observer.direct_ending(dbapi, autocommit)
-            if not autocommit:
+                observer.direct_ending(dbapi, alone)
+            if closing is not None:
+                conn.finish()
+            elif not autocommit:
                 dbapi.commit()
         except BaseException as exc:
             cursor.close()
-            if self._rolled_back(dbapi, cursor, exc) and \
-                    self._restored(dbapi, restore, autocommit):
+            if self._rolled_back(dbapi, cursor, exc) and self._restored(dbapi, autocommit):
                 self._held.give_back(proxy, dbapi)
             else:
                 self._held.discard(proxy)
             raise
         cursor.close()
-        if self._restored(dbapi, restore, autocommit):
+        if self._restored(dbapi, autocommit):
             self._held.give_back(proxy, dbapi)
         else:
             self._held.discard(proxy)
         return result
 
-    def _restored(self, dbapi: Any, restore: tuple[Any, bool] | None, autocommit: bool) -> bool:
-        """Put back the settings a direct transaction changed on ``dbapi`` (the
-        next one on it expects the defaults); False if that failed."""
+    def _restored(self, dbapi: Any, autocommit: bool) -> bool:
+        """Take ``dbapi`` out of autocommit mode if a direct transaction put it
+        there (the next one on it expects psycopg to begin its transaction);
+        False if that failed."""
         try:
-            if restore is not None:
-                dbapi.isolation_level, dbapi.read_only = restore
             if autocommit:
                 dbapi.autocommit = False
         except self._dbapi_error:

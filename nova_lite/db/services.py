@@ -73,12 +73,10 @@ def heartbeat_within(service_down_time: float, now: float) -> sa.ColumnElement[b
     return heartbeat_since(heartbeat_deadline(service_down_time, now))
 
 
-def heartbeat_since(deadline: "float | sa.ColumnElement[float]",
-                    table: sa.FromClause = T_SVC) -> sa.ColumnElement[bool]:
-    """The ``services`` rows (of ``table``: the table or an alias of it) that
-    beat at or after ``deadline`` (epoch s, or a bound parameter of it: see
-    :func:`heartbeat_deadline`): those up."""
-    return table.c.updated_at >= deadline
+def heartbeat_since(deadline: "float | sa.ColumnElement[float]") -> sa.ColumnElement[bool]:
+    """The ``services`` rows that beat at or after ``deadline`` (epoch s, or a
+    bound parameter of it: see :func:`heartbeat_deadline`): those up."""
+    return T_SVC.c.updated_at >= deadline
 
 
 #: The columns of a ServiceRecord, in its field order.
