@@ -207,9 +207,15 @@ MUTANTS = {
         "a service's pass reads its own service and its moves' ends but not the services "
         "that look down: no live peer records a down host's findings",
         "nova_lite/db/pass_records.py",
-        "            columns.where(binary, sa.not_(services_sql.heartbeat_since(\n"
-        "                sa.bindparam(\"deadline\", type_=sa.Float)))))\n",
+        "            columns.where(binary, services_sql.heartbeat_before(\n"
+        "                sa.bindparam(\"deadline\", type_=sa.Float))))\n",
         "            columns.where(sa.false()))\n"),
+    "down-services-bounded-on-one-side": (
+        "the services read as down are those with updated_at < deadline alone: a prepared "
+        "statement's generic plan reads the whole services table on every pass",
+        "nova_lite/db/services.py",
+        "    return sa.and_(T_SVC.c.updated_at >= 0, T_SVC.c.updated_at < deadline)\n",
+        "    return T_SVC.c.updated_at < deadline\n"),
     "pass-reads-no-move-end": (
         "a service's pass reads its own service and those down but not the other end of "
         "its moves: a live peer at the other end looks as if it had no service",
@@ -493,6 +499,9 @@ GUARDS = {
     "steady-pass-skips-change": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "steady-pass-writes": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "pass-reads-no-down-service": ("tests.test_steady_pass.TestSteadyPassSQLite",),
+    "down-services-bounded-on-one-side": (
+        "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
+        "services_through_indexes_in_a_generic_plan",),
     "pass-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "snapshot-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "change-mark-after-running-writers": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),

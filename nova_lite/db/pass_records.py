@@ -502,8 +502,8 @@ def _service_statements(every: bool) -> tuple[sa.Select[Any] | sa.CompoundSelect
             columns.where(binary, T_SVC.c.host.in_(sa.union(
                 sa.select(ends.c.source_compute).where(ends.c.uuid.in_(moves)),
                 sa.select(ends.c.dest_compute).where(ends.c.uuid.in_(moves))))),
-            columns.where(binary, sa.not_(services_sql.heartbeat_since(
-                sa.bindparam("deadline", type_=sa.Float)))))
+            columns.where(binary, services_sql.heartbeat_before(
+                sa.bindparam("deadline", type_=sa.Float))))
     now = sa.bindparam("now", type_=sa.Float)
     work_waiting = sa.select(T_TASK.c.id).where(T_TASK.c.host == host, sa.or_(
         T_TASK.c.state == work.WAITING,

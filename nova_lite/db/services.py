@@ -79,6 +79,25 @@ def heartbeat_since(deadline: "float | sa.ColumnElement[float]") -> sa.ColumnEle
     return T_SVC.c.updated_at >= deadline
 
 
+def heartbeat_before(deadline: "float | sa.ColumnElement[float]") -> sa.ColumnElement[bool]:
+    """The ``services`` rows whose last heartbeat is before ``deadline``
+    (epoch s, or a bound parameter of it): those down.
+
+    Bounded on both sides, though no heartbeat is before the epoch: on
+    PostgreSQL a prepared statement's generic plan guesses that a lone
+    ``updated_at < $1`` keeps a third of the rows and reads the whole table,
+    while a range with both ends is guessed narrow and read by the
+    ``(binary, updated_at)`` index.
+    """
+    return sa.and_(T_SVC.c.updated_at >= 0, T_SVC.c.updated_at < deadline)
+
+
+def heartbeat_outside(service_down_time: float, now: float) -> sa.ColumnElement[bool]:
+    """The complement of :func:`heartbeat_within`: the services down at
+    ``now`` (epoch s) for a ``service_down_time`` in seconds."""
+    return heartbeat_before(heartbeat_deadline(service_down_time, now))
+
+
 #: The columns of a ServiceRecord, in its field order.
 _COLUMNS = (T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
             T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason)
@@ -174,5 +193,6 @@ def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[S
 
 
 __all__ = ["COMPUTE_BINARY", "ServiceRecord", "beat",
-           "heartbeat_deadline", "heartbeat_since", "heartbeat_within", "list_services",
+           "heartbeat_before", "heartbeat_deadline", "heartbeat_outside", "heartbeat_since",
+           "heartbeat_within", "list_services",
            "services_of_hosts", "set_disabled"]

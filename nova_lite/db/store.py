@@ -856,7 +856,7 @@ class Store:
         query = sa.select(T_SVC.c.host).select_from(T_SVC.outerjoin(
             T_FIND, T_FIND.c.host == T_SVC.c.host)).where(
             T_SVC.c.binary == binary, T_SVC.c.host != peer,
-            sa.not_(services.heartbeat_within(service_down_time, now)),
+            services.heartbeat_outside(service_down_time, now),
             sa.or_(T_FIND.c.host.is_(None), T_FIND.c.recorded_by == T_FIND.c.host,
                    T_FIND.c.recorded_at <= now - interval)).order_by(T_SVC.c.host)
         return self._read("list the hosts that are down",
