@@ -147,6 +147,22 @@ class TestHeldConnectionsPostgreSQL(HeldConnectionsMixin, base.PostgreSQLBackend
         self.assertEqual(1, self.store.list_services("h1")[0].report_count)
         self.assertEqual(1, len(self.store.db._held._held))
 
+    def test_a_statement_that_fails_leaves_nothing_behind_and_its_connection_serves(self):
+        first = _session_id(self.store)
+        insert = sa.text("INSERT INTO services (host, \"binary\", created_at, updated_at, "
+                         "report_count, disabled) VALUES ('h1', 'b', 0, 0, 0, false)")
+
+        def write(conn):
+            conn.execute(insert, [{}, {}])   # the key again: the second row fails
+
+        self.assertRaisesRegex(StoreError, "duplicate key", self.store.db.write_direct,
+                               "write twice", write)
+        self.assertEqual(first, _session_id(self.store))
+        self.assertEqual(0, self.store.db.read_direct("count", lambda conn: conn.execute(
+            sa.text("SELECT count(*) FROM services")).scalar()))
+        self.assertEqual(("read committed", "off", True), self.store.db.write_direct(
+            "write", _isolation))
+
     def test_an_idle_connection_killed_by_the_server_is_replaced(self):
         pid = _session_id(self.store)
         self._terminate(pid)
