@@ -395,6 +395,97 @@ class _Pgbench:
         common._pg_database(self.name, create=False)
 
 
+# -- autovacuum ------------------------------------------------------------------
+
+class _AutovacuumStandIn:
+    """What autovacuum would do, where the server runs without it.
+
+    A fleet's tables grow from empty during the load, and its heartbeats
+    leave a dead row version each.  With autovacuum off (as on this machine
+    kind's PostgreSQL) nothing ever analyzes or vacuums them: the planner's
+    statistics say the tables are empty, psycopg's prepared statements keep
+    the generic plans made while they were (a full read of ``compute_nodes``
+    in every pass: the load takes quadratic time), and the dead versions
+    stay.  No operator runs a fleet so.  Started only when ``SHOW
+    autovacuum`` says off, a thread does autovacuum's work by its rules and
+    the server's own settings: every ``autovacuum_naptime``, ANALYZE each
+    table of the fleet's database with more than
+    ``autovacuum_analyze_threshold`` + ``autovacuum_analyze_scale_factor`` x
+    its rows changed since the last analyze, and VACUUM each with more dead
+    rows than the vacuum threshold and scale factor allow, or more rows
+    inserted since its last vacuum than the insert threshold and scale
+    factor allow.  What it ran is reported (``autovacuum``).
+    """
+
+    SETTINGS = ("autovacuum_naptime", "autovacuum_analyze_threshold",
+                "autovacuum_analyze_scale_factor", "autovacuum_vacuum_threshold",
+                "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_insert_threshold",
+                "autovacuum_vacuum_insert_scale_factor")
+
+    def __init__(self, url):
+        import sqlalchemy as sa
+        self.engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+        with self.engine.connect() as conn:
+            self.server_runs_it = conn.exec_driver_sql("SHOW autovacuum").scalar() == "on"
+            found = dict(conn.exec_driver_sql(
+                "SELECT name, setting FROM pg_settings WHERE name = ANY(%(n)s)",
+                {"n": list(self.SETTINGS)}).all())
+        self.settings = {name: float(found[name]) for name in self.SETTINGS}
+        self.analyzed = self.vacuumed = 0
+        self.busy_s = 0.0
+        self._stop = None
+        self._thread = None
+
+    def start(self):
+        import threading
+        if self.server_runs_it:
+            return
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="autovacuum-stand-in",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(self.settings["autovacuum_naptime"]):
+            self.once()
+
+    def once(self):
+        """One of autovacuum's rounds over the database's tables."""
+        s = self.settings
+        started = time.monotonic()
+        with self.engine.connect() as conn:
+            tables = conn.exec_driver_sql(
+                "SELECT t.relname, t.n_mod_since_analyze, t.n_dead_tup, t.n_ins_since_vacuum, "
+                "greatest(c.reltuples, 0) FROM pg_stat_user_tables t "
+                "JOIN pg_class c ON c.oid = t.relid").all()
+            for name, changed, dead, inserted, rows in tables:
+                vacuum = dead > s["autovacuum_vacuum_threshold"] + \
+                    s["autovacuum_vacuum_scale_factor"] * rows or \
+                    inserted > s["autovacuum_vacuum_insert_threshold"] + \
+                    s["autovacuum_vacuum_insert_scale_factor"] * rows
+                analyze = changed > s["autovacuum_analyze_threshold"] + \
+                    s["autovacuum_analyze_scale_factor"] * rows
+                if vacuum or analyze:
+                    verb = "VACUUM (ANALYZE)" if vacuum and analyze else \
+                        "VACUUM" if vacuum else "ANALYZE"
+                    conn.exec_driver_sql(f'{verb} "{name}"')
+                    self.vacuumed += vacuum
+                    self.analyzed += analyze
+        self.busy_s += time.monotonic() - started
+
+    def stop(self):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        self.engine.dispose()
+
+    def report(self):
+        if self.server_runs_it:
+            return "the server's"
+        return {"stand_in": True, "analyzed": self.analyzed, "vacuumed": self.vacuumed,
+                "busy_s": round(self.busy_s, 1)}
+
+
 # -- one case -------------------------------------------------------------------
 
 def _send(pipes, command):
@@ -472,6 +563,8 @@ def run_case(case):
         workers = min(case["workers"], case["services"])
         shares = [list(range(case["services"]))[i::workers] for i in range(workers)]
         pipes, procs = [], []
+        autovacuum = _AutovacuumStandIn(url)
+        autovacuum.start()
         try:
             for share in shares:
                 ours, theirs = ctx.Pipe()
@@ -507,6 +600,7 @@ def run_case(case):
                 if proc.is_alive():
                     proc.terminate()
                     proc.join()
+            autovacuum.stop()
             pgbench.close()
             engine.dispose()
     alone = statistics.median(r["pgbench_alone"]["pgbench_tps"] for r in rounds)
@@ -525,6 +619,7 @@ def run_case(case):
                                                      for f in fleet),
             "passes_done": sum(f["fleet"]["passes_done"] for f in fleet),
             "passes_due": sum(f["fleet"]["passes_due"] for f in fleet),
+            "autovacuum": autovacuum.report(),
             "rounds": rounds}
 
 

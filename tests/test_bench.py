@@ -12,6 +12,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 import types
 
 import fixtures
@@ -361,6 +362,43 @@ class TestScenarios(testtools.TestCase):
         self.assertGreater(figures["pgbench_with_fleet_tps"], 0)
         self.assertEqual(round(figures["pgbench_with_fleet_tps"]
                                / figures["pgbench_alone_tps"], 3), figures["pgbench_ratio"])
+
+    def test_the_autovacuum_stand_in_analyzes_and_vacuums_by_autovacuum_s_rules(self):
+        self.use_postgresql()
+        url = self.useFixture(databases.PostgreSQLDatabase()).url
+        import sqlalchemy as sa
+        engine = sa.create_engine(url, poolclass=sa.NullPool)
+        self.addCleanup(engine.dispose)
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE churn (id int PRIMARY KEY, n int)")
+            conn.exec_driver_sql("CREATE TABLE calm (id int PRIMARY KEY)")
+            conn.exec_driver_sql("INSERT INTO churn SELECT g, 0 FROM generate_series(1, 2000) g")
+            conn.exec_driver_sql("INSERT INTO calm VALUES (1)")
+        with engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE churn SET n = n + 1")
+        stand_in = fleet_pg._AutovacuumStandIn(url)
+        self.addCleanup(stand_in.stop)
+        self.assertEqual(60, stand_in.settings["autovacuum_naptime"])
+
+        def stats():
+            with engine.connect() as conn:
+                return {r[0]: r[1:] for r in conn.exec_driver_sql(
+                    "SELECT relname, n_mod_since_analyze, n_dead_tup, last_analyze, "
+                    "last_vacuum FROM pg_stat_user_tables")}
+
+        # The statistics reach the shared counters a moment after the commit.
+        deadline = time.monotonic() + 30
+        while not (stats()["churn"][0] == 4000 and stats()["churn"][1] > 50):
+            self.assertLess(time.monotonic(), deadline, stats())
+            time.sleep(0.05)   # poll interval; the condition decides
+        stand_in.once()
+        churn, calm = stats()["churn"], stats()["calm"]
+        self.assertEqual((0, 0), churn[:2])           # 4,000 changes, dead rows: both
+        self.assertIsNotNone(churn[2])
+        self.assertIsNotNone(churn[3])
+        self.assertEqual((None, None), calm[2:])      # 1 row: under both thresholds
+        self.assertEqual({"stand_in": True, "analyzed": 1, "vacuumed": 1},
+                         {k: v for k, v in stand_in.report().items() if k != "busy_s"})
 
     def test_fleet_schedule_spreads_the_services_and_counts_what_is_late(self):
         schedule = fleet_pg._Schedule([0, 2], total=4, pass_interval=60, beat_interval=10,

@@ -216,6 +216,25 @@ MUTANTS = {
         "nova_lite/db/services.py",
         "    return sa.and_(T_SVC.c.updated_at >= 0, T_SVC.c.updated_at < deadline)\n",
         "    return T_SVC.c.updated_at < deadline\n"),
+    "down-services-findings-joined": (
+        "a pass joins the services it reads to their findings' records: PostgreSQL's "
+        "generic plan hashes every record of host_findings on every pass",
+        "nova_lite/db/pass_records.py",
+        "            *service_columns, found(T_FIND.c.recorded_by).label(\"recorded_by\"),\n"
+        "            found(T_FIND.c.recorded_at).label(\"recorded_at\"),\n"
+        "            sa.case((T_SVC.c.host == host, found(T_FIND.c.findings)),\n"
+        "                    else_=None).label(\"findings\"))\n",
+        "            *service_columns, T_FIND.c.recorded_by, T_FIND.c.recorded_at,\n"
+        "            sa.case((T_SVC.c.host == host, T_FIND.c.findings), else_=None).label(\n"
+        "                \"findings\")).select_from(\n"
+        "                    T_SVC.outerjoin(T_FIND, T_FIND.c.host == T_SVC.c.host))\n"),
+    "autovacuum-stand-in-ignores-thresholds": (
+        "the fleet benchmark's autovacuum stand-in analyzes every table each round, "
+        "not only those autovacuum would",
+        "bench/fleet_pg.py",
+        "                analyze = changed > s[\"autovacuum_analyze_threshold\"] + \\\n",
+        "                analyze = changed >= 0 or changed > s[\"autovacuum_analyze_threshold\"]"
+        " + \\\n"),
     "pass-reads-no-move-end": (
         "a service's pass reads its own service and those down but not the other end of "
         "its moves: a live peer at the other end looks as if it had no service",
@@ -502,6 +521,12 @@ GUARDS = {
     "down-services-bounded-on-one-side": (
         "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
         "services_through_indexes_in_a_generic_plan",),
+    "down-services-findings-joined": (
+        "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
+        "services_through_indexes_in_a_generic_plan",),
+    "autovacuum-stand-in-ignores-thresholds": (
+        "tests.test_bench.TestScenarios.test_the_autovacuum_stand_in_analyzes_and_vacuums_by_"
+        "autovacuum_s_rules",),
     "pass-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "snapshot-reads-no-move-end": ("tests.test_steady_pass.TestSteadyPassSQLite",),
     "change-mark-after-running-writers": ("tests.test_change_seq.TestChangeSeqOnPostgreSQL",),

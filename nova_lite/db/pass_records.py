@@ -480,16 +480,27 @@ def _service_statements(every: bool) -> tuple[sa.Select[Any] | sa.CompoundSelect
     """
     host = sa.bindparam("host", type_=sa.String)
     binary = T_SVC.c.binary == sa.bindparam("binary", type_=sa.String)
-    columns: sa.Select[Any] = sa.select(
-        T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
-        T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason,
-        T_FIND.c.recorded_by, T_FIND.c.recorded_at,
-        sa.case((T_SVC.c.host == host, T_FIND.c.findings), else_=None).label("findings"),
-    ).select_from(T_SVC.outerjoin(T_FIND, T_FIND.c.host == T_SVC.c.host))
+    service_columns = (T_SVC.c.host, T_SVC.c.binary, T_SVC.c.created_at, T_SVC.c.updated_at,
+                       T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason)
     services: sa.Select[Any] | sa.CompoundSelect[Any]
     if every:
-        services = columns.where(binary).order_by(T_SVC.c.host)
+        services = sa.select(
+            *service_columns, T_FIND.c.recorded_by, T_FIND.c.recorded_at,
+            sa.case((T_SVC.c.host == host, T_FIND.c.findings), else_=None).label("findings"),
+        ).select_from(T_SVC.outerjoin(T_FIND, T_FIND.c.host == T_SVC.c.host)).where(
+            binary).order_by(T_SVC.c.host)
     else:
+        def found(column: sa.Column[Any]) -> sa.ScalarSelect[Any]:
+            return sa.select(column).where(T_FIND.c.host == T_SVC.c.host).scalar_subquery()
+
+        # A few rows, each with its findings' record looked up by key: a
+        # join would let PostgreSQL's generic plan, which guesses dozens of
+        # services down, hash the whole host_findings table on every pass.
+        columns: sa.Select[Any] = sa.select(
+            *service_columns, found(T_FIND.c.recorded_by).label("recorded_by"),
+            found(T_FIND.c.recorded_at).label("recorded_at"),
+            sa.case((T_SVC.c.host == host, found(T_FIND.c.findings)),
+                    else_=None).label("findings"))
         ends = T_MIG.alias("ends")
         moves = _moves_read(host)
         # Three indexed reads, whole rows each, not one condition over the
