@@ -484,11 +484,12 @@ def _service_statements(every: bool) -> tuple[sa.Select[Any] | sa.CompoundSelect
                        T_SVC.c.report_count, T_SVC.c.disabled, T_SVC.c.disabled_reason)
     services: sa.Select[Any] | sa.CompoundSelect[Any]
     if every:
-        services = sa.select(
+        joined: sa.Select[Any] = sa.select(
             *service_columns, T_FIND.c.recorded_by, T_FIND.c.recorded_at,
             sa.case((T_SVC.c.host == host, T_FIND.c.findings), else_=None).label("findings"),
         ).select_from(T_SVC.outerjoin(T_FIND, T_FIND.c.host == T_SVC.c.host)).where(
             binary).order_by(T_SVC.c.host)
+        services = joined
     else:
         def found(column: sa.Column[Any]) -> sa.ScalarSelect[Any]:
             return sa.select(column).where(T_FIND.c.host == T_SVC.c.host).scalar_subquery()
