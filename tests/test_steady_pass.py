@@ -431,7 +431,6 @@ class TestSteadyPassPostgreSQL(SteadyPassMixin, base.OnPostgreSQL, base.TestCase
         self.assertIn("COMMIT", " ".join(d for _, d in messages[executes[-2] + 1:]))
         self.assertEqual(1, round_trips(messages), messages)
 
-
     def test_every_statement_of_a_pass_reads_services_through_indexes_in_a_generic_plan(self):
         # psycopg prepares a statement after its fifth run, and PostgreSQL
         # may then plan it once for any parameters (a generic plan), guessing
