@@ -93,7 +93,7 @@ def clone_fleet(url, copies, hosts_per_copy):
         with engine.begin() as conn:
             for table, overrides in statements:
                 columns = [c["name"] for c in sa.inspect(conn).get_columns(table)
-                           if c["name"] != "id"]
+                           if c["name"] != "id" and not c.get("computed")]
                 values = ", ".join(overrides.get(c, f'c."{c}"') for c in columns)
                 names = ", ".join(f'"{c}"' for c in columns)
                 conn.exec_driver_sql(

@@ -37,9 +37,10 @@ def _snapshot(engine):
 
 
 #: Columns an upgrade fills in the rows that were there (0010: the change
-#: sequence; 0012: where each node's description last changed).
+#: sequence; 0012: where each node's description last changed; 0013: the
+#: heartbeat's floor, computed by the database).
 FILLED = {("compute_nodes", "change_seq"), ("services", "change_seq"),
-          ("compute_nodes", "described_seq")}
+          ("compute_nodes", "described_seq"), ("services", "updated_floor")}
 
 
 def _as_before(before, after):
@@ -130,10 +131,13 @@ class MigrationTests:
                          indexes.get("migrations_dest_status_idx"))
         self.assertEqual(["source_compute", "source_node", "status"],
                          indexes.get("migrations_source_status_idx"))
-        # 0011: the services that look down are found by their heartbeat.
-        self.assertEqual(["binary", "updated_at"], {
-            i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("services")
-        }.get("services_binary_updated_at_idx"))
+        # 0011, then 0013: the services that look down are found by their
+        # heartbeat's floor.
+        indexes = {i["name"]: i["column_names"]
+                   for i in sa.inspect(engine).get_indexes("services")}
+        self.assertEqual(["binary", "updated_floor"],
+                         indexes.get("services_binary_updated_floor_idx"))
+        self.assertNotIn("services_binary_updated_at_idx", indexes)
         self.assertLessEqual({"shadow_instances", "shadow_migrations"}, _tables(engine))
         # 0008: instances record their availability zone and moves the PCI
         # requests they claim (also in the shadow tables); the rows written

@@ -169,6 +169,37 @@ class ServiceStoreTests:
         rt.instance_claim(base.instance(), "h1")
         self.assertEqual(["h1"], [n.host for n in reader.read({}).nodes])
 
+    def test_the_down_rule_in_sql_is_the_heartbeat_not_its_floor(self):
+        # A deadline in the middle of a grain: a heartbeat just after it has
+        # its floor (the indexed column) before it, and is still up.
+        grain = models.HEARTBEAT_GRAIN_S
+        deadline = (time.time() // grain) * grain - 10 * grain + grain / 2
+        now = deadline + DOWN_TIME
+        beats = {"gone": deadline - 3600, "just-before": deadline - 1,
+                 "at": deadline, "just-after": deadline + 1, "fresh": now}
+        for host, at in beats.items():
+            self.store.heartbeat(host)
+            self.store.db.write("set heartbeat", lambda conn, host=host, at=at: conn.execute(
+                models.services.update().where(models.services.c.host == host)
+                .values(updated_at=at)))
+        floors = self.store.db.read("floors", lambda conn: {
+            host: floor for host, floor in conn.execute(sa.select(
+                models.services.c.host, models.services.c.updated_floor))})
+        for host, at in beats.items():
+            # The database computes the floor from each write of updated_at.
+            self.assertEqual((at // grain) * grain, floors[host], host)
+        self.assertLess(floors["just-after"], deadline)
+
+        def hosts(condition):
+            return self.store.db.read("hosts", lambda conn: set(conn.execute(
+                sa.select(models.services.c.host).where(condition)).scalars()))
+
+        self.assertEqual({"gone", "just-before"}, hosts(services.heartbeat_outside(DOWN_TIME, now)))
+        self.assertEqual({"at", "just-after", "fresh"},
+                         hosts(services.heartbeat_within(DOWN_TIME, now)))
+        self.assertEqual(["gone", "just-before"], self.store.hosts_needing_findings(
+            "fresh", DOWN_TIME, interval=60, now=now))
+
     # -- every reader, one rule --------------------------------------------------
     def test_every_reader_agrees_on_up_and_enabled(self):
         settings, drivers = self.fleet()
@@ -232,6 +263,28 @@ class TestServicesOnSQLite(ServiceStoreTests, base.OnSQLiteFile, base.TestCase):
 
 
 class TestServicesOnPostgreSQL(ServiceStoreTests, base.OnPostgreSQL, base.TestCase):
+
+    def test_a_heartbeat_within_its_grain_is_a_hot_update(self):
+        # HOT: no index entry is added, the new row version stays in its page.
+        grain = models.HEARTBEAT_GRAIN_S
+        start = (time.time() // grain) * grain
+        counts = sa.text("SELECT pg_stat_get_xact_tuples_updated('services'::regclass), "
+                         "pg_stat_get_xact_tuples_hot_updated('services'::regclass)")
+
+        def beats(conn):
+            services.beat(conn, "h1", COMPUTE_BINARY, start + 1)
+            services.beat(conn, "h1", COMPUTE_BINARY, start + 11)
+            services.beat(conn, "h1", COMPUTE_BINARY, start + 21)
+            within = conn.execute(counts).one()
+            services.beat(conn, "h1", COMPUTE_BINARY, start + grain + 1)   # the next grain
+            return tuple(within), tuple(conn.execute(counts).one())
+
+        within, across = self.store.db.write("beats", beats)
+        self.assertEqual((2, 2), within)
+        self.assertEqual((3, 2), across)
+        options = self.store.db.read("options", lambda conn: conn.execute(sa.text(
+            "SELECT reloptions FROM pg_class WHERE oid = 'services'::regclass")).scalar_one())
+        self.assertIn("fillfactor=70", options)
 
     def test_heartbeat_transaction_alone_commits_without_waiting_for_the_wal(self):
         setting = sa.text("SELECT current_setting('synchronous_commit')")

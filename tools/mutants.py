@@ -211,11 +211,24 @@ MUTANTS = {
         "                sa.bindparam(\"deadline\", type_=sa.Float))))\n",
         "            columns.where(sa.false()))\n"),
     "down-services-bounded-on-one-side": (
-        "the services read as down are those with updated_at < deadline alone: a prepared "
+        "the services read as down are found by updated_floor < deadline alone: a prepared "
         "statement's generic plan reads the whole services table on every pass",
         "nova_lite/db/services.py",
-        "    return sa.and_(T_SVC.c.updated_at >= 0, T_SVC.c.updated_at < deadline)\n",
-        "    return T_SVC.c.updated_at < deadline\n"),
+        "    return sa.and_(T_SVC.c.updated_floor >= 0, T_SVC.c.updated_floor < deadline,\n",
+        "    return sa.and_(T_SVC.c.updated_floor < deadline,\n"),
+    "down-services-by-floor-alone": (
+        "the services read as down are those whose heartbeat's floor is before the deadline, "
+        "without the heartbeat itself: a service that beat just after the deadline reads down",
+        "nova_lite/db/services.py",
+        "                   T_SVC.c.updated_at < deadline)\n",
+        "                   sa.true())\n"),
+    "heartbeat-floor-is-the-heartbeat": (
+        "updated_floor on PostgreSQL is the heartbeat itself: every heartbeat changes an "
+        "indexed column and is never a HOT update",
+        "nova_lite/db/alembic/versions/0013_services_heartbeat_floor.py",
+        "                   f\"GENERATED ALWAYS AS (floor(updated_at / {_GRAIN_S}) * "
+        "{_GRAIN_S}) STORED\")\n",
+        "                   \"GENERATED ALWAYS AS (updated_at) STORED\")\n"),
     "down-services-findings-joined": (
         "a pass joins the services it reads to their findings' records: PostgreSQL's "
         "generic plan hashes every record of host_findings on every pass",
@@ -521,6 +534,14 @@ GUARDS = {
     "down-services-bounded-on-one-side": (
         "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
         "services_through_indexes_in_a_generic_plan",),
+    "down-services-by-floor-alone": (
+        "tests.test_services.TestServicesOnSQLite.test_the_down_rule_in_sql_is_the_heartbeat_"
+        "not_its_floor",
+        "tests.test_services.TestServicesOnPostgreSQL.test_the_down_rule_in_sql_is_the_heartbeat_"
+        "not_its_floor"),
+    "heartbeat-floor-is-the-heartbeat": (
+        "tests.test_services.TestServicesOnPostgreSQL.test_a_heartbeat_within_its_grain_is_a_"
+        "hot_update",),
     "down-services-findings-joined": (
         "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
         "services_through_indexes_in_a_generic_plan",),

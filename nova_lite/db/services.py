@@ -83,13 +83,18 @@ def heartbeat_before(deadline: "float | sa.ColumnElement[float]") -> sa.ColumnEl
     """The ``services`` rows whose last heartbeat is before ``deadline``
     (epoch s, or a bound parameter of it): those down.
 
-    Bounded on both sides, though no heartbeat is before the epoch: on
+    Found by the ``(binary, updated_floor)`` index: a heartbeat before the
+    deadline has its floor (``updated_at`` rounded down to a whole
+    ``HEARTBEAT_GRAIN_S`` of ``nova_lite.db.models``) before it too,
+    and ``updated_at`` then keeps the rows really down.  The range is
+    bounded on both sides, though no heartbeat is before the epoch: on
     PostgreSQL a prepared statement's generic plan guesses that a lone
-    ``updated_at < $1`` keeps a third of the rows and reads the whole table,
-    while a range with both ends is guessed narrow and read by the
-    ``(binary, updated_at)`` index.
+    ``updated_floor < $1`` keeps a third of the rows and reads the whole
+    table, while a range with both ends is guessed narrow and read by the
+    index.
     """
-    return sa.and_(T_SVC.c.updated_at >= 0, T_SVC.c.updated_at < deadline)
+    return sa.and_(T_SVC.c.updated_floor >= 0, T_SVC.c.updated_floor < deadline,
+                   T_SVC.c.updated_at < deadline)
 
 
 def heartbeat_outside(service_down_time: float, now: float) -> sa.ColumnElement[bool]:
