@@ -414,7 +414,8 @@ class _AutovacuumStandIn:
     its rows changed since the last analyze, and VACUUM each with more dead
     rows than the vacuum threshold and scale factor allow, or more rows
     inserted since its last vacuum than the insert threshold and scale
-    factor allow.  What it ran is reported (``autovacuum``).
+    factor allow.  What it ran is reported (``autovacuum``), and so is a
+    round that failed (``errors``, ``last_error``).
     """
 
     SETTINGS = ("autovacuum_naptime", "autovacuum_analyze_threshold",
@@ -431,7 +432,8 @@ class _AutovacuumStandIn:
                 "SELECT name, setting FROM pg_settings WHERE name = ANY(%(n)s)",
                 {"n": list(self.SETTINGS)}).all())
         self.settings = {name: float(found[name]) for name in self.SETTINGS}
-        self.analyzed = self.vacuumed = 0
+        self.analyzed = self.vacuumed = self.errors = 0
+        self.last_error = None
         self.busy_s = 0.0
         self._stop = None
         self._thread = None
@@ -447,11 +449,26 @@ class _AutovacuumStandIn:
 
     def _run(self):
         while not self._stop.wait(self.settings["autovacuum_naptime"]):
+            self.round()
+
+    def round(self):
+        """:meth:`once`, a failure kept for the report (``errors``, ``last_error``)
+        and on stderr; as autovacuum's, the next round tries again.  Returns
+        whether the round ran."""
+        try:
             self.once()
+            return True
+        except Exception as exc:   # noqa: BLE001 - reported; the fleet's figures need it
+            self.errors += 1
+            self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            print(f"fleet_pg: the autovacuum stand-in's round failed: {self.last_error}",
+                  file=sys.stderr)
+            return False
 
     def once(self):
         """One of autovacuum's rounds over the database's tables."""
         s = self.settings
+        quote = self.engine.dialect.identifier_preparer.quote_identifier
         started = time.monotonic()
         with self.engine.connect() as conn:
             tables = conn.exec_driver_sql(
@@ -468,7 +485,7 @@ class _AutovacuumStandIn:
                 if vacuum or analyze:
                     verb = "VACUUM (ANALYZE)" if vacuum and analyze else \
                         "VACUUM" if vacuum else "ANALYZE"
-                    conn.exec_driver_sql(f'{verb} "{name}"')
+                    conn.exec_driver_sql(f"{verb} {quote(name)}")
                     self.vacuumed += vacuum
                     self.analyzed += analyze
         self.busy_s += time.monotonic() - started
@@ -482,8 +499,12 @@ class _AutovacuumStandIn:
     def report(self):
         if self.server_runs_it:
             return "the server's"
-        return {"stand_in": True, "analyzed": self.analyzed, "vacuumed": self.vacuumed,
-                "busy_s": round(self.busy_s, 1)}
+        report = {"stand_in": True, "analyzed": self.analyzed, "vacuumed": self.vacuumed,
+                  "busy_s": round(self.busy_s, 1)}
+        if self.errors:
+            # The statistics and plans the figures ran on may be stale.
+            report.update(errors=self.errors, last_error=self.last_error)
+        return report
 
 
 # -- one case -------------------------------------------------------------------

@@ -400,6 +400,30 @@ class TestScenarios(testtools.TestCase):
         self.assertEqual({"stand_in": True, "analyzed": 1, "vacuumed": 1},
                          {k: v for k, v in stand_in.report().items() if k != "busy_s"})
 
+    def test_a_failed_round_of_the_autovacuum_stand_in_is_reported(self):
+        self.use_postgresql()
+        database = self.useFixture(databases.PostgreSQLDatabase())
+        import sqlalchemy as sa
+        engine = sa.create_engine(database.url, poolclass=sa.NullPool)
+        with engine.begin() as conn:
+            # A name to quote: the stand-in's statements must name it right.
+            conn.exec_driver_sql('CREATE TABLE "we""ird" (id int PRIMARY KEY)')
+            conn.exec_driver_sql('INSERT INTO "we""ird" SELECT generate_series(1, 200)')
+        engine.dispose()
+        stand_in = fleet_pg._AutovacuumStandIn(database.url)
+        self.addCleanup(stand_in.stop)
+        deadline = time.monotonic() + 30
+        while stand_in.analyzed == 0:   # the statistics reach the counters a moment later
+            self.assertLess(time.monotonic(), deadline, stand_in.report())
+            self.assertTrue(stand_in.round(), stand_in.report())
+            time.sleep(0.05)   # poll interval; the condition decides
+        self.assertNotIn("errors", stand_in.report())
+        database._drop()   # the database goes away under the stand-in
+        self.assertFalse(stand_in.round())
+        report = stand_in.report()
+        self.assertEqual(1, report["errors"])
+        self.assertIn(database.name, report["last_error"])
+
     def test_fleet_schedule_spreads_the_services_and_counts_what_is_late(self):
         schedule = fleet_pg._Schedule([0, 2], total=4, pass_interval=60, beat_interval=10,
                                       start=100.0)

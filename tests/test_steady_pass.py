@@ -456,6 +456,49 @@ class TestSteadyPassPostgreSQL(SteadyPassMixin, base.OnPostgreSQL, base.TestCase
                 self.assertIn("$1", plan)   # planned for any parameters
                 self.assertNotRegex(plan, r"Seq Scan on (services|host_findings)\b", plan)
 
+    def test_every_statement_of_a_pass_reads_the_host_s_records_through_indexes(self):
+        # The same, for the node, consumer and move records: the other
+        # hosts' rows (3,000 nodes, 6,000 instances and their allocations,
+        # 3,000 finished moves between them) are never read.
+        from nova_lite.db import pass_records
+        with self.store.db.engine.begin() as conn:
+            for sql in (
+                    "INSERT INTO compute_nodes (uuid, host, nodename, generation, resources, "
+                    "reported, created_at, updated_at) SELECT md5('n' || g)::uuid::text, "
+                    "'peer-' || g, 'peer-' || g, 1, '{}', true, 0, 0 "
+                    "FROM generate_series(1, 3000) g",
+                    "INSERT INTO inventories (node_uuid, resource_class, total, reserved, "
+                    "min_unit, max_unit, step_size, allocation_ratio) "
+                    "SELECT md5('n' || g)::uuid::text, 'VCPU', 8, 0, 1, 8, 1, '16' "
+                    "FROM generate_series(1, 3000) g",
+                    "INSERT INTO instances (uuid, host, node, vm_state, project_id, user_id, "
+                    "flavor, created_at, updated_at) SELECT md5('i' || g)::uuid::text, "
+                    "'peer-' || g %% 3000, 'peer-' || g %% 3000, 'active', 'p', 'u', '{}', 0, 0 "
+                    "FROM generate_series(1, 6000) g",
+                    "INSERT INTO allocations (consumer_uuid, node_uuid, consumer_type, "
+                    "instance_uuid, vcpu, pcpu, memory_mb, disk_gb, flavor, created_at) "
+                    "SELECT md5('i' || g)::uuid::text, md5('n' || (g %% 3000 + 1))::uuid::text, "
+                    "'instance', md5('i' || g)::uuid::text, 1, 0, 512, 1, '{}', 0 "
+                    "FROM generate_series(1, 6000) g",
+                    "INSERT INTO migrations (uuid, instance_uuid, source_compute, source_node, "
+                    "dest_compute, dest_node, old_flavor, new_flavor, status, migration_type, "
+                    "created_at, updated_at) SELECT md5('m' || g)::uuid::text, "
+                    "md5('i' || g)::uuid::text, 'peer-' || g, 'peer-' || g, "
+                    "'peer-' || (g + 1), 'peer-' || (g + 1), '{}', '{}', 'confirmed', "
+                    "'resize', 0, 0 FROM generate_series(1, 3000) g"):
+                conn.exec_driver_sql(sql)
+        now = time.time()
+        values = {"host": self.host, "binary": services.COMPUTE_BINARY, "now": now,
+                  "deadline": now - 60}
+        tables = ("compute_nodes", "inventories", "instances", "allocations", "migrations")
+        with self.store.db.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+            conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+            for i, statement in enumerate(pass_records._PASS):
+                plan = generic_plan(conn, f"pass_{i}", statement, values)
+                self.assertIn("$1", plan)   # planned for any parameters
+                self.assertNotRegex(plan, rf"Seq Scan on ({'|'.join(tables)})\b", plan)
+
 
 def generic_plan(conn, name, statement, values):
     """The text of PostgreSQL's plan of ``statement`` prepared as ``name`` with
