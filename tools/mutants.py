@@ -254,6 +254,17 @@ MUTANTS = {
         "nova_lite/db/pass_records.py",
         "        sa.select(T_INST.c.uuid).where(T_INST.c.host == host),\n",
         "        sa.select(T_INST.c.uuid).where(sa.func.lower(T_INST.c.host) == host),\n"),
+    "server-advice-not-logged": (
+        "a compute service starting on a server with autovacuum off says nothing of it",
+        "nova_lite/compute/manager.py",
+        "                LOG.warning(\"Database server of host %s: %s\", self.host, advice)\n",
+        "                LOG.debug(\"Database server of host %s: %s\", self.host, advice)\n"),
+    "server-advice-ignores-track-counts": (
+        "the server's advice judges autovacuum alone: with track_counts off autovacuum "
+        "does nothing, unsaid",
+        "nova_lite/db/server_checks.py",
+        "        if settings.get(name) == \"off\":\n",
+        "        if name == \"autovacuum\" and settings.get(name) == \"off\":\n"),
     "autovacuum-stand-in-round-failure-unreported": (
         "a failed round of the fleet benchmark's autovacuum stand-in ends its thread "
         "unreported: the fleet's figures then ran on stale statistics, unsaid",
@@ -564,6 +575,10 @@ GUARDS = {
     "pass-names-instances-by-a-function-of-host": (
         "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
         "the_host_s_records_through_indexes",),
+    "server-advice-not-logged": (
+        "tests.test_server_checks.TestServerAdviceOnPostgreSQL.test_a_compute_service_logs_"
+        "the_advice_when_it_starts",),
+    "server-advice-ignores-track-counts": ("tests.test_server_checks",),
     "autovacuum-stand-in-round-failure-unreported": (
         "tests.test_bench.TestScenarios.test_a_failed_round_of_the_autovacuum_stand_in_is_"
         "reported",),

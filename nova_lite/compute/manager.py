@@ -324,6 +324,11 @@ class ComputeService:
                         "host %s will look down between heartbeats",
                         self.settings.report_interval, self.settings.service_down_time,
                         self.host)
+        try:
+            for advice in self.store.server_advice():
+                LOG.warning("Database server of host %s: %s", self.host, advice)
+        except NovaLiteError as exc:   # the first beat reports an unreachable database
+            LOG.debug("Could not read the database server's settings: %s", exc)
         served = self.start_metrics()
         previous: dict[signal.Signals, Any] = {}   # the handlers signal.signal gave back
         if handle_signals and threading.current_thread() is threading.main_thread():

@@ -39,7 +39,7 @@ from nova_lite.exception import ComputeResourcesUnavailable
 from nova_lite.db.services import COMPUTE_BINARY, ServiceRecord
 from nova_lite.db.snapshot import RecordsSnapshot
 from nova_lite.db.aggregates import Aggregates
-from nova_lite.db import service_delete
+from nova_lite.db import server_checks, service_delete
 from nova_lite.db.service_delete import DeletedService
 from nova_lite.db.tasks import TaskQueue
 from nova_lite.work import Task, WorkRequest
@@ -250,6 +250,16 @@ class Store:
         return self.db.write_alone(
             f"heartbeat of service {host}/{binary}",
             lambda conn: services.beat(conn, host, binary, time.time()))
+
+    def server_advice(self) -> "list[server_checks.ServerAdvice]":
+        """What the database server's own settings work against (see
+        :mod:`nova_lite.db.server_checks`): PostgreSQL's autovacuum off, say.
+        Always empty on SQLite.
+
+        :returns: one :class:`~nova_lite.db.server_checks.ServerAdvice` per
+            setting to change.
+        """
+        return self.db.read("read the database server's settings", server_checks.server_advice)
 
     def list_services(self, host: str | None = None, *,
                       binary: str = COMPUTE_BINARY) -> list[ServiceRecord]:

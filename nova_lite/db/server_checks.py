@@ -1,0 +1,64 @@
+"""The database server's own settings that work against a fleet, as advice.
+
+nova-lite cannot change a server's settings, but some of them decide how
+it runs: PostgreSQL without autovacuum (or without ``track_counts``, which
+autovacuum needs) never refreshes the planner's statistics of tables that
+grew from empty, and a connection's prepared statements then keep plans
+made for empty tables (a full read of a table in every service's pass),
+while the dead row versions of the heartbeats pile up.  A compute service
+logs each :class:`ServerAdvice` at WARNING when it starts.
+"""
+
+from collections.abc import Mapping
+
+import attrs
+import sqlalchemy as sa
+
+#: The PostgreSQL settings read (``pg_settings``).
+SETTINGS = ("autovacuum", "track_counts")
+
+
+@attrs.frozen
+class ServerAdvice:
+    """One server setting that works against nova-lite: its name, its value
+    as the server shows it, and what to do about it."""
+
+    setting: str
+    value: str
+    advice: str
+
+    def __str__(self) -> str:
+        return f"{self.setting} = {self.value}: {self.advice}"
+
+
+def advice_for(settings: Mapping[str, str]) -> list[ServerAdvice]:
+    """The advice for PostgreSQL ``settings`` (name to value, as
+    ``pg_settings`` shows them; a setting missing is not judged)."""
+    out = []
+    for name in SETTINGS:
+        if settings.get(name) == "off":
+            out.append(ServerAdvice(name, "off", (
+                "turn it on (PostgreSQL's default); without it the planner's statistics "
+                "of the record tables never change as the fleet grows, prepared "
+                "statements keep plans made for empty tables, and the heartbeats' dead "
+                "rows are never vacuumed.  If it must stay off, run VACUUM (ANALYZE) on "
+                "the database after the fleet grows and every few minutes after")
+                if name == "autovacuum" else (
+                "turn it on (PostgreSQL's default): autovacuum needs it, so without it "
+                "nothing refreshes the planner's statistics or vacuums the heartbeats' "
+                "dead rows")))
+    return out
+
+
+def server_advice(conn: sa.Connection) -> list[ServerAdvice]:
+    """The advice for the server ``conn`` is on: none for SQLite (an embedded
+    file has no server settings of this kind)."""
+    if conn.dialect.name != "postgresql":
+        return []
+    found = conn.execute(sa.text("SELECT name, setting FROM pg_settings "
+                                 "WHERE name IN :names").bindparams(
+        sa.bindparam("names", expanding=True)), {"names": list(SETTINGS)}).tuples().all()
+    return advice_for(dict(found))
+
+
+__all__ = ["SETTINGS", "ServerAdvice", "advice_for", "server_advice"]
