@@ -265,6 +265,13 @@ MUTANTS = {
         "nova_lite/db/server_checks.py",
         "        if settings.get(name) == \"off\":\n",
         "        if name == \"autovacuum\" and settings.get(name) == \"off\":\n"),
+    "pass-names-instances-by-an-or": (
+        "a pass names its instances by host or node in one condition: a whole read of the "
+        "(host, node) index, which grows with the fleet",
+        "nova_lite/db/pass_records.py",
+        "        sa.select(T_INST.c.uuid).where(T_INST.c.host == host),\n",
+        "        sa.select(T_INST.c.uuid).where(sa.or_(T_INST.c.host == host, "
+        "T_INST.c.node == host)),\n"),
     "autovacuum-stand-in-round-failure-unreported": (
         "a failed round of the fleet benchmark's autovacuum stand-in ends its thread "
         "unreported: the fleet's figures then ran on stale statistics, unsaid",
@@ -579,6 +586,9 @@ GUARDS = {
         "tests.test_server_checks.TestServerAdviceOnPostgreSQL.test_a_compute_service_logs_"
         "the_advice_when_it_starts",),
     "server-advice-ignores-track-counts": ("tests.test_server_checks",),
+    "pass-names-instances-by-an-or": (
+        "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
+        "the_host_s_records_through_indexes",),
     "autovacuum-stand-in-round-failure-unreported": (
         "tests.test_bench.TestScenarios.test_a_failed_round_of_the_autovacuum_stand_in_is_"
         "reported",),
