@@ -45,9 +45,10 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
 #: The width (s) of ``services.updated_floor``'s steps.  A service beating
-#: every ``report_interval`` (10 s by default) moves it once in three beats;
-#: a service down ``service_down_time`` (60 s) has one at least a grain
-#: older than any service up, so the index finds the down ones alone.
+#: every ``report_interval`` (10 s by default) moves it once in three beats,
+#: and its floor is never older than ``report_interval`` plus a grain (40 s):
+#: newer than the deadline of ``service_down_time`` (60 s), so the index's
+#: range below the deadline holds the services down alone.
 HEARTBEAT_GRAIN_S = 30
 
 metadata = sa.MetaData()
