@@ -434,11 +434,11 @@ class TestSteadyPassPostgreSQL(SteadyPassMixin, base.OnPostgreSQL, base.TestCase
     def test_every_statement_of_a_pass_reads_services_through_indexes_in_a_generic_plan(self):
         # psycopg prepares a statement after its fifth run, and PostgreSQL
         # may then plan it once for any parameters (a generic plan), guessing
-        # how many rows a condition on a parameter keeps.  "updated_at < $1"
-        # alone is guessed at a third of the table: a full read of services
-        # on every pass (2 to 3 ms of server time each at 10,000 services);
-        # and a join of the services down to their findings' records is
-        # guessed at dozens of rows and hashes every record.
+        # how many rows a condition on a parameter keeps.  "updated_floor <
+        # $1" alone is guessed at a third of the table: a full read of
+        # services on every pass (2 to 3 ms of server time each at 10,000
+        # services); and a join of services guessed many to their findings'
+        # records would hash every record.
         from nova_lite.db import pass_records
         hosts = self.add_services(3000) + self.add_services(3, age=3600)
         now = time.time()

@@ -229,18 +229,6 @@ MUTANTS = {
         "                   f\"GENERATED ALWAYS AS (floor(updated_at / {_GRAIN_S}) * "
         "{_GRAIN_S}) STORED\")\n",
         "                   \"GENERATED ALWAYS AS (updated_at) STORED\")\n"),
-    "down-services-findings-joined": (
-        "a pass joins the services it reads to their findings' records: PostgreSQL's "
-        "generic plan hashes every record of host_findings on every pass",
-        "nova_lite/db/pass_records.py",
-        "            *service_columns, found(T_FIND.c.recorded_by).label(\"recorded_by\"),\n"
-        "            found(T_FIND.c.recorded_at).label(\"recorded_at\"),\n"
-        "            sa.case((T_SVC.c.host == host, found(T_FIND.c.findings)),\n"
-        "                    else_=None).label(\"findings\"))\n",
-        "            *service_columns, T_FIND.c.recorded_by, T_FIND.c.recorded_at,\n"
-        "            sa.case((T_SVC.c.host == host, T_FIND.c.findings), else_=None).label(\n"
-        "                \"findings\")).select_from(\n"
-        "                    T_SVC.outerjoin(T_FIND, T_FIND.c.host == T_SVC.c.host))\n"),
     "autovacuum-stand-in-ignores-thresholds": (
         "the fleet benchmark's autovacuum stand-in analyzes every table each round, "
         "not only those autovacuum would",
@@ -573,9 +561,6 @@ GUARDS = {
     "heartbeat-floor-is-the-heartbeat": (
         "tests.test_services.TestServicesOnPostgreSQL.test_a_heartbeat_within_its_grain_is_a_"
         "hot_update",),
-    "down-services-findings-joined": (
-        "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
-        "services_through_indexes_in_a_generic_plan",),
     "autovacuum-stand-in-ignores-thresholds": (
         "tests.test_bench.TestScenarios.test_the_autovacuum_stand_in_analyzes_and_vacuums_by_"
         "autovacuum_s_rules",),

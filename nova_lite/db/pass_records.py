@@ -495,8 +495,9 @@ def _service_statements(every: bool) -> tuple[sa.Select[Any] | sa.CompoundSelect
             return sa.select(column).where(T_FIND.c.host == T_SVC.c.host).scalar_subquery()
 
         # A few rows, each with its findings' record looked up by key: a
-        # join would let PostgreSQL's generic plan, which guesses dozens of
-        # services down, hash the whole host_findings table on every pass.
+        # join would let PostgreSQL's generic plan, whose guess of the
+        # services down grows with the table, hash the whole host_findings
+        # table on every pass once that guess is large enough.
         columns: sa.Select[Any] = sa.select(
             *service_columns, found(T_FIND.c.recorded_by).label("recorded_by"),
             found(T_FIND.c.recorded_at).label("recorded_at"),
