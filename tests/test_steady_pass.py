@@ -520,28 +520,9 @@ class TestSteadyPassPostgreSQL(SteadyPassMixin, base.OnPostgreSQL, base.TestCase
             self.assertLessEqual(after, before * 1.2 + 2, (i, small, large))
 
 
-def pages_read(conn, name, statement, values):
-    """The shared buffers (hit or read) one run of the statement prepared as
-    ``name`` by :func:`generic_plan` touches (EXPLAIN (ANALYZE, BUFFERS))."""
-    from psycopg import sql
-    compiled = statement.compile(dialect=conn.dialect)
-    order = []
-    for key in re.findall(r"%\((\w+)\)s", compiled.string):
-        if key not in order:
-            order.append(key)
-    args = {**compiled.params, **values}
-    dbapi = conn.connection.dbapi_connection
-    literals = ", ".join(sql.Literal(args[k]).as_string(dbapi) for k in order)
-    (report,), = conn.exec_driver_sql(
-        f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {name}({literals})"
-        .replace("%", "%%")).all()
-    plan = report[0]["Plan"]
-    return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
-
-
-def generic_plan(conn, name, statement, values):
-    """The text of PostgreSQL's plan of ``statement`` prepared as ``name`` with
-    its bound parameters as ``$n``, run with ``values`` (EXPLAIN EXECUTE)."""
+def _numbered(conn, statement, values):
+    """``statement``'s SQL with its bound parameters as ``$n``, and the
+    literals of ``values`` (over its own bound values) in that order."""
     from psycopg import sql
     compiled = statement.compile(dialect=conn.dialect)
     order = []
@@ -554,10 +535,27 @@ def generic_plan(conn, name, statement, values):
     text = re.sub(r"%\((\w+)\)s", numbered, compiled.string).replace("%%", "%")
     args = {**compiled.params, **values}
     dbapi = conn.connection.dbapi_connection
+    return text, ", ".join(sql.Literal(args[k]).as_string(dbapi) for k in order)
+
+
+def generic_plan(conn, name, statement, values):
+    """The text of PostgreSQL's plan of ``statement`` prepared as ``name`` with
+    its bound parameters as ``$n``, run with ``values`` (EXPLAIN EXECUTE)."""
+    text, literals = _numbered(conn, statement, values)
     conn.exec_driver_sql(f"PREPARE {name} AS {text}".replace("%", "%%"))
-    literals = ", ".join(sql.Literal(args[k]).as_string(dbapi) for k in order)
     rows = conn.exec_driver_sql(f"EXPLAIN EXECUTE {name}({literals})".replace("%", "%%"))
     return "\n".join(r[0] for r in rows)
+
+
+def pages_read(conn, name, statement, values):
+    """The shared buffers (hit or read) one run of the statement prepared as
+    ``name`` by :func:`generic_plan` touches (EXPLAIN (ANALYZE, BUFFERS))."""
+    _, literals = _numbered(conn, statement, values)
+    (report,), = conn.exec_driver_sql(
+        f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {name}({literals})"
+        .replace("%", "%%")).all()
+    plan = report[0]["Plan"]
+    return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
 
 
 class HeartbeatMixin:
