@@ -43,6 +43,11 @@ four hold a vGPU or a device too).  Its ``setup-split`` gives each
 host one node; both services beat.  :mod:`tests.reliability.healer` heals
 beside it, in processes of its own.
 
+A ``work`` run opens by pressing on its node (:meth:`Worker.press`):
+claims asking both devices of a kind, then 2 vGPUs, until one of each is
+refused, so every run has refusals of both kinds among its concurrent
+claims.
+
 Every operation is logged whether it was admitted, refused (with the
 generation its final decision saw) or failed with an error (which must have
 written nothing: the checker finds any write nobody logged).
@@ -232,6 +237,8 @@ class Worker(EventLog):
         self.store = Store(url, busy_timeout=30)
         self.open_log(log_path)
         self.churn = False   # the mix run beside heal (``churn``)
+        self.seed = seed
+        self.refused_for = []   # the reasons of this worker's last refused claim
         self.steps = 0
         self.sizes = {}
         self.trackers = {}
@@ -276,6 +283,7 @@ class Worker(EventLog):
         try:
             claim = call()
         except ComputeResourcesUnavailable as exc:
+            self.refused_for = list(exc.reasons)
             return self.write(**base, result="refused", generation=exc.generation,
                               reasons=exc.reasons)
         except NovaLiteError as exc:
@@ -293,15 +301,16 @@ class Worker(EventLog):
         return self.random.choice(VGPU_FLAVORS if roll < 0.5 else PCI_FLAVORS if roll < 0.8
                                   else FLAVORS)
 
-    def _place(self):
-        """A host and node to claim on (in a churn, each host claims on its own node)."""
-        node = self.random.choice(NODES)
+    def _place(self, node=None):
+        """A host and ``node`` (default one at random) to claim on (in a
+        churn, each host claims on its own node)."""
+        node = node or self.random.choice(NODES)
         if self.churn:
             return HOSTS[NODES.index(node)], node
         return self.random.choice(HOSTS), node
 
-    def claim(self, project="chaos", flavor=None):
-        host, node = self._place()
+    def claim(self, project="chaos", flavor=None, node=None):
+        host, node = self._place(node)
         flavor = flavor or self.flavor()
         instance = objects.Instance(
             uuid=str(uuid.uuid4()), flavor=flavor, project_id=project, vm_state="building",
@@ -461,6 +470,27 @@ class Worker(EventLog):
         return None
 
 
+    def press(self, tries=8):
+        """Open a run by claiming on this worker's node (the workers share the
+        two nodes evenly) until a claim is refused for want of a PCI device,
+        and then until one is refused for want of a GPU with room.
+
+        Every run so has, among its concurrent claims, devices and vGPUs
+        landed on each node's child providers (the second device of a kind
+        too) and refusals of both kinds, whatever the random mix does
+        later: a run left to chance missed one of them about one time in
+        ten.  ``tries`` bounds each: another worker may free a holder
+        between two claims.
+        """
+        node = NODES[self.seed % len(NODES)]
+        for flavor, wanted in ((PCI_FLAVORS[1], "Claim pci failed"),
+                               (VGPU_FLAVORS[1], "no child provider has room")):
+            for _ in range(tries):
+                self.refused_for = []
+                if (self.claim(flavor=flavor, node=node) is None
+                        and any(wanted in reason for reason in self.refused_for)):
+                    break
+
     def keep(self):
         """Start a churn with two consumers heal must never free, that no other
         worker touches: an unshelve placed but not spawned (task ``unshelving``)
@@ -537,6 +567,8 @@ def main(argv):
             print("ready", flush=True)
             if worker.churn:
                 worker.keep()
+            else:
+                worker.press()
             step = worker.churn_step if worker.churn else worker.step
             for _ in range(int(argv[4])):
                 step()
