@@ -37,7 +37,8 @@ instance of its own marked deleted without freeing it, for heal to find).
 Each churn worker first makes two consumers that live all along and that no
 other worker touches (an unshelve placed but not spawned, a move in
 progress), so that the last heal pass always has live consumers to leave
-alone, one leak holding a vGPU and one holding a VF, so that heal always
+alone, a move it ends itself (so every run ends one), one leak holding a
+vGPU and one holding a VF, so that heal always
 frees one on a GPU and one on a PCI device provider (three later leaks in
 four hold a vGPU or a device too).  Its ``setup-split`` gives each
 host one node; both services beat.  :mod:`tests.reliability.healer` heals
@@ -417,11 +418,17 @@ class Worker(EventLog):
                             task_state=None if self.churn else stored.task_state)
         self._released("free", stored.uuid, lambda: rt.update_usage(gone), state=state)
 
-    def finish_resize(self):
-        kept = {i.uuid for i in self.store.list_instances(live_only=False)
-                if i.project_id == KEPT_PROJECT} if self.churn else set()
-        moving = [m for m in self.store.list_migrations(in_progress_only=True)
-                  if m.instance_uuid not in kept]
+    def finish_resize(self, instance_uuid=None):
+        """Confirm or revert (at random) a move in progress: ``instance_uuid``'s,
+        else any but those of a churn's kept instances."""
+        if instance_uuid is not None:
+            moving = self.store.list_migrations(instance_uuid=instance_uuid,
+                                                in_progress_only=True)
+        else:
+            kept = {i.uuid for i in self.store.list_instances(live_only=False)
+                    if i.project_id == KEPT_PROJECT} if self.churn else set()
+            moving = [m for m in self.store.list_migrations(in_progress_only=True)
+                      if m.instance_uuid not in kept]
         if not moving:
             return
         migration = self.random.choice(moving)
@@ -494,8 +501,10 @@ class Worker(EventLog):
     def keep(self):
         """Start a churn with two consumers heal must never free, that no other
         worker touches: an unshelve placed but not spawned (task ``unshelving``)
-        and a move in progress; then leak an instance holding a vGPU.  Deletes
-        make room where a claim is refused."""
+        and a move in progress; then end a move of its own (no other worker
+        touches that one either: a run left to the mix ended none about one
+        time in twenty-five); then leak an instance holding a vGPU and one
+        holding a VF.  Deletes make room where a claim is refused."""
         placed = self._with_room(lambda: self.claim(project=KEPT_PROJECT, flavor=FLAVORS[0]))
         if placed is not None:
             uuid_ = placed.instance.uuid
@@ -506,6 +515,13 @@ class Worker(EventLog):
         if moved is not None:
             self._with_room(lambda: self.resize(self.store.get_instance(moved.instance.uuid),
                                                 flavor=FLAVORS[0]))
+        # And one move of its own ended (confirmed or reverted), so every
+        # run ends a move whatever the mix picks later: no other worker
+        # touches it, and both services are up (heal ends no move).
+        ended = self._with_room(lambda: self.claim(project=KEPT_PROJECT, flavor=FLAVORS[0]))
+        if ended is not None and self._with_room(lambda: self.resize(
+                self.store.get_instance(ended.instance.uuid), flavor=FLAVORS[0])) is not None:
+            self.finish_resize(instance_uuid=ended.instance.uuid)
         # And one leak on a GPU and one on a PCI device (a VF), so heal
         # always has a vGPU and a device to free.
         self._with_room(lambda: self.leak(flavor=VGPU_FLAVORS[0]))
