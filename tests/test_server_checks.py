@@ -1,13 +1,17 @@
 """The database server's settings that work against a fleet, as advice.
 
 The advice is judged from the settings alone; a real PostgreSQL server is
-read for them, and a compute service logs the advice when it starts: a
-session of the test server with ``track_counts`` off (a setting a
-superuser may change for a session) gives advice whatever the server's
-own configuration.
+read for them, and a compute service, ``nova-lite api serve`` and
+``nova-lite metrics serve`` log the advice when they start: a session of
+the test server with ``track_counts`` off (a setting a superuser may
+change for a session) gives advice whatever the server's own
+configuration.
 """
 
 import logging
+import signal
+import subprocess
+import sys
 import urllib.parse
 
 import fixtures
@@ -75,3 +79,25 @@ class TestServerAdviceOnPostgreSQL(base.OnPostgreSQL, base.TestCase):
         self.assertIn("track_counts = off: turn it on", "\n".join(expected))
         for line in expected:
             self.assertIn(f"Database server of host {self.host}: {line}", log.output)
+
+    def test_the_api_and_metrics_servers_log_the_advice_when_they_start(self):
+        self.make_store()   # the records the servers open read-only
+        url = self.session_without_track_counts()
+        expected = [str(a) for a in server_checks.advice_for(self.shown(url))]
+        self.assertIn("track_counts = off: turn it on", "\n".join(expected))
+        state = self.useFixture(fixtures.TempDir()).path
+        for command, what in ((["api", "serve"], "API and overview page"),
+                              (["metrics", "serve"], "metrics")):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "nova_lite.cli.main", "--database-url", url,
+                 "--state-path", state, *command, "--port", "0"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True)
+            self.addCleanup(lambda proc=proc: proc.poll() is None and proc.kill())
+            started = proc.stdout.readline()   # the advice is logged before this line
+            self.assertIn("http://", started, "" if started else proc.stderr.read())
+            proc.send_signal(signal.SIGTERM)
+            self.assertEqual(0, proc.wait(timeout=120))
+            logged = proc.stderr.read()
+            for line in expected:
+                self.assertIn(f"Database server of nova-lite {what}: {line}", logged)

@@ -243,10 +243,36 @@ MUTANTS = {
         "        sa.select(T_INST.c.uuid).where(T_INST.c.host == host),\n",
         "        sa.select(T_INST.c.uuid).where(sa.func.lower(T_INST.c.host) == host),\n"),
     "server-advice-not-logged": (
-        "a compute service starting on a server with autovacuum off says nothing of it",
-        "nova_lite/compute/manager.py",
-        "                LOG.warning(\"Database server of host %s: %s\", self.host, advice)\n",
-        "                LOG.debug(\"Database server of host %s: %s\", self.host, advice)\n"),
+        "a process starting on a server with autovacuum off says nothing of it",
+        "nova_lite/db/server_checks.py",
+        "        log.warning(\"Database server of %s: %s\", who, advice)\n",
+        "        log.debug(\"Database server of %s: %s\", who, advice)\n"),
+    "serve-commands-give-no-server-advice": (
+        "api serve and metrics serve start on a server with autovacuum off and say nothing "
+        "of it (only a compute service does)",
+        "nova_lite/cli/serving.py",
+        "        server_checks.log_server_advice(store, f\"nova-lite {self.what}\", LOG)\n",
+        ""),
+    "serve-prints-before-handling-sigterm": (
+        "api serve and metrics serve print where they listen before they handle SIGTERM: "
+        "a reader that stops them at once kills them (exit status -15)",
+        "nova_lite/cli/serving.py",
+        "    if threading.current_thread() is threading.main_thread():\n"
+        "        for sig in (signal.SIGTERM, signal.SIGINT):\n"
+        "            previous[sig] = signal.signal(sig, stop)\n"
+        "    host, port = server.effective_host, server.effective_port\n"
+        "    try:\n"
+        "        stdout.write(f\"nova-lite {what} on http://{host}:{port}/ (SIGTERM or Ctrl-C "
+        "to stop)\\n\")\n"
+        "        stdout.flush()\n",
+        "    host, port = server.effective_host, server.effective_port\n"
+        "    stdout.write(f\"nova-lite {what} on http://{host}:{port}/ (SIGTERM or Ctrl-C "
+        "to stop)\\n\")\n"
+        "    stdout.flush()\n"
+        "    if threading.current_thread() is threading.main_thread():\n"
+        "        for sig in (signal.SIGTERM, signal.SIGINT):\n"
+        "            previous[sig] = signal.signal(sig, stop)\n"
+        "    try:\n"),
     "server-advice-ignores-track-counts": (
         "the server's advice judges autovacuum alone: with track_counts off autovacuum "
         "does nothing, unsaid",
@@ -570,6 +596,10 @@ GUARDS = {
     "server-advice-not-logged": (
         "tests.test_server_checks.TestServerAdviceOnPostgreSQL.test_a_compute_service_logs_"
         "the_advice_when_it_starts",),
+    "serve-commands-give-no-server-advice": (
+        "tests.test_server_checks.TestServerAdviceOnPostgreSQL.test_the_api_and_metrics_"
+        "servers_log_the_advice_when_they_start",),
+    "serve-prints-before-handling-sigterm": ("tests.test_cli_serving",),
     "server-advice-ignores-track-counts": ("tests.test_server_checks",),
     "pass-names-instances-by-an-or": (
         "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"

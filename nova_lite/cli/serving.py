@@ -8,6 +8,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nova_lite.cli import typed
+from nova_lite.db import server_checks
 from nova_lite.exception import BadArguments, CommandError
 from nova_lite.web_server import DEFAULT_BIND, make_server, serve
 
@@ -38,12 +39,12 @@ def check_port(port: int) -> None:
 
 
 def serve_until_signal(server: Any, stdout: TextIO, what: str) -> int:
-    """Print where ``server`` listens, serve until SIGTERM or SIGINT, close it."""
-    host, port = server.effective_host, server.effective_port
-    stdout.write(f"nova-lite {what} on http://{host}:{port}/ (SIGTERM or Ctrl-C to stop)\n")
-    stdout.flush()
-    previous: dict[signal.Signals, Any] = {}
+    """Print where ``server`` listens, serve until SIGTERM or SIGINT, close it.
 
+    The signals are handled before the line is printed: whoever reads it
+    may stop the server at once, and it stops cleanly (exit status 0).
+    """
+    previous: dict[signal.Signals, Any] = {}
     stopping = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -53,7 +54,10 @@ def serve_until_signal(server: Any, stdout: TextIO, what: str) -> int:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, stop)
+    host, port = server.effective_host, server.effective_port
     try:
+        stdout.write(f"nova-lite {what} on http://{host}:{port}/ (SIGTERM or Ctrl-C to stop)\n")
+        stdout.flush()
         serve(server, stopping)
     except KeyboardInterrupt:
         LOG.info("Interrupted: the %s server stopped", what)
@@ -94,4 +98,5 @@ class ServeCommand(typed.Command):
             raise CommandError(f"Cannot listen on {parsed_args.bind}:{parsed_args.port}: "
                                f"{reason}") from exc
         self.app.service_logging()
+        server_checks.log_server_advice(store, f"nova-lite {self.what}", LOG)
         return serve_until_signal(server, self.app.stdout, self.what)

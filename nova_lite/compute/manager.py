@@ -29,6 +29,7 @@ from nova_lite import conf, leaks, metrics, provider_config
 from nova_lite.compute.down_hosts import down_hosts_share
 from nova_lite.compute.resource_tracker import ResourceTracker, check_service_arguments
 from nova_lite.compute.worker import Worker
+from nova_lite.db import server_checks
 from nova_lite.db.pass_records import PassRecords
 from nova_lite.db.store import COMPUTE_BINARY, UNREAD, Store
 from nova_lite.exception import InstanceNotFound, NovaLiteError
@@ -324,11 +325,7 @@ class ComputeService:
                         "host %s will look down between heartbeats",
                         self.settings.report_interval, self.settings.service_down_time,
                         self.host)
-        try:
-            for advice in self.store.server_advice():
-                LOG.warning("Database server of host %s: %s", self.host, advice)
-        except NovaLiteError as exc:   # the first beat reports an unreachable database
-            LOG.debug("Could not read the database server's settings: %s", exc)
+        server_checks.log_server_advice(self.store, f"host {self.host}", LOG)
         served = self.start_metrics()
         previous: dict[signal.Signals, Any] = {}   # the handlers signal.signal gave back
         if handle_signals and threading.current_thread() is threading.main_thread():

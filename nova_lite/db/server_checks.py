@@ -5,14 +5,23 @@ it runs: PostgreSQL without autovacuum (or without ``track_counts``, which
 autovacuum needs) never refreshes the planner's statistics of tables that
 grew from empty, and a connection's prepared statements then keep plans
 made for empty tables (a full read of a table in every service's pass),
-while the dead row versions of the heartbeats pile up.  A compute service
-logs each :class:`ServerAdvice` at WARNING when it starts.
+while the dead row versions of the heartbeats pile up.  Every long-running
+process logs each :class:`ServerAdvice` at WARNING when it starts
+(:func:`log_server_advice`): a compute service, ``nova-lite api serve`` and
+``nova-lite metrics serve``.
 """
 
+import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 import sqlalchemy as sa
+
+from nova_lite.exception import NovaLiteError
+
+if TYPE_CHECKING:
+    from nova_lite.db.store import Store
 
 #: The PostgreSQL settings read (``pg_settings``).
 SETTINGS = ("autovacuum", "track_counts")
@@ -61,4 +70,21 @@ def server_advice(conn: sa.Connection) -> list[ServerAdvice]:
     return advice_for(dict(found))
 
 
-__all__ = ["SETTINGS", "ServerAdvice", "advice_for", "server_advice"]
+def log_server_advice(store: "Store", who: str, log: logging.Logger) -> list[ServerAdvice]:
+    """Log each advice for ``store``'s server on ``log`` at WARNING, as
+    ``Database server of <who>: <advice>``; returns them.
+
+    A database that cannot be read now is not reported here (DEBUG): the
+    process's first statement on it reports that as it would anyway.
+    """
+    try:
+        found = store.server_advice()
+    except NovaLiteError as exc:
+        log.debug("Could not read the database server's settings: %s", exc)
+        return []
+    for advice in found:
+        log.warning("Database server of %s: %s", who, advice)
+    return found
+
+
+__all__ = ["SETTINGS", "ServerAdvice", "advice_for", "log_server_advice", "server_advice"]
