@@ -131,6 +131,11 @@ class MigrationTests:
                          indexes.get("migrations_dest_status_idx"))
         self.assertEqual(["source_compute", "source_node", "status"],
                          indexes.get("migrations_source_status_idx"))
+        # 0014: and the moves in progress by indexes of their own.
+        self.assertEqual(["source_compute", "source_node"],
+                         indexes.get("migrations_source_in_progress_idx"))
+        self.assertEqual(["dest_compute", "dest_node"],
+                         indexes.get("migrations_dest_in_progress_idx"))
         # 0011, then 0013: the services that look down are found by their
         # heartbeat's floor.
         indexes = {i["name"]: i["column_names"]

@@ -273,6 +273,13 @@ MUTANTS = {
         "        for sig in (signal.SIGTERM, signal.SIGINT):\n"
         "            previous[sig] = signal.signal(sig, stop)\n"
         "    try:\n"),
+    "moves-in-progress-by-bound-statuses": (
+        "the moves in progress are named by bound statuses: no statement can use the "
+        "partial indexes of those moves, and each lookup probes the indexes of every move "
+        "ever made ten times",
+        "nova_lite/db/holds_sql.py",
+        "    return table.c.status.in_(models.in_progress_statuses())\n",
+        "    return table.c.status.in_(constants(models.MIGRATION_IN_PROGRESS))\n"),
     "server-advice-ignores-track-counts": (
         "the server's advice judges autovacuum alone: with track_counts off autovacuum "
         "does nothing, unsaid",
@@ -600,6 +607,11 @@ GUARDS = {
         "tests.test_server_checks.TestServerAdviceOnPostgreSQL.test_the_api_and_metrics_"
         "servers_log_the_advice_when_they_start",),
     "serve-prints-before-handling-sigterm": ("tests.test_cli_serving",),
+    "moves-in-progress-by-bound-statuses": (
+        "tests.test_steady_pass.TestSteadyPassSQLite.test_a_pass_finds_the_moves_in_progress_"
+        "by_their_own_indexes",
+        "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"
+        "the_host_s_records_through_indexes"),
     "server-advice-ignores-track-counts": ("tests.test_server_checks",),
     "pass-names-instances-by-an-or": (
         "tests.test_steady_pass.TestSteadyPassPostgreSQL.test_every_statement_of_a_pass_reads_"

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from nova_lite.db import models
 from nova_lite.holds import (
-    DELETED, MIGRATION_IN_PROGRESS, SHELVED_OFFLOADED, UNSHELVE_TASK_STATES)
+    DELETED, SHELVED_OFFLOADED, UNSHELVE_TASK_STATES)
 
 T_INST, T_MIG = models.instances, models.migrations
 
@@ -42,7 +42,7 @@ def instance_holds_on(nodes: sa.FromClause,
 def migration_holds(table: sa.FromClause = T_MIG) -> sa.ColumnElement[bool]:
     """True for a migration row whose status holds its claim
     (:func:`nova_lite.holds.migration_holds`)."""
-    return table.c.status.in_(constants(MIGRATION_IN_PROGRESS))
+    return table.c.status.in_(models.in_progress_statuses())
 
 
 def constants(values: Iterable[str]) -> list[sa.BindParameter[str]]:

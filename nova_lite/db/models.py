@@ -36,6 +36,12 @@ revision 0012), so a reader can tell a change of usage alone.
 by its index: it moves once a grain, so most heartbeats change no indexed
 column (on PostgreSQL they stay HOT updates: no index entry, about half
 the WAL, no bloat for vacuum to clean).
+
+The moves in progress from and to each node have partial indexes of their
+own (revision 0014), which hold those rows alone however long the history
+of finished moves grows; a statement uses them when it names the statuses
+as literals (:func:`in_progress_statuses`), as
+``nova_lite.db.holds_sql.migration_holds`` does for every statement.
 """
 
 from typing import Any
@@ -43,6 +49,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+
+from nova_lite.holds import MIGRATION_IN_PROGRESS
 
 #: The width (s) of ``services.updated_floor``'s steps.  A service beating
 #: every ``report_interval`` (10 s by default) moves it once in three beats,
@@ -209,6 +217,26 @@ migrations = sa.Table(
     sa.Index("migrations_dest_status_idx", "dest_compute", "dest_node", "status"),
     sa.Index("migrations_source_status_idx", "source_compute", "source_node", "status"),
 )
+
+
+def in_progress_statuses() -> list[ColumnElement[str]]:
+    """The statuses of a move in progress (``nova_lite.holds.MIGRATION_IN_PROGRESS``),
+    sorted, as SQL string literals: a condition ``status IN`` these is the
+    predicate of the partial indexes below, and a statement that names them
+    so (not as bound parameters) is one the database can prove reads only
+    those rows, a prepared statement's generic plan included."""
+    return [sa.literal_column(f"'{status}'", sa.String) for status in
+            sorted(MIGRATION_IN_PROGRESS)]
+
+
+# The moves in progress from and to each node (0014): a few rows, however
+# long the history of finished moves grows.  A pass, the audit and heal look
+# moves up by host this way on every pass.
+for _end in ("source", "dest"):
+    sa.Index(f"migrations_{_end}_in_progress_idx", migrations.c[f"{_end}_compute"],
+             migrations.c[f"{_end}_node"],
+             postgresql_where=migrations.c.status.in_(in_progress_statuses()),
+             sqlite_where=migrations.c.status.in_(in_progress_statuses()))
 
 #: The allocations a node's usage cannot be summed from in SQL alone.
 EXTRAS_PREDICATE = ("other IS NOT NULL OR numa_topology IS NOT NULL OR pci_devices IS NOT NULL"
