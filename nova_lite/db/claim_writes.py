@@ -47,12 +47,12 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite import holds
-from nova_lite.db import models, providers as provider_rows, rows, serialize as ser
+from nova_lite.db import holds_sql, models, providers as provider_rows, rows, serialize as ser
 from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
 from nova_lite.model.plans import MAX_AMOUNT, ClaimPlan, ClaimRequest
-from nova_lite.objects import DELETED, MIGRATION_IN_PROGRESS, ComputeNode, Migration
+from nova_lite.objects import DELETED, ComputeNode, Migration
 
 T_NODES, T_ALLOC = models.compute_nodes, models.allocations
 T_INST, T_MIG, T_USAGE = models.instances, models.migrations, models.node_usage
@@ -69,7 +69,7 @@ _SELECT_HELD = sa.select(T_NODES.c.host, T_NODES.c.nodename).select_from(
     T_ALLOC.c.consumer_uuid == sa.bindparam("uuid"))
 _SELECT_MOVING = sa.select(T_MIG.c.uuid, T_MIG.c.status).where(
     T_MIG.c.instance_uuid == sa.bindparam("uuid"),
-    T_MIG.c.status.in_([sa.literal(s) for s in sorted(MIGRATION_IN_PROGRESS)])).limit(1)
+    holds_sql.migration_holds()).limit(1)
 _BUMP = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node")).values(
     generation=T_NODES.c.generation + sa.literal_column("1")).returning(T_NODES.c.generation)
 _UPDATE_INSTANCE = T_INST.update().where(T_INST.c.uuid == sa.bindparam("key")).values(

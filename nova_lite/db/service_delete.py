@@ -19,10 +19,9 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite import work
-from nova_lite.db import models
+from nova_lite.db import holds_sql, models
 from nova_lite.db.services import COMPUTE_BINARY
 from nova_lite.exception import HostNotFound, ServiceInUse
-from nova_lite.holds import MIGRATION_IN_PROGRESS
 
 T_SVC, T_NODES, T_INST, T_MIG = (models.services, models.compute_nodes, models.instances,
                                  models.migrations)
@@ -68,7 +67,7 @@ def delete_compute_service(conn: sa.Connection, host: str) -> DeletedService:
                                  "migrate or delete the instances first")
     moving = sorted(conn.execute(sa.select(T_MIG.c.uuid).where(
         sa.or_(T_MIG.c.source_compute == host, T_MIG.c.dest_compute == host),
-        T_MIG.c.status.in_(sorted(MIGRATION_IN_PROGRESS)))).scalars())
+        holds_sql.migration_holds())).scalars())
     if moving:
         raise ServiceInUse(host, f"it has {len(moving)} move(s) in progress "
                                  f"({', '.join(moving[:5])}); confirm or revert them first")
