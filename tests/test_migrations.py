@@ -6,6 +6,7 @@ resize in progress and a disabled service on two fake nodes.
 """
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from nova_lite import holds
 from nova_lite.db import COMPUTE_BINARY, Store, migrations, models
 from nova_lite.db.node_changes import ChangeReader
 from nova_lite.exception import SchemaOutdated, StoreError
@@ -90,6 +92,25 @@ class MigrationTests:
         with store.db.engine.connect() as conn:
             diffs = compare_metadata(MigrationContext.configure(conn), models.metadata)
         self.assertEqual([], diffs)
+
+    def test_the_partial_indexes_hold_the_moves_the_statements_name(self):
+        # A revision keeps its own copy of the statuses of a move in progress;
+        # the statements name the model's (models.in_progress_statuses).  If
+        # they ever differ, no statement can use the indexes any more.
+        store = Store(self.new_url())
+        self.addCleanup(store.close)
+        with store.db.engine.connect() as conn:
+            for end in ("source", "dest"):
+                name = f"migrations_{end}_in_progress_idx"
+                if conn.dialect.name == "postgresql":
+                    sql = conn.execute(sa.text("SELECT indexdef FROM pg_indexes WHERE "
+                                               "indexname = :n AND schemaname = current_schema()"),
+                                       {"n": name}).scalar_one()
+                else:
+                    sql = conn.execute(sa.text("SELECT sql FROM sqlite_master WHERE "
+                                               "name = :n"), {"n": name}).scalar_one()
+                self.assertEqual(sorted(holds.MIGRATION_IN_PROGRESS),
+                                 sorted(re.findall(r"'([a-z-]+)'", sql)), sql)
 
     def test_a_new_database_gets_the_head_revision(self):
         url = self.new_url()

@@ -476,7 +476,6 @@ class Worker(EventLog):
             roll -= share
         return None
 
-
     def press(self, tries=8):
         """Open a run by claiming on this worker's node (the workers share the
         two nodes evenly) until a claim is refused for want of a PCI device,
