@@ -2,7 +2,9 @@
 
 Set-up as ``bench.scheduler``: N ``fake.multinode`` nodes, each given its
 own host and a live compute service.  Four worker processes, each with its
-own Store, HostManager and resource trackers, start together and make
+own Store, HostManager and resource trackers (those a build makes when it
+is given none, as ``nova-lite server create`` does: one per host, claiming
+through the records, no driver of the host loaded), start together and make
 ``builds`` builds each of a 1 vCPU / 512 MB / 1 GB flavor through
 :func:`nova_lite.compute.api.build`: scheduling, the claim and the build
 task recorded for the chosen host (the instance, its allocation and its
@@ -71,22 +73,14 @@ def _settings(case=None):
 def _worker(url, case, barrier, results, index=0):
     from nova_lite import objects
     from nova_lite.compute import api
-    from nova_lite.compute.resource_tracker import ResourceTracker
     from nova_lite.db import Store
     from nova_lite.scheduler import HostManager
-    from nova_lite.virt import loader
 
     settings = _settings(case)
     store = Store(url)
-    driver = loader.load_driver("fake.multinode", settings=settings,
-                                nodes=_names(case["nodes"]))
-    trackers = {}
-
-    def tracker_for(host):
-        if host not in trackers:
-            trackers[host] = ResourceTracker(host, driver, store=store, settings=settings)
-        return trackers[host]
-
+    # The trackers a build makes when none are given: one per host, claiming
+    # through the records, no driver of the host loaded in this process.
+    tracker_for = api.RecordsTrackers(store, settings)
     manager = HostManager(store, settings)
     manager.refresh()   # the first full read is not part of the timing
     if case.get("warm_trackers"):

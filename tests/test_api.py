@@ -296,8 +296,9 @@ class ApiTests:
         self.addCleanup(server.stop)
         status, _, body = request(server.url + "/v1/hypervisors?limit=1")
         self.assertEqual((200, 1), (status, len(json.loads(body)["hypervisors"])))
+        # (The look for changes names the changed nodes' allocations; none changed.)
         self.assertEqual([], [t for t in statements if "FROM inventories" in t
-                              or "FROM allocations" in t])
+                              or "FROM allocations" in t and not t.startswith("SELECT look.")])
         instances = [t for t in statements if "FROM instances" in t]
         self.assertEqual(1, len(instances), statements)
         self.assertIn("GROUP BY", instances[0])

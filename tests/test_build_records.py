@@ -115,18 +115,19 @@ class BuildRecords:
                            settings=self.settings())
         inst = result.instances[0]
         recorded = self.store.get_compute_node(inst.host, inst.node)
-        read = []
-        real_whole, real_usage = node_changes.load_nodes_by_uuid, rows.renew_usage
-        # the node read again, whole or for its usage alone
+        read, renewed = [], []
+        real_whole, real_usage = node_changes.load_nodes_by_uuid, rows.with_usage
+        # the node read again whole, or renewed for its usage from the look
         self.useFixture(fixtures.MonkeyPatch(
             "nova_lite.db.node_changes.load_nodes_by_uuid",
             lambda conn, uuids, described=None: read.extend(uuids) or real_whole(
                 conn, uuids, described)))
         self.useFixture(fixtures.MonkeyPatch(
-            "nova_lite.db.rows.renew_usage",
-            lambda conn, held: read.extend(held) or real_usage(conn, held)))
+            "nova_lite.db.rows.with_usage",
+            lambda node, *args: renewed.append(node.uuid) or real_usage(node, *args)))
         (state,) = manager.get_host_states()
         self.assertEqual([], read)
+        self.assertEqual([], renewed)
         self.assertEqual((recorded.generation, recorded.usage),
                          (state.generation, state.node.usage))
 

@@ -10,15 +10,17 @@ one (PostgreSQL), deletions, and nothing when nothing changed.
 import time
 
 import attrs
+import fixtures
 import sqlalchemy as sa
 
 from nova_lite import leaks
 from nova_lite.compute.resource_tracker import ResourceTracker
-from nova_lite.db import COMPUTE_BINARY, look, models, queries, rows
+from nova_lite.db import COMPUTE_BINARY, look, models, node_changes, queries
 from nova_lite.db.node_changes import ChangeReader
 from nova_lite.objects import DELETED
 from nova_lite.virt import loader
 from tests import base
+from tests.pg_trace import client_messages, round_trips
 from tests.test_heal import api_delete
 
 T_NODES = models.compute_nodes
@@ -131,21 +133,30 @@ class ChangeSeqTests:
                           "last error cleared", "not reported", "inventory row deleted",
                           "host change"], moved)
 
-    def test_a_node_described_again_since_the_look_is_read_whole(self):
+    def test_a_claim_is_renewed_from_the_look_and_a_new_description_read_whole(self):
         driver, rt = self.tracker("h1", ["n1"])
         rt.update_available_resource()
-        node = self.store.get_compute_nodes()[0]
-        described = self.described()["n1"][0]
-        rt.instance_claim(base.instance(), "n1")
-        with self.store.db.engine.begin() as conn:
-            # the description held: usage and generation alone
-            renewed, whole = rows.renew_usage(conn, {node.uuid: (node, described)})
-            self.assertEqual([], whole)
-            self.assertEqual(self.store.get_compute_nodes(), renewed)
-            # another description: to be read whole
-            self.assertEqual(([], [node.uuid]),
-                             rows.renew_usage(conn, {node.uuid: (node, described - 1)}))
+        reader = ChangeReader(self.store)
+        held = {n.uuid: n for n in reader.read({}).nodes}
+        read_whole = []
+        real = node_changes.load_nodes_by_uuid
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite.db.node_changes.load_nodes_by_uuid",
+            lambda conn, uuids, described=None: read_whole.extend(uuids) or real(
+                conn, uuids, described)))
 
+        def renewed():
+            found = reader.read(held).nodes
+            held.update((n.uuid, n) for n in found)
+            self.assertEqual(self.store.get_compute_nodes(), list(found))
+            return read_whole[:]
+
+        # the description held: generation and usage from the look alone
+        rt.instance_claim(base.instance(), "n1")
+        self.assertEqual([], renewed())
+        # another description (a last error): read whole
+        self.store.set_node_error("h1", "n1", "boom")
+        self.assertEqual(list(held), renewed())
 
     def test_every_writer_moves_the_change_seq_of_what_it_changes(self):
         look = self.follow()
@@ -231,7 +242,8 @@ class TestChangeSeqOnSQLite(ChangeSeqTests, base.OnSQLiteFile, base.TestCase):
     def test_a_look_reads_each_table_by_its_change_sequence(self):
         # every branch of the one statement is a range read of a change_seq
         # index (or a primary key that starts with it), the stamps of the
-        # aggregates apart: never every service of a binary or every node
+        # aggregates apart: never every service of a binary or every node;
+        # the changed nodes' allocations are looked up by node
         mark = self.store.db.read("mark", queries.change_mark)
         statement = look._STATEMENTS[("sqlite", True, True)]
         compiled = statement.compile(dialect=self.store.db.engine.dialect)
@@ -242,9 +254,13 @@ class TestChangeSeqOnSQLite(ChangeSeqTests, base.OnSQLiteFile, base.TestCase):
                 tuple(params[name] for name in compiled.positiontup)).all()]
         reads = [p for p in plan if p.startswith(("SEARCH", "SCAN")) and "look" not in p
                  and "changed" not in p and "CONSTANT" not in p]
-        self.assertEqual(6, len(reads), plan)
+        self.assertEqual(9, len(reads), plan)
+        self.assertIn("SEARCH allocations USING INDEX allocations_node_idx (node_uuid=?)", reads)
         for read in reads:
-            if "aggregates" in read or "change_counter" in read:
+            if "aggregates" in read or "change_counter" in read or "allocations" in read:
+                continue
+            if read.startswith("SEARCH used "):   # the sums made above, by node
+                self.assertRegex(read, r"\(allocated=\?\)", plan)
                 continue
             self.assertRegex(read, r"^SEARCH .*\(change_seq>\? AND change_seq<\?\)$", plan)
 
@@ -281,3 +297,48 @@ class TestChangeSeqOnPostgreSQL(ChangeSeqTests, base.OnPostgreSQL, base.TestCase
         seen = reader.read(held).nodes
         self.assertEqual(["n1"], [n.nodename for n in seen])
         self.assertEqual(nodes["n1"].generation + 1, seen[0].generation)
+
+    def test_a_look_sums_the_changed_nodes_allocations_by_node_in_a_generic_plan(self):
+        # psycopg prepares the look after its fifth run, and PostgreSQL may
+        # then plan it once for any mark: the allocations are still looked
+        # up by node, for the changed nodes alone, never read whole.
+        from tests.test_steady_pass import analyze_own_tables, generic_plan
+        with self.store.db.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO compute_nodes (uuid, host, nodename, generation, resources, "
+                "reported, created_at, updated_at) SELECT 'n' || g, 'h' || g, 'n' || g, 1, "
+                "'{}', true, 0, 0 FROM generate_series(1, 3000) g")
+            conn.exec_driver_sql(
+                "INSERT INTO allocations (consumer_uuid, node_uuid, consumer_type, "
+                "instance_uuid, vcpu, pcpu, memory_mb, disk_gb, flavor, created_at) "
+                "SELECT 'c' || g, 'n' || (g %% 3000 + 1), 'instance', 'c' || g, 1, 0, 512, 1, "
+                "'{}', 0 FROM generate_series(1, 12000) g")
+        mark = self.store.db.read("mark", queries.change_mark)
+        with self.store.db.engine.connect() as conn:
+            analyze_own_tables(conn)
+            conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+            for i, ((dialect, *_), statement) in enumerate(look._STATEMENTS.items()):
+                if dialect != "postgresql":
+                    continue
+                plan = generic_plan(conn, f"look_{i}", statement,
+                                    {"mark": mark, "binary": COMPUTE_BINARY})
+                self.assertRegex(plan, r"\$\d")   # planned for any mark
+                self.assertRegex(plan, r"Index Scan (using|on) allocations_node_idx", plan)
+                self.assertNotRegex(plan, r"Seq Scan on (allocations|compute_nodes)\b", plan)
+
+    def test_a_look_is_one_round_trip_a_claims_renewal_included(self):
+        # Each statement of a look is its own transaction (autocommit): no
+        # BEGIN and COMMIT around them, which made a look three round trips.
+        driver, rt = self.tracker("h1", ["n1", "n2"])
+        rt.update_available_resource()
+        reader = ChangeReader(self.store, binary=COMPUTE_BINARY)
+        held = {n.uuid: n for n in reader.read({}).nodes}
+        messages = client_messages(self.store, lambda: reader.read(held))
+        self.assertEqual(1, round_trips(messages), messages)
+        self.assertFalse([m for m in messages if "BEGIN" in m[1] or "COMMIT" in m[1]],
+                         messages)
+        rt.instance_claim(base.instance(), "n1")   # renewed from the look alone
+        found = []
+        messages = client_messages(self.store, lambda: found.append(reader.read(held)))
+        self.assertEqual(1, round_trips(messages), messages)
+        self.assertEqual([("n1", 1)], [(n.nodename, n.used("VCPU")) for n in found[0].nodes])

@@ -24,6 +24,7 @@ from nova_lite.objects import DELETED, Allocation
 from nova_lite.work import WorkRequest
 from tests import test_claim_races as races
 from tests.base import write_instance_row
+from tests.pg_trace import client_messages, round_trips
 from tests.reliability import base
 
 T_NODES, T_INST, T_ALLOC = models.compute_nodes, models.instances, models.allocations
@@ -198,6 +199,32 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
 
     def recorded_tasks(self):
         return self.store.tasks.find(kinds=(work.BUILD,))
+
+    def test_a_claim_with_its_tasks_begins_in_the_round_trip_of_its_statements(self):
+        # BEGIN, the claim, the tasks' INSERT and their NOTIFY go at once;
+        # the COMMIT in a round trip of its own, as every claim's does.  Two
+        # round trips where psycopg's own BEGIN, answered before anything
+        # else is sent, made three.
+        node = self.a.get_node("a")
+        inst = races.instance()
+        messages = client_messages(self.store, lambda: self.claim_with_task(node, inst))
+        self.assertEqual(2, round_trips(messages), messages)
+        self.assertEqual("Parse", messages[0][0], messages)
+        self.assertIn('"BEGIN ', messages[0][1])
+        self.assertEqual([("Query", '"COMMIT"')],
+                         [(k, d.strip()) for k, d in messages if '"COMMIT"' in d])
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in self.recorded_tasks()])
+
+    def test_a_claim_sent_alone_has_psycopg_begin_it(self):
+        # One statement and no pipeline: psycopg's BEGIN costs the same round
+        # trip as one of ours, and less of the client's time.
+        node = self.a.get_node("a")
+        inst = races.instance()
+        messages = client_messages(self.store, lambda: self.claim(node, inst))
+        self.assertEqual(3, round_trips(messages), messages)
+        self.assertEqual("Query", messages[0][0], messages)
+        self.assertIn("BEGIN", messages[0][1])
+        self.assertEqual(inst.uuid, self.store.get_instance(inst.uuid).uuid)
 
     def test_a_task_is_recorded_once_with_a_claim_of_the_one_statement(self):
         node = self.a.get_node("a")

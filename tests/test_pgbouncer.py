@@ -30,7 +30,7 @@ import testtools
 
 from nova_lite import conf, work
 from nova_lite.api import make_app
-from nova_lite.db import Store
+from nova_lite.db import Store, rows
 from nova_lite.db.listen import WorkListener
 from nova_lite.exception import DatabaseBusy, InvalidInput, StoreError
 from nova_lite.testing import components, databases
@@ -228,6 +228,25 @@ class TestPooledDatabase(testtools.TestCase):
         import psycopg
         with psycopg.connect(self.bouncer.url, autocommit=True) as other:
             self.assertEqual("0", other.execute("SHOW lock_timeout").fetchone()[0])
+
+    def test_a_read_of_statements_alone_is_a_transaction_here_and_reads_nodes_without_jit(self):
+        # Its lock bound needs the transaction; and the session is the
+        # server's, JIT on unless the server says otherwise: a read of nodes
+        # turns it off for its own transaction.
+        store = self.open(busy_timeout=0.75)
+        self.assertEqual("750ms", store.db.read_each("show", lambda c: c.execute(
+            sa.text("SHOW lock_timeout")).scalar()))
+
+        def nodes_then_jit(conn):
+            rows.load_nodes_of(conn, ["no-such-node"])
+            return conn.execute(sa.text("SHOW jit")).scalar()
+
+        self.assertEqual("off", store.db.read_each("jit", nodes_then_jit))
+        import psycopg
+        with psycopg.connect(self.bouncer.url, autocommit=True) as other:
+            server = other.execute("SHOW jit").fetchone()[0]
+        self.assertEqual(server, store.db.read("jit", lambda c: c.execute(
+            sa.text("SHOW jit")).scalar()))
 
     def test_a_lock_held_past_the_bound_fails_busy_and_writes_nothing(self):
         store = self.open(busy_timeout=0.3)

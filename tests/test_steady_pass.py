@@ -37,6 +37,7 @@ from nova_lite.testing.db_cost import DatabaseCost
 from nova_lite.virt import loader
 from nova_lite.work import WorkRequest
 from tests import base
+from tests.pg_trace import client_messages, round_trips
 
 NODES = ("a", "b", "c", "d")
 #: Any of PostgreSQL's row-locking clauses.
@@ -412,34 +413,11 @@ class TestSteadyPassSQLite(SteadyPassMixin, base.OnSQLiteFile, base.TestCase):
                 self.assertNotRegex(plan, r"migrations_(source|dest)_status_idx", plan)
 
 
-def client_messages(test, store, fn):
-    """The protocol messages the client sent to PostgreSQL while ``fn()`` ran on
-    the connection the store's direct transactions use next: ``[(type,
-    detail), ...]`` from libpq's trace (``Parse``, ``Execute``, ``Sync``,
-    ``Query``, ...).  A round trip ends with each ``Sync`` and ``Query``."""
-    import tempfile
-    proxy, dbapi = store.db._held.take()
-    store.db._held.give_back(proxy, dbapi)   # on top: the next one taken
-    with tempfile.TemporaryFile("w+") as trace:
-        dbapi.pgconn.trace(trace.fileno())
-        try:
-            fn()
-        finally:
-            dbapi.pgconn.untrace()
-        trace.seek(0)
-        lines = [line.rstrip("\n").split("\t") for line in trace]
-    return [(f[3], "\t".join(f[4:])) for f in lines if len(f) > 3 and f[1] == "F"]
-
-
-def round_trips(messages):
-    return sum(1 for kind, _ in messages if kind in ("Sync", "Query"))
-
-
 class TestSteadyPassPostgreSQL(SteadyPassMixin, base.OnPostgreSQL, base.TestCase):
 
     def test_a_pass_sends_its_six_reads_in_one_round_trip(self):
         # BEGIN, the six statements and COMMIT at once: one round trip, not eight.
-        messages = client_messages(self, self.store, lambda: self.store.pass_records(
+        messages = client_messages(self.store, lambda: self.store.pass_records(
             self.host, service=True, service_down_time=60))
         self.assertIn("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", messages[0][1])
         executes = [i for i, (kind, _) in enumerate(messages) if kind == "Execute"]
@@ -611,13 +589,13 @@ class TestHeartbeatPostgreSQL(HeartbeatMixin, base.OnPostgreSQL, base.TestCase):
         # No BEGIN before it and no COMMIT after: one round trip.
         store = self.make_store()
         store.heartbeat(self.host)
-        messages = client_messages(self, store, lambda: store.heartbeat(self.host))
+        messages = client_messages(store, lambda: store.heartbeat(self.host))
         self.assertEqual(1, round_trips(messages), messages)
         self.assertFalse([m for m in messages if "BEGIN" in m[1] or "COMMIT" in m[1]],
                          messages)
         self.assertEqual(2, store.list_services(self.host)[0].report_count)
         # A write in a transaction is three.
-        messages = client_messages(self, store, lambda: store.db.write_direct(
+        messages = client_messages(store, lambda: store.db.write_direct(
             "beat", lambda conn: services.beat(conn, self.host, services.COMPUTE_BINARY,
                                                time.time())))
         self.assertEqual(3, round_trips(messages), messages)

@@ -297,6 +297,23 @@ class TestPostgreSQLStore(StoreTests, base.TestCase):
         self.assertEqual(migrations.head(), store.schema.revision)
 
 
+    def test_the_stores_sessions_run_with_jit_off_and_a_read_each_in_autocommit(self):
+        # Given when the session connects (no pooler): every statement of the
+        # store is planned without JIT, a read of statements alone included.
+        show = sa.text("SHOW jit")
+        for read in (self.store.db.read, self.store.db.read_each, self.store.db.write):
+            self.assertEqual("off", read("jit", lambda conn: conn.execute(show).scalar()))
+        self.assertEqual("off", self.store.db.read_direct(
+            "jit", lambda conn: conn.execute(show).scalar()))
+        # No transaction around a read of statements alone: each statement
+        # begins its own, where a read's began with a BEGIN before it.
+        began_before = sa.text("SELECT statement_timestamp() > transaction_timestamp()")
+        self.assertFalse(self.store.db.read_each("xact", lambda conn: conn.execute(
+            began_before).scalar()))
+        self.assertTrue(self.store.db.read("xact", lambda conn: conn.execute(
+            began_before).scalar()))
+
+
 class TestPostgreSQLIdleConnections(base.TestCase):
     """A pooled connection whose server side died while idle is replaced, not used."""
 

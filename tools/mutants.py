@@ -366,11 +366,11 @@ MUTANTS = {
         "            or self._described.get(version.uuid) == version.described_seq\n",
         "        return True\n"),
     "renew-ignores-described": (
-        "the usage-only read keeps the description a view holds even when the node was "
-        "described again after the view's look",
-        "nova_lite/db/rows.py",
-        "        if described != described_held or has_extras:\n",
-        "        if has_extras:\n"),
+        "a look renews a node's usage under the description a view holds even when the "
+        "node was described again after the view read it",
+        "nova_lite/db/node_changes.py",
+        "            if record is not None and self._holds_description(version) \\\n",
+        "            if record is not None \\\n"),
     "inventory-delete-keeps-described": (
         "PostgreSQL's trigger leaves described_seq where it was when a node's inventory "
         "row is deleted",
@@ -539,6 +539,49 @@ MUTANTS = {
         "nova_lite/compute/resource_tracker.py",
         "                last[0] == report:\n",
         "                True:\n"),
+    "write-begin-answered-alone": (
+        "a direct write's statements sent together wait for psycopg's BEGIN to be "
+        "answered first: a build's claim is three round trips, not two",
+        "nova_lite/db/direct.py",
+        "        if not together and self.implicit_begin is not None:\n",
+        "        if self.implicit_begin is not None:\n"),
+    "change-reads-in-a-transaction": (
+        "the change readers' looks run in a transaction: BEGIN and COMMIT cost two more "
+        "round trips on every scheduler, API and metrics request",
+        "nova_lite/db/node_changes.py",
+        "            changes, mark, described = self.store.db.read_each(\n",
+        "            changes, mark, described = self.store.db.read(\n"),
+    "session-jit-on": (
+        "the store's own sessions start with JIT on: a statement whose statistics lag "
+        "may be compiled, tens of milliseconds of the server's",
+        "nova_lite/db/engine.py",
+        "        options.append(f\"-c lock_timeout={lock_timeout_ms(busy_timeout_s)} "
+        "-c jit=off\")\n",
+        "        options.append(f\"-c lock_timeout={lock_timeout_ms(busy_timeout_s)}\")\n"),
+    "pooled-node-reads-keep-jit": (
+        "behind a pooler a read of nodes again whole keeps the server's JIT setting",
+        "nova_lite/db/rows.py",
+        "    if postgres and not session_has_settings(conn):\n",
+        "    if postgres and session_has_settings(conn):\n"),
+    "read-each-autocommit-behind-a-pooler": (
+        "behind a pooler a read of statements alone runs in autocommit: its SET LOCAL "
+        "lock bound is lost",
+        "nova_lite/db/engine.py",
+        "                elif each_alone and self.dialect == \"postgresql\" "
+        "and self._setup is None \\\n",
+        "                elif each_alone and self.dialect == \"postgresql\" \\\n"),
+    "look-calls-a-deprecated-api": (
+        "a look asks SQLAlchemy for typed tuples (Result.tuples, deprecated in 2.1): each "
+        "call pays a warning's work",
+        "nova_lite/db/look.py",
+        "            conn.execute(statement, params).all():\n",
+        "            conn.execute(statement, params).tuples().all():\n"),
+    "look-ignores-extras": (
+        "a look renews a changed node from its sums though its allocations hold more than "
+        "the standard classes: the view loses their NUMA cells, devices and other classes",
+        "nova_lite/db/look.py",
+        "                                   bool(extras))\n",
+        "                                   False)\n"),
     "driver-calls-start-a-thread-each": (
         "every map of driver calls starts a thread of its own",
         "nova_lite/compute/driver_calls.py",
@@ -614,6 +657,27 @@ GUARDS = {
         "tests.test_server_checks.TestServerAdviceOnPostgreSQL.test_the_api_and_metrics_"
         "servers_log_the_advice_when_they_start",),
     "serve-prints-before-handling-sigterm": ("tests.test_cli_serving",),
+    "look-calls-a-deprecated-api": (
+        "tests.test_change_seq.TestChangeSeqOnSQLite.test_a_steady_look_reads_nothing_and_"
+        "deletions_are_seen",),
+    "look-ignores-extras": (
+        "tests.test_change_seq.TestChangeSeqOnSQLite.test_described_seq_moves_with_the_"
+        "description_alone",),
+    "write-begin-answered-alone": (
+        "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_with_its_tasks_begins_"
+        "in_the_round_trip_of_its_statements",),
+    "change-reads-in-a-transaction": (
+        "tests.test_change_seq.TestChangeSeqOnPostgreSQL.test_a_look_is_one_round_trip_a_"
+        "claims_renewal_included",),
+    "session-jit-on": (
+        "tests.test_store.TestPostgreSQLStore.test_the_stores_sessions_run_with_jit_off_and_a_"
+        "read_each_in_autocommit",),
+    "pooled-node-reads-keep-jit": (
+        "tests.test_pgbouncer.TestPooledDatabase.test_a_read_of_statements_alone_is_a_"
+        "transaction_here_and_reads_nodes_without_jit",),
+    "read-each-autocommit-behind-a-pooler": (
+        "tests.test_pgbouncer.TestPooledDatabase.test_a_read_of_statements_alone_is_a_"
+        "transaction_here_and_reads_nodes_without_jit",),
     "moves-in-progress-by-bound-statuses": (
         "tests.test_steady_pass.TestSteadyPassSQLite.test_a_pass_finds_the_moves_in_progress_"
         "by_their_own_indexes",

@@ -19,7 +19,7 @@ registered for an engine, a transaction pays one dictionary lookup.
 
 import collections
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 import sqlalchemy as sa
@@ -137,23 +137,35 @@ class DirectConnection:
     autocommit mode), sent in the round trip of its first statement;
     ``closing``: the one that ends it (COMMIT), sent by
     :meth:`execute_together` with ``ending`` in the round trip of its
-    statements, else by :meth:`finish`.
+    statements, else by :meth:`finish`.  ``implicit_begin``: called with the
+    cursor, instead of sending ``opening``, when the first statement is sent
+    alone (:meth:`execute`): it has the driver begin the transaction its own
+    way, which costs the same round trip and less of the client's time.
     """
 
     _compiled: dict[tuple[int, str], tuple[Any, _Compiled]] = {}
 
     def __init__(self, cursor: DBAPICursor, dialect: Dialect,
                  observers: tuple[DirectObserver, ...] = (),
-                 opening: Sequence[str] = (), closing: str | None = None) -> None:
+                 opening: Sequence[str] = (), closing: str | None = None,
+                 implicit_begin: Callable[[DBAPICursor], None] | None = None) -> None:
         self.cursor = cursor
         self.dialect = dialect
         self.observers = observers
         self.opening = opening
         self.closing = closing
+        self.implicit_begin = implicit_begin
 
-    def _open(self, cursor: DBAPICursor) -> None:
-        """Send the opening statements, if they are still to be sent."""
+    def _open(self, cursor: DBAPICursor, together: bool = False) -> None:
+        """Begin the transaction, if it is still to begin: send the opening
+        statements (``together``: in the pipeline of the statements that
+        follow), or have the driver begin it (:attr:`implicit_begin`)."""
         opening, self.opening = self.opening, ()
+        if not opening:
+            return
+        if not together and self.implicit_begin is not None:
+            self.implicit_begin(cursor)
+            return
         for sql in opening:
             cursor.execute(sql)
 
@@ -210,7 +222,7 @@ class DirectConnection:
                 for statement, values in statements]
         try:
             with pipeline:
-                self._open(sent[0][0] if sent else self.cursor)
+                self._open(sent[0][0] if sent else self.cursor, together=True)
                 for cursor, compiled, values in sent:
                     self._run(cursor, compiled, values)
                 if ending and self.closing is not None and not self.observers:

@@ -14,16 +14,22 @@ the write lock.
 
 PostgreSQL may be reached through a connection pooler (``pooler``, see
 :data:`POOLERS`).  With none, ``lock_timeout`` is a setting of each session,
-given when it connects.  Behind a pooler (PgBouncer rejects the startup
-``options`` that carry it) each transaction sets it with ``SET LOCAL``
-instead.  Behind a pooler in transaction mode, where consecutive
-transactions of one client may run on different server sessions, nothing
-relies on a session: psycopg prepares no statement on the server, and the
-compute service does not ``LISTEN`` (see :mod:`nova_lite.db.listen`).
+given when it connects, and so is ``jit = off``: the store's statements are
+index lookups and scans whose plans a JIT compilation (tens of
+milliseconds, more for a full read) never pays back, and a table whose
+statistics lag makes the planner ask for one.  Behind a pooler (PgBouncer
+rejects the startup ``options`` that carry them) each transaction sets the
+bound with ``SET LOCAL`` instead, and the reads that could be compiled turn
+JIT off for their transaction (:func:`session_has_settings` tells them).
+Behind a pooler in transaction mode, where consecutive transactions of one
+client may run on different server sessions, nothing relies on a session:
+psycopg prepares no statement on the server, and the compute service does
+not ``LISTEN`` (see :mod:`nova_lite.db.listen`).
 Advisory locks are transaction-level everywhere (``pg_advisory_xact_lock``).
 """
 
 import contextlib
+import functools
 import os
 import random
 import sqlite3
@@ -61,6 +67,10 @@ _WRITE, _ALONE, _SNAPSHOT = range(3)
 
 #: How a direct read of one snapshot begins on PostgreSQL.
 _PG_SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+#: How a direct write begins on PostgreSQL when its first statements are
+#: sent together (psycopg's own BEGIN, in a pipeline, waits for its answer
+#: before the statements go: a round trip of its own).
+_PG_WRITE_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
 
 
 def normalize_url(url: str) -> str:
@@ -200,7 +210,7 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readon
     connect_args: dict[str, Any] = {}
     options = [str(parsed.query.get("options", "")).strip()]
     if pooler == "none":
-        options.append(f"-c lock_timeout={lock_timeout_ms(busy_timeout_s)}")
+        options.append(f"-c lock_timeout={lock_timeout_ms(busy_timeout_s)} -c jit=off")
     if any(options):
         connect_args["options"] = " ".join(o for o in options if o)
     if pooler == "transaction":
@@ -208,10 +218,33 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readon
         # on the next transaction's; PgBouncer before 1.21 cannot follow them.
         connect_args["prepare_threshold"] = None
     engine = sa.create_engine(parsed.difference_update_query(["options"]),
-                              pool_size=4, max_overflow=8, connect_args=connect_args)
+                              pool_size=4, max_overflow=8, connect_args=connect_args,
+                              execution_options={_SESSION_SETTINGS: pooler == "none"})
     _install_postgresql_hooks(engine, readonly, pooler, busy_timeout_s)
     _ping_idle_connections(engine)
     return engine, False
+
+
+#: The execution option of a PostgreSQL engine whose sessions carry the
+#: store's settings (no pooler): see :func:`session_has_settings`.
+_SESSION_SETTINGS = "nl_session_settings"
+
+
+def session_has_settings(conn: sa.Connection) -> bool:
+    """Whether ``conn``'s PostgreSQL session was started with the store's
+    settings (``lock_timeout``, ``jit = off``): True with no pooler between
+    nova-lite and the server.  A statement that must not be JIT-compiled
+    sets ``jit`` for its transaction only where this is False."""
+    return bool(conn.get_execution_options().get(_SESSION_SETTINGS))
+
+
+def _begin_implicitly(dbapi: Any, setup: str | None, cursor: Any) -> None:
+    """Have psycopg begin a direct write on ``dbapi`` before its next
+    statement (out of autocommit mode it sends its own BEGIN first), then run
+    ``setup``, if any, on ``cursor``."""
+    dbapi.autocommit = False
+    if setup is not None:
+        cursor.execute(setup)
 
 
 def lock_timeout_ms(busy_timeout_s: float) -> int:
@@ -359,13 +392,16 @@ class Database:
         self._held = HeldConnections(self.engine, lambda: IDLE_PING_S)
 
     def _run(self, op: str, fn: Callable[[sa.Connection], _T], readonly: bool,
-             snapshot: bool = False) -> _T:
+             snapshot: bool = False, each_alone: bool = False) -> _T:
         def transaction() -> _T:
             with self._serialised, self.engine.connect() as conn:
                 if readonly:
                     conn = conn.execution_options(nl_readonly=True)
                 if snapshot and self.dialect == "postgresql":
                     conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                elif each_alone and self.dialect == "postgresql" and self._setup is None \
+                        and not self.readonly:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 with conn.begin():
                     return fn(conn)
         return self._retrying(op, transaction)
@@ -457,6 +493,7 @@ class Database:
         autocommit = alone = False
         opening: tuple[str, ...] = ()
         closing = None
+        implicit_begin: Callable[[Any], None] | None = None
         try:
             for observer in observers:
                 observer.direct_begin()
@@ -472,15 +509,24 @@ class Database:
                 closing = "COMMIT"
             elif mode == _ALONE and self._setup is None:
                 autocommit = alone = dbapi.autocommit = True
-            elif self._setup is not None:
-                cursor.execute(self._setup)
-            conn = DirectConnection(cursor, self.engine.dialect, observers, opening, closing)
+            else:
+                # BEGIN is ours too, sent in the round trip of the first
+                # statements when they go together; a statement sent alone
+                # first has psycopg begin as it would (cheaper than a BEGIN
+                # of ours on the cursor, and the same one round trip).
+                autocommit = dbapi.autocommit = True
+                opening = (_PG_WRITE_BEGIN,) + ((self._setup,) if self._setup else ())
+                implicit_begin = functools.partial(_begin_implicitly, dbapi, self._setup)
+            conn = DirectConnection(cursor, self.engine.dialect, observers, opening, closing,
+                                    implicit_begin)
             result = fn(conn)
             for observer in observers:
                 observer.direct_ending(dbapi, alone)
             if closing is not None:
                 conn.finish()
-            elif not autocommit:
+            elif not alone:
+                # By the server's transaction state, in autocommit mode or
+                # not: no round trip if nothing began.
                 dbapi.commit()
         except BaseException as exc:
             cursor.close()
@@ -546,6 +592,20 @@ class Database:
     def read(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """Run ``fn(conn)`` in a read-only transaction."""
         return self._run(op, fn, readonly=True)
+
+    def read_each(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
+        """:meth:`read` for an ``fn`` whose statements need no snapshot in common.
+
+        Each statement sees what had committed when it started, as in
+        :meth:`read` (PostgreSQL's READ COMMITTED); on PostgreSQL each is sent
+        in autocommit mode, its own transaction: one round trip where a
+        transaction costs three (BEGIN, the statement, COMMIT).  For readers
+        that ask again, next time, whatever changed while they read (the
+        change readers of :mod:`nova_lite.db.node_changes`).  Behind a pooler
+        (its ``SET LOCAL`` needs a transaction) and on a store opened
+        read-only (whose transactions are ``READ ONLY``) it is :meth:`read`.
+        """
+        return self._run(op, fn, readonly=True, each_alone=True)
 
     def read_snapshot(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """:meth:`read`, with every statement of ``fn`` seeing one snapshot.

@@ -15,8 +15,16 @@ is ("n" a node, "d" a node's tombstone, "s" a service, "x" a service's
 tombstone, "a" an aggregate's stamp), and the other columns hold that
 kind's values (see ``_statement``).  A look at a fleet where nothing
 changed returns the mark alone (and the stamps).
+
+A changed node comes with the sums of its allocations' standard classes
+and whether any of them holds more (other classes, NUMA cells, PCI
+devices, child providers), read in the same snapshot as its generation: a
+view that holds the node's description renews the node from the look
+alone, where it took a statement more (a claim changes a node's usage and
+nothing else).
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -29,6 +37,7 @@ from nova_lite.db.services import ServiceRecord
 T_NODES, T_GONE = models.compute_nodes, models.node_deletions
 T_SVC, T_SVC_GONE = models.services, models.service_deletions
 T_AGG = models.aggregates
+T_ALLOC = models.allocations
 
 
 @attrs.frozen
@@ -46,10 +55,55 @@ class Look:
 
     mark: int
     versions: tuple[queries.NodeVersion, ...] = ()
+    #: ``{uuid: NodeUsage}`` of each node in ``versions``.
+    usage: Mapping[str, "NodeUsage"] = attrs.field(factory=dict)
     deleted: frozenset[str] = frozenset()
     services: tuple[ServiceRecord, ...] = ()
     gone_services: frozenset[str] = frozenset()
     stamps: tuple[tuple[int, float], ...] | None = None
+
+
+@attrs.frozen
+class NodeUsage:
+    """A changed node's allocations as the look read them: ``amounts``, the
+    sums of their standard classes (``{class: amount}``, classes with none
+    left out), and ``has_extras``: whether any of them holds more than the
+    standard classes (it must then be read whole)."""
+
+    amounts: Mapping[str, int]
+    has_extras: bool
+
+
+#: The standard classes' columns of an allocation row, in order.
+_STD = tuple(models.ALLOCATION_COLUMNS.items())
+
+
+def _node_sums(dialect: str, changed: sa.ColumnElement[bool]
+               ) -> tuple[sa.FromClause, list[sa.ColumnElement[Any]]]:
+    """The node rows ``changed`` picks, joined to the sums of their
+    allocations: ``(from clause, [has_extras, sum of each standard class])``.
+
+    On PostgreSQL a lateral join: one lookup of the allocations' node index
+    per changed node, whatever plan the statement is given.  SQLite has no
+    lateral join: the allocations of the changed nodes, grouped."""
+    extras = sa.func.max(sa.case((sa.text(f"({models.EXTRAS_PREDICATE})"),
+                                  sa.literal_column("1")), else_=sa.literal_column("0")))
+    sums = [sa.func.sum(T_ALLOC.c[col]) for _, col in _STD]
+    per_node: sa.FromClause
+    if dialect == "postgresql":
+        per_node = sa.select(extras.label("has_extras"), *[
+            total.label(f"used_{col}") for total, (_, col) in zip(sums, _STD)]).where(
+            T_ALLOC.c.node_uuid == T_NODES.c.uuid).lateral("used")
+        joined = T_NODES.join(per_node, sa.true())
+    else:
+        per_node = sa.select(T_ALLOC.c.node_uuid.label("allocated"), extras.label("has_extras"), *[
+            total.label(f"used_{col}") for total, (_, col) in zip(sums, _STD)]).where(
+            T_ALLOC.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(changed))).group_by(
+            T_ALLOC.c.node_uuid).subquery("used")
+        joined = T_NODES.outerjoin(per_node, per_node.c.allocated == T_NODES.c.uuid)
+    return joined, [sa.cast(per_node.c.has_extras, _BIG).label("extras"),
+                    *[sa.cast(per_node.c[f"used_{col}"], _BIG).label(f"used_{col}")
+                      for _, col in _STD]]
 
 
 def _nulls(*types: Any) -> list[sa.ColumnElement[Any]]:
@@ -73,15 +127,18 @@ def _statement(dialect: str, services: bool, aggregates: bool) -> sa.Select[Any]
     else:
         mark = queries.SQLITE_MARK.scalar_subquery()
     look = sa.select(mark.label("mark")).subquery("look")
+    changed_nodes = queries.since(T_NODES.c.change_seq)
+    nodes, usage = _node_sums(dialect, changed_nodes)
+    no_usage = _nulls(*[_BIG] * len(usage))
     parts = [
         sa.select(sa.literal_column("'n'").label("kind"), T_NODES.c.uuid.label("key"),
                   T_NODES.c.host.label("host"), T_NODES.c.nodename.label("name"),
                   sa.cast(T_NODES.c.generation, _BIG).label("num"),
                   T_NODES.c.change_seq.label("seq"), T_NODES.c.described_seq.label("described"),
-                  *[n.label(c) for n, c in zip(_nulls(_FLOAT, _FLOAT), ("t1", "t2"))]
-                  ).where(queries.since(T_NODES.c.change_seq)),
+                  *[n.label(c) for n, c in zip(_nulls(_FLOAT, _FLOAT), ("t1", "t2"))],
+                  *usage).select_from(nodes).where(changed_nodes),
         sa.select(sa.literal_column("'d'"), T_GONE.c.uuid, *_nulls(_TEXT, _TEXT, _BIG),
-                  T_GONE.c.change_seq, *_nulls(_BIG, _FLOAT, _FLOAT)).where(
+                  T_GONE.c.change_seq, *_nulls(_BIG, _FLOAT, _FLOAT), *no_usage).where(
             queries.since(T_GONE.c.change_seq)),
     ]
     if services:
@@ -92,21 +149,22 @@ def _statement(dialect: str, services: bool, aggregates: bool) -> sa.Select[Any]
             sa.select(sa.literal_column("'s'"), T_SVC.c.binary, T_SVC.c.host,
                       T_SVC.c.disabled_reason, sa.cast(T_SVC.c.report_count, _BIG),
                       sa.cast(sa.cast(T_SVC.c.disabled, sa.Integer), _BIG), *_nulls(_BIG),
-                      T_SVC.c.created_at, T_SVC.c.updated_at).where(
+                      T_SVC.c.created_at, T_SVC.c.updated_at, *no_usage).where(
                 queries.since(T_SVC.c.change_seq)),
             sa.select(sa.literal_column("'x'"), T_SVC_GONE.c.binary, T_SVC_GONE.c.host,
-                      *_nulls(_TEXT, _BIG, _BIG, _BIG, _FLOAT, _FLOAT)).where(
+                      *_nulls(_TEXT, _BIG, _BIG, _BIG, _FLOAT, _FLOAT), *no_usage).where(
                 T_SVC_GONE.c.binary == sa.bindparam("binary"),
                 queries.since(T_SVC_GONE.c.change_seq)),
         ]
     if aggregates:
         parts.append(sa.select(sa.literal_column("'a'"), *_nulls(_TEXT, _TEXT, _TEXT),
                                sa.cast(T_AGG.c.id, _BIG), *_nulls(_BIG, _BIG, _FLOAT),
-                               T_AGG.c.updated_at))
+                               T_AGG.c.updated_at, *no_usage))
     changed = sa.union_all(*parts).subquery("changed")
     return sa.select(look.c.mark, changed.c.kind, changed.c.key, changed.c.host,
                      changed.c.name, changed.c.num, changed.c.seq, changed.c.described,
-                     changed.c.t1, changed.c.t2).select_from(
+                     changed.c.t1, changed.c.t2, changed.c.extras,
+                     *[changed.c[f"used_{col}"] for _, col in _STD]).select_from(
         look.outerjoin(changed, sa.true()))
 
 
@@ -130,15 +188,19 @@ def look_since(conn: Connection, mark: int, binary: str | None = None,
         params["binary"] = binary
     new_mark = None
     versions: list[queries.NodeVersion] = []
+    usage: dict[str, NodeUsage] = {}
     deleted: set[str] = set()
     found: list[ServiceRecord] = []
     gone: set[str] = set()
     stamps: list[tuple[int, float]] = []
-    for look, kind, key, host, name, num, seq, described, t1, t2 in conn.execute(
-            statement, params).tuples().all():
+    classes = [rc for rc, _ in _STD]
+    for look, kind, key, host, name, num, seq, described, t1, t2, extras, *sums in \
+            conn.execute(statement, params).all():
         new_mark = int(look)
         if kind == "n":
             versions.append(queries.NodeVersion(key, host, name, num, seq, described))
+            usage[key] = NodeUsage({rc: int(total) for rc, total in zip(classes, sums) if total},
+                                   bool(extras))
         elif kind == "d":
             deleted.add(key)
         elif kind == "s":
@@ -150,9 +212,10 @@ def look_since(conn: Connection, mark: int, binary: str | None = None,
             stamps.append((num, t2))
     if new_mark is None:   # the one-row look always answers
         raise RuntimeError("the change look returned no row")
-    return Look(mark=new_mark, versions=tuple(versions), deleted=frozenset(deleted),
+    return Look(mark=new_mark, versions=tuple(versions), usage=usage,
+                deleted=frozenset(deleted),
                 services=tuple(found), gone_services=frozenset(gone),
                 stamps=tuple(sorted(stamps)) if aggregates else None)
 
 
-__all__ = ["Look", "look_since"]
+__all__ = ["Look", "NodeUsage", "look_since"]

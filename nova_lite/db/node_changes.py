@@ -3,30 +3,29 @@
 Views that keep the records in memory (the scheduler's host view, the
 API's node cache and through it the metrics) each hold a
 :class:`ChangeReader`.  Its first look reads everything; each later look is
-one read transaction that asks the indexed change sequence (see
+one read that asks the indexed change sequence (see
 :mod:`nova_lite.db.queries`) for the rows changed since the mark of the
 last look, as a Kubernetes watch asks from a ``resourceVersion``: one
 statement (:func:`nova_lite.db.look.look_since`) gives the next mark, the
-versions of the changed nodes, the tombstones of deleted nodes and, if
-asked, the service rows added, enabled, disabled or deleted and the
-stamps of the host aggregates.  Then the nodes whose generation, host or
-description the view does not already hold are read again, 1,000 per
-statement: a node whose description (report, host, name, flags,
-inventories) the view holds, by its ``described_seq`` (revision 0012),
-for its generation and usage alone, kept with that description (a
-claim's change costs a few numbers, not the node's report); any other
-node whole.  Others read the service rows of some hosts by key (for their
-heartbeats, which do not move the sequence) and the host aggregates when
-one of them changed.  A look at a fleet where nothing changed is one
-statement.  Nothing is scanned in full after the first look, however
-many rows changed.
+versions of the changed nodes with the sums of their allocations, the
+tombstones of deleted nodes and, if asked, the service rows added,
+enabled, disabled or deleted and the stamps of the host aggregates.  A
+changed node whose description (report, host, name, flags, inventories)
+the view holds, by its ``described_seq`` (revision 0012), is renewed from
+the look alone, its generation and usage, kept with that description (a
+claim's change costs a few numbers, not the node's report, and no
+statement more); any other node whose generation or host the view does
+not hold is read again whole, 1,000 per statement.  Others read the
+service rows of some hosts by key (for their heartbeats, which do not move
+the sequence) and the host aggregates when one of them changed.  A look at
+a fleet where nothing changed is one statement.  Nothing is scanned in
+full after the first look, however many rows changed.
 
 A view whose last look is older than half of
 :data:`~nova_lite.db.queries.TOMBSTONE_KEEP_S` reads everything again (the
 tombstones it would need may be pruned).
 """
 
-import itertools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,7 @@ from nova_lite.db.look import look_since
 from nova_lite.db.aggregates import Aggregate
 from nova_lite.db.services import ServiceRecord
 from nova_lite.objects import ComputeNode
+from nova_lite.resources import Inventory
 
 if TYPE_CHECKING:
     from nova_lite.db.store import Store
@@ -124,7 +124,7 @@ class ChangeReader:
             changes, mark, described = self._read_all()
             self._full_mark, self._described = mark, described
         else:
-            changes, mark, described = self.store.db.read(
+            changes, mark, described = self.store.db.read_each(
                 "changed records", lambda conn: self._read_since(conn, since, known, hosts))
             self._described.update(described)
         self.mark = mark
@@ -144,7 +144,7 @@ class ChangeReader:
         asks again)."""
         if not self.watch_aggregates:
             return None
-        self._next_stamps = tuple(conn.execute(_AGGREGATE_STAMPS).tuples().all())
+        self._next_stamps = tuple(conn.execute(_AGGREGATE_STAMPS).all())
         return tuple(aggregates.read_all(conn))
 
     def _read_all(self) -> tuple[Changes, int, dict[str, int]]:
@@ -177,23 +177,22 @@ class ChangeReader:
         # not hold its generation, host and description.
         changed = [v for v in look.versions
                    if not (_unchanged(known, v) and self._holds_description(v))]
-        # A node whose description the view holds is read again for its
-        # generation and usage alone (what a claim changes).
-        usage_only: dict[str, tuple[ComputeNode, int]] = {}
+        # A node whose description the view holds is renewed from the look
+        # alone: its generation and the sums of its allocations, read
+        # together (what a claim changes).  One whose allocations hold more
+        # than the standard classes is read whole, as is any other.
+        fresh: list[ComputeNode] = []
         whole: list[str] = []
+        memo: dict[tuple[int, int], Inventory] = {}   # inventories shared by nodes of a kind
         for version in changed:
             record = _held_record(known.get(version.uuid))
+            used = look.usage[version.uuid]
             if record is not None and self._holds_description(version) \
-                    and record.host == version.host:
-                usage_only[version.uuid] = (record, version.described_seq)
+                    and record.host == version.host and not used.has_extras:
+                fresh.append(rows.with_usage(record, version.generation, dict(used.amounts),
+                                             memo))
             else:
                 whole.append(version.uuid)
-        fresh: list[ComputeNode] = []
-        for i in range(0, len(usage_only), _CHUNK):
-            part = dict(itertools.islice(usage_only.items(), i, i + _CHUNK))
-            renewed, moved = rows.renew_usage(conn, part)
-            fresh.extend(renewed)
-            whole.extend(moved)
         described: dict[str, int] = {}
         if whole:
             fresh.extend(load_nodes_by_uuid(conn, whole, described))

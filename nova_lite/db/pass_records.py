@@ -598,7 +598,7 @@ def _read_for_tracker(conn: sa.Connection, host: str, now: float) -> PassRecords
     allocations as the database sums and finds them (no row of a steady
     node's consumers is read)."""
     heads, inventories, node_rows = _nodes_from(
-        conn.execute(_nodes_statement(T_NODES.c.host == host)).tuples(), host)
+        conn.execute(_nodes_statement(T_NODES.c.host == host)), host)
     mine = T_ALLOC.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(T_NODES.c.host == host))
     sums = sa.select(T_ALLOC.c.node_uuid, *[sa.func.sum(T_ALLOC.c[col]) for _, col in
                                             rows.STD_COLUMNS],
@@ -607,7 +607,7 @@ def _read_for_tracker(conn: sa.Connection, host: str, now: float) -> PassRecords
                        *[T_ALLOC.c[col] for col in _EXTRAS]).where(
         mine, sa.text(f"({models.EXTRAS_PREDICATE})"))
     usage: dict[str, Any] = {}
-    for node_uuid, *values in conn.execute(sa.union_all(sums, extras)).tuples():
+    for node_uuid, *values in conn.execute(sa.union_all(sums, extras)):
         amounts, numa, pci, nested = usage.setdefault(node_uuid, ({}, [], set(), {}))
         for (rc, _), n in zip(rows.STD_COLUMNS, values):
             if n:
@@ -618,7 +618,7 @@ def _read_for_tracker(conn: sa.Connection, host: str, now: float) -> PassRecords
     stale = tuple(StaleAllocation(consumer, node_uuid, nodename, kind)
                   for consumer, node_uuid, nodename, kind in conn.execute(sa.union_all(*[
                       q.add_columns(sa.literal(k).label("kind"))
-                      for q, k in zip(audit_writes.stale_queries(host), kinds)])).tuples())
+                      for q, k in zip(audit_writes.stale_queries(host), kinds)])))
     return PassRecords(
         host=host, read_at=now, node_rows=node_rows, inventories=inventories,
         migrations={}, migration_times={}, usage=usage, node_heads=tuple(heads.values()),

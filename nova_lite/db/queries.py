@@ -86,7 +86,7 @@ def described_since(conn: Connection, mark: int) -> dict[str, int]:
     reads every row anyway)."""
     return {uuid: seq for uuid, seq in conn.execute(
         sa.select(T_NODES.c.uuid, T_NODES.c.described_seq).where(
-            T_NODES.c.described_seq >= mark)).tuples()}
+            T_NODES.c.described_seq >= mark))}
 
 
 def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:

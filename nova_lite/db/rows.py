@@ -23,6 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite.db import models, serialize as ser, trusted
 from nova_lite.db.direct import DirectConnection
+from nova_lite.db.engine import session_has_settings
 from nova_lite.exception import NodeNotFound
 from nova_lite.objects import (
     Allocation, ComputeNode, Instance, InstanceNUMATopology, Migration, nested_amounts)
@@ -483,10 +484,11 @@ def load_nodes_of(conn: sa.Connection, node_uuids: Sequence[str],
         return []
     postgres = conn.dialect.name == "postgresql"
     statements = _NODES_OF_PG if postgres else _NODES_OF_SQLITE
-    if postgres:
+    if postgres and not session_has_settings(conn):
         # A table whose statistics lag (just filled) can make the planner
         # think the inventories' lookups costly enough to JIT-compile the
         # statement: about 12 ms of the server's, for a read of a few.
+        # (A session of the store's own has JIT off already.)
         conn.exec_driver_sql("SET LOCAL jit = off")
     wanted = list(node_uuids) if postgres else json.dumps(list(node_uuids))
     node_rows = conn.execute(statements[0], {"uuids": wanted}).all()
@@ -511,45 +513,13 @@ def load_nodes_of(conn: sa.Connection, node_uuids: Sequence[str],
             for row in node_rows]
 
 
-def renew_usage(conn: sa.Connection, held: Mapping[str, tuple[ComputeNode, int]]
-                ) -> tuple[list[ComputeNode], list[str]]:
-    """The records of ``held``'s nodes with their usage and generation read
-    again, their description (report, host, name, flags, inventories) kept.
-
-    ``held``: ``{uuid: (the record a view holds, the node's described_seq
-    that record's description is of)}``; what the record holds beyond its
-    description is not used.  One statement per call: each node's generation, its
-    ``described_seq`` and the sums of its allocations' standard classes.
-    Returns ``(records, to_read_whole)``: the renewed records, and the uuids
-    whose description is not the one held any more or that now hold
-    allocations with extras (read them whole, :func:`load_nodes_of`); a
-    node not recorded any more is in neither.
-    """
-    if not held:
-        return [], []
-    postgres = conn.dialect.name == "postgresql"
-    wanted = list(held) if postgres else json.dumps(list(held))
-    renewed: list[ComputeNode] = []
-    whole: list[str] = []
-    statement = _USAGE_OF_PG if postgres else _USAGE_OF_SQLITE
-    # (inventory's id, used) -> the inventory with that use, for this call's
-    # nodes: nodes of one kind hold the same inventory objects
-    memo: dict[tuple[int, int], Inventory] = {}
-    for uuid, generation, described, has_extras, *sums in conn.execute(
-            statement, {"uuids": wanted}).tuples().all():
-        record, described_held = held[uuid]
-        if described != described_held or has_extras:
-            whole.append(uuid)
-            continue
-        amounts = {rc: int(total) for (rc, _), total in zip(STD_COLUMNS, sums) if total}
-        renewed.append(_with_usage(record, generation, amounts, memo))
-    return renewed, whole
-
-
-def _with_usage(node: ComputeNode, generation: int, amounts: dict[str, int],
-                memo: dict[tuple[int, int], Inventory]) -> ComputeNode:
+def with_usage(node: ComputeNode, generation: int, amounts: dict[str, int],
+               memo: dict[tuple[int, int], Inventory]) -> ComputeNode:
     """``node`` at ``generation`` with ``amounts`` of the standard classes as
-    its whole usage (no extras), its inventories' ``used`` to match."""
+    its whole usage (no extras), its inventories' ``used`` to match, its
+    description kept.  ``memo``: ``{(id of an inventory, used): inventory}``
+    shared by the calls for one set of nodes (nodes of one kind hold the same
+    inventory objects, so each new one is made once)."""
     inventories = {}
     for rc, inv in node.inventories.items():
         used = amounts.get(rc, 0)
@@ -564,18 +534,6 @@ def _with_usage(node: ComputeNode, generation: int, amounts: dict[str, int],
                                            used)
         inventories[rc] = found
     return trusted.renewed(node, generation, inventories, amounts)
-
-
-def _usage_of_statement(in_uuids: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
-                        ) -> sa.Select[Any]:
-    """The statement of :func:`renew_usage`, given how a column is matched
-    against the ``uuids`` parameter."""
-    sums = _sums_of(in_uuids)
-    return sa.select(T_NODES.c.uuid, T_NODES.c.generation, T_NODES.c.described_seq,
-                     sa.func.coalesce(sums.c.has_extras, 0),
-                     *[sums.c[f"used_{col}"] for _, col in STD_COLUMNS]).select_from(
-        T_NODES.outerjoin(sums, sums.c.allocated == T_NODES.c.uuid)).where(
-        in_uuids(T_NODES.c.uuid))
 
 
 def _sums_of(in_uuids: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
@@ -664,8 +622,6 @@ def _offered_text(text: str | None) -> _Offered:
 # Built once per dialect: every view asks them on every change it reads.
 _NODES_OF_PG = _nodes_of_statements(_in_array)
 _NODES_OF_SQLITE = _nodes_of_statements(_in_json_list)
-_USAGE_OF_PG = _usage_of_statement(_in_array)
-_USAGE_OF_SQLITE = _usage_of_statement(_in_json_list)
 
 
 def _offered_by_node(conn: sa.Connection, node_filter: Callable[
@@ -744,7 +700,7 @@ def _streamed(conn: sa.Connection, query: sa.Select[Any]) -> Iterator[Iterable[A
     done, and wait for it).  Otherwise, a server-side cursor.
     """
     if not _chunked_stream(conn):
-        yield conn.execute(query.execution_options(yield_per=_STREAM_ROWS)).tuples()
+        yield conn.execute(query.execution_options(yield_per=_STREAM_ROWS))
         return
     compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     statement, params = compiled.string, compiled.params

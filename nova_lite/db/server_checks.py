@@ -66,7 +66,7 @@ def server_advice(conn: sa.Connection) -> list[ServerAdvice]:
         return []
     found = conn.execute(sa.text("SELECT name, setting FROM pg_settings "
                                  "WHERE name IN :names").bindparams(
-        sa.bindparam("names", expanding=True)), {"names": list(SETTINGS)}).tuples().all()
+        sa.bindparam("names", expanding=True)), {"names": list(SETTINGS)}).all()
     return advice_for(dict(found))
 
 

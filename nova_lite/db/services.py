@@ -121,7 +121,7 @@ def list_services(conn: Connection, binary: str, host: str | None = None
         found = conn.execute(_LIST_HOST, {"binary": binary, "host": host})
     # Plain tuples in the record's field order: cheaper than Row attributes.
     return [ServiceRecord(h, b, c, u, n, bool(d), r)
-            for h, b, c, u, n, d, r in found.tuples().all()]
+            for h, b, c, u, n, d, r in found.all()]
 
 
 def beat(conn: "Connection | DirectConnection", host: str, binary: str,
@@ -193,7 +193,7 @@ def services_of_hosts(conn: Connection, binary: str, hosts: list[str]) -> list[S
     for i in range(0, len(ordered), 500):
         found.extend(ServiceRecord(h, b, c, u, n, bool(d), r) for h, b, c, u, n, d, r in
                      conn.execute(_LIST.where(T_SVC.c.host.in_(ordered[i:i + 500])),
-                                  {"binary": binary}).tuples())
+                                  {"binary": binary}))
     return found
 
 
