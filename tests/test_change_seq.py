@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from nova_lite import leaks
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import COMPUTE_BINARY, look, models, node_changes, queries
+from nova_lite.db.direct import observe as direct_observe, unobserve as direct_unobserve
 from nova_lite.db.node_changes import ChangeReader
 from nova_lite.objects import DELETED
 from nova_lite.virt import loader
@@ -228,6 +229,41 @@ class ChangeSeqTests:
         self.assertEqual({"h2"}, changes.gone_services)
         self.assertEqual(1, len(changes.gone_nodes))
         self.assert_view(look)
+
+    def test_a_look_runs_on_the_drivers_cursor_and_reads_nothing_more_when_steady(self):
+        # Every scheduler, API and metrics request looks: its one statement
+        # skips SQLAlchemy's Connection and result machinery, as the claims
+        # do (that layer was a sixth of a build's client time).
+        driver, rt = self.tracker("h1", ["n1"])
+        rt.update_available_resource()
+        reader = ChangeReader(self.store, binary=COMPUTE_BINARY)
+        held = {n.uuid: n for n in reader.read({}).nodes}
+        rt.instance_claim(base.instance(), "n1")   # renewed from the look alone
+        through_sqlalchemy, direct = [], []
+
+        class Seen:
+            def direct_begin(self):
+                pass
+
+            def direct_statement(self, sql):
+                direct.append(sql)
+
+            def direct_done(self, sql, cursor):
+                pass
+
+            def direct_ending(self, dbapi_connection, autocommit):
+                pass
+
+        engine = self.store.db.engine
+        sa.event.listen(engine, "before_cursor_execute",
+                        lambda conn, cursor, text, *args: through_sqlalchemy.append(text))
+        seen = Seen()
+        direct_observe(engine, seen)
+        self.addCleanup(direct_unobserve, engine, seen)
+        self.assertEqual(["n1"], [n.nodename for n in reader.read(held).nodes])
+        self.assertEqual([], through_sqlalchemy)
+        self.assertEqual(1, len(direct), direct)
+        self.assertIn("look", direct[0])
 
     def test_a_reader_whose_last_look_is_too_old_reads_everything(self):
         reader = ChangeReader(self.store)

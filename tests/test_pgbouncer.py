@@ -236,6 +236,8 @@ class TestPooledDatabase(testtools.TestCase):
         store = self.open(busy_timeout=0.75)
         self.assertEqual("750ms", store.db.read_each("show", lambda c: c.execute(
             sa.text("SHOW lock_timeout")).scalar()))
+        self.assertEqual("750ms", store.db.read_each_direct("show", lambda c: c.execute(
+            sa.text("SHOW lock_timeout")).scalar()))
 
         def nodes_then_jit(conn):
             rows.load_nodes_of(conn, ["no-such-node"])

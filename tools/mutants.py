@@ -548,9 +548,9 @@ MUTANTS = {
     "change-reads-in-a-transaction": (
         "the change readers' looks run in a transaction: BEGIN and COMMIT cost two more "
         "round trips on every scheduler, API and metrics request",
-        "nova_lite/db/node_changes.py",
-        "            changes, mark, described = self.store.db.read_each(\n",
-        "            changes, mark, described = self.store.db.read(\n"),
+        "nova_lite/db/engine.py",
+        "            elif mode == _EACH and self._setup is None and not self.readonly:\n",
+        "            elif False:\n"),
     "session-jit-on": (
         "the store's own sessions start with JIT on: a statement whose statistics lag "
         "may be compiled, tens of milliseconds of the server's",
@@ -582,6 +582,19 @@ MUTANTS = {
         "nova_lite/db/look.py",
         "                                   bool(extras))\n",
         "                                   False)\n"),
+    "look-through-sqlalchemy": (
+        "a change look runs through SQLAlchemy's Connection and result machinery, on every "
+        "scheduler, API and metrics request",
+        "nova_lite/db/node_changes.py",
+        "            look = self.store.db.read_each_direct(\"change look\", lambda conn: "
+        "look_since(\n",
+        "            look = self.store.db.read_each(\"change look\", lambda conn: "
+        "look_since(\n"),
+    "look-autocommit-behind-a-pooler": (
+        "behind a pooler a change look runs in autocommit: its SET LOCAL lock bound is lost",
+        "nova_lite/db/engine.py",
+        "            elif mode == _EACH and self._setup is None and not self.readonly:\n",
+        "            elif mode == _EACH and not self.readonly:\n"),
     "driver-calls-start-a-thread-each": (
         "every map of driver calls starts a thread of its own",
         "nova_lite/compute/driver_calls.py",
@@ -663,6 +676,12 @@ GUARDS = {
     "look-ignores-extras": (
         "tests.test_change_seq.TestChangeSeqOnSQLite.test_described_seq_moves_with_the_"
         "description_alone",),
+    "look-autocommit-behind-a-pooler": (
+        "tests.test_pgbouncer.TestPooledDatabase.test_a_read_of_statements_alone_is_a_"
+        "transaction_here_and_reads_nodes_without_jit",),
+    "look-through-sqlalchemy": (
+        "tests.test_change_seq.TestChangeSeqOnSQLite.test_a_look_runs_on_the_drivers_cursor_"
+        "and_reads_nothing_more_when_steady",),
     "write-begin-answered-alone": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_with_its_tasks_begins_"
         "in_the_round_trip_of_its_statements",),

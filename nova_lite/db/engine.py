@@ -61,12 +61,16 @@ POOLERS = DATABASE_POOLERS
 _T = TypeVar("_T")
 
 #: What a direct transaction is (Database._direct_transaction): a write, a
-#: write of one statement alone, a read of one snapshot.
-_WRITE, _ALONE, _SNAPSHOT = range(3)
+#: write of one statement alone, a read of one snapshot, a read of
+#: statements that each see what committed before they started.
+_WRITE, _ALONE, _SNAPSHOT, _EACH = range(4)
 
 
 #: How a direct read of one snapshot begins on PostgreSQL.
 _PG_SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+#: How a direct read of statements alone begins on PostgreSQL where it needs
+#: a transaction (behind a pooler, or on a read-only store).
+_PG_READ_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
 #: How a direct write begins on PostgreSQL when its first statements are
 #: sent together (psycopg's own BEGIN, in a pipeline, waits for its answer
 #: before the statements go: a round trip of its own).
@@ -480,6 +484,18 @@ class Database:
         """
         return self._retrying(op, lambda: self._direct_transaction(fn, _SNAPSHOT))
 
+    def read_each_direct(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
+        """:meth:`read_each` with ``fn`` given a
+        :class:`~nova_lite.db.direct.DirectConnection` (as :meth:`read_direct`).
+
+        On PostgreSQL each statement is sent in autocommit mode, one round
+        trip; behind a pooler or on a read-only store the statements run in
+        a ``READ COMMITTED READ ONLY`` transaction whose BEGIN and COMMIT
+        travel with them as :meth:`read_direct`'s do.  A deferred
+        transaction on SQLite.
+        """
+        return self._retrying(op, lambda: self._direct_transaction(fn, _EACH))
+
     def _direct_transaction(self, fn: Callable[[DirectConnection], _T], mode: int) -> _T:
         if self.memory:
             return self._pooled_direct_transaction(fn, mode)
@@ -498,14 +514,18 @@ class Database:
             for observer in observers:
                 observer.direct_begin()
             if self.dialect == "sqlite":
-                cursor.execute("BEGIN DEFERRED" if mode == _SNAPSHOT else "BEGIN IMMEDIATE")
-            elif mode == _SNAPSHOT:
+                cursor.execute("BEGIN DEFERRED" if mode in (_SNAPSHOT, _EACH)
+                               else "BEGIN IMMEDIATE")
+            elif mode == _EACH and self._setup is None and not self.readonly:
+                autocommit = alone = dbapi.autocommit = True
+            elif mode in (_SNAPSHOT, _EACH):
                 # BEGIN and COMMIT are ours, sent in the round trips of the
                 # statements (see DirectConnection): a read whose answer is
                 # lost wrote nothing, so it may end in the round trip of its
                 # statements.
                 autocommit = dbapi.autocommit = True
-                opening = (_PG_SNAPSHOT_BEGIN,) + ((self._setup,) if self._setup else ())
+                opening = (_PG_SNAPSHOT_BEGIN if mode == _SNAPSHOT else _PG_READ_BEGIN,) + (
+                    (self._setup,) if self._setup else ())
                 closing = "COMMIT"
             elif mode == _ALONE and self._setup is None:
                 autocommit = alone = dbapi.autocommit = True
@@ -563,7 +583,8 @@ class Database:
                 try:
                     for observer in observers:
                         observer.direct_begin()
-                    cursor.execute("BEGIN DEFERRED" if mode == _SNAPSHOT else "BEGIN IMMEDIATE")
+                    cursor.execute("BEGIN DEFERRED" if mode in (_SNAPSHOT, _EACH)
+                                   else "BEGIN IMMEDIATE")
                     result = fn(DirectConnection(cursor, self.engine.dialect, observers))
                     for observer in observers:
                         observer.direct_ending(pooled.dbapi_connection, False)

@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nova_lite.db import models, queries
+from nova_lite.db.direct import DirectConnection
 from nova_lite.db.services import ServiceRecord
 
 T_NODES, T_GONE = models.compute_nodes, models.node_deletions
@@ -174,7 +175,7 @@ _STATEMENTS = {(dialect, services, aggregates): _statement(dialect, services, ag
                for services in (False, True) for aggregates in (False, True)}
 
 
-def look_since(conn: Connection, mark: int, binary: str | None = None,
+def look_since(conn: Connection | DirectConnection, mark: int, binary: str | None = None,
                aggregates: bool = False) -> Look:
     """What changed at or after ``mark``, and the mark to ask from next time,
     in one statement: on PostgreSQL its one snapshot gives all of it, so

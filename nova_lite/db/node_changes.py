@@ -34,7 +34,7 @@ import attrs
 import sqlalchemy as sa
 
 from nova_lite.db import aggregates, models, queries, rows, services
-from nova_lite.db.look import look_since
+from nova_lite.db.look import Look, look_since
 from nova_lite.db.aggregates import Aggregate
 from nova_lite.db.services import ServiceRecord
 from nova_lite.objects import ComputeNode
@@ -124,8 +124,13 @@ class ChangeReader:
             changes, mark, described = self._read_all()
             self._full_mark, self._described = mark, described
         else:
-            changes, mark, described = self.store.db.read_each(
-                "changed records", lambda conn: self._read_since(conn, since, known, hosts))
+            # The look on the driver's cursor (one statement, its rows
+            # plain tuples); what it says is still to read, if anything, in
+            # a read of its own.
+            look = self.store.db.read_each_direct("change look", lambda conn: look_since(
+                conn, since, self.binary, self.watch_aggregates))
+            changes, described = self._changes_since(look, known, hosts)
+            mark = look.mark
             self._described.update(described)
         self.mark = mark
         self._stamps = self._next_stamps
@@ -166,13 +171,13 @@ class ChangeReader:
         return Changes(full=True, nodes=tuple(nodes), services=tuple(found),
                        aggregates=found_aggregates), mark, described
 
-    def _read_since(self, conn: sa.Connection, mark: int, known: Mapping[str, Any],
-                    hosts: Collection[str]) -> tuple[Changes, int, dict[str, int]]:
-        # The new mark comes with the versions, the services and the
-        # aggregates' stamps, in one statement (its snapshot covers them all);
-        # the reads after it may see more, asked again next time.
-        look = look_since(conn, mark, self.binary, self.watch_aggregates)
-        new_mark = look.mark
+    def _changes_since(self, look: Look, known: Mapping[str, Any], hosts: Collection[str]
+                       ) -> tuple[Changes, dict[str, int]]:
+        """The changes ``look`` found, and ``{uuid: described_seq}`` of the
+        nodes read whole: the look's versions, services and aggregates'
+        stamps came in one statement (its snapshot covers them all); the
+        reads after it, if any are needed, may see more, asked again next
+        time."""
         # A row seen already comes again: it is read only if the view does
         # not hold its generation, host and description.
         changed = [v for v in look.versions
@@ -193,33 +198,44 @@ class ChangeReader:
                                              memo))
             else:
                 whole.append(version.uuid)
-        described: dict[str, int] = {}
-        if whole:
-            fresh.extend(load_nodes_by_uuid(conn, whole, described))
-        gone = {v.uuid for v in changed} - {node.uuid for node in fresh}   # deleted meanwhile
         deleted = set(look.deleted)
-        if deleted:
-            gone |= deleted - queries.existing_nodes(conn, deleted)
-        found: list[ServiceRecord] = []
-        gone_services: set[str] = set()
-        if self.binary is not None:
-            found, deleted_services = list(look.services), look.gone_services
-            if hosts:
-                seen = {s.host for s in found}
-                found += services.services_of_hosts(
-                    conn, self.binary, [h for h in hosts if h not in seen])
-            gone_services = set(deleted_services) - {s.host for s in found}
-            if gone_services:   # recorded again since: still there
-                gone_services -= {s.host for s in services.services_of_hosts(
-                    conn, self.binary, sorted(gone_services))}
-        found_aggregates = None
+        found = list(look.services) if self.binary is not None else []
+        deleted_services = set(look.gone_services) if self.binary is not None else set()
+        seen_hosts = {s.host for s in found}
+        asked_hosts = [h for h in hosts if h not in seen_hosts] if self.binary is not None else []
         if look.stamps is not None:
             self._next_stamps = look.stamps
-            if look.stamps != self._stamps:
-                found_aggregates = tuple(aggregates.read_all(conn))
+        stamps_moved = look.stamps is not None and look.stamps != self._stamps
+        described: dict[str, int] = {}
+        gone = set()
+        gone_services: set[str] = set()
+        found_aggregates = None
+        if whole or deleted or asked_hosts or deleted_services or stamps_moved:
+            def more(conn: sa.Connection) -> tuple[list[ComputeNode], set[str], list[ServiceRecord],
+                                                   set[str], tuple[Aggregate, ...] | None]:
+                described.clear()
+                read = load_nodes_by_uuid(conn, whole, described) if whole else []
+                existing = queries.existing_nodes(conn, deleted) if deleted else set()
+                binary = self.binary or ""   # (services are asked for with a binary only)
+                services_asked = services.services_of_hosts(
+                    conn, binary, asked_hosts) if asked_hosts else []
+                still = set()
+                left = deleted_services - {s.host for s in found + services_asked}
+                if left:   # recorded again since: still there
+                    still = {s.host for s in services.services_of_hosts(
+                        conn, binary, sorted(left))}
+                return read, existing, services_asked, left - still, (
+                    tuple(aggregates.read_all(conn)) if stamps_moved else None)
+
+            read, existing, services_asked, gone_services, found_aggregates = \
+                self.store.db.read_each("changed records", more)
+            fresh.extend(read)
+            found += services_asked
+            gone = deleted - existing
+        gone |= {v.uuid for v in changed} - {node.uuid for node in fresh}   # deleted meanwhile
         return Changes(full=False, nodes=tuple(fresh), gone_nodes=frozenset(gone),
                        services=tuple(found), gone_services=frozenset(gone_services),
-                       aggregates=found_aggregates), new_mark, described
+                       aggregates=found_aggregates), described
 
     def _holds_description(self, version: queries.NodeVersion) -> bool:
         """Whether the view holds the description ``version`` is of: read by
