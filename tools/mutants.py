@@ -595,6 +595,12 @@ MUTANTS = {
         "nova_lite/db/engine.py",
         "            elif mode == _EACH and self._setup is None and not self.readonly:\n",
         "            elif mode == _EACH and not self.readonly:\n"),
+    "recorded-work-notifies-no-host": (
+        "recording a task notifies nobody: a listening host takes it at its next poll",
+        "nova_lite/db/task_writes.py",
+        "    returned = (*T_TASK.c, _notify(T_TASK.c.host).label(\"notified\")) if notify "
+        "else T_TASK.c\n",
+        "    returned = T_TASK.c\n"),
     "driver-calls-start-a-thread-each": (
         "every map of driver calls starts a thread of its own",
         "nova_lite/compute/driver_calls.py",
@@ -676,6 +682,9 @@ GUARDS = {
     "look-ignores-extras": (
         "tests.test_change_seq.TestChangeSeqOnSQLite.test_described_seq_moves_with_the_"
         "description_alone",),
+    "recorded-work-notifies-no-host": (
+        "tests.test_work.TestWorkPostgreSQL.test_work_is_notified_on_its_hosts_own_"
+        "channel",),
     "look-autocommit-behind-a-pooler": (
         "tests.test_pgbouncer.TestPooledDatabase.test_a_read_of_statements_alone_is_a_"
         "transaction_here_and_reads_nodes_without_jit",),

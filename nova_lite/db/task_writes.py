@@ -18,8 +18,10 @@ per dialect, as the claim's are.  The queue's guarantees are in them:
   the worker that took it; :func:`change_instance` applies the outcome's
   instance state change only while the instance is in the state expected.
 - :func:`insert` records many tasks in one multi-row ``INSERT ...
-  RETURNING``; ``NOTIFY`` wakes each host's listener on its own
-  channel (:func:`nova_lite.db.tasks.notify_channel`).
+  RETURNING``; on PostgreSQL the same statement notifies each row's host
+  (``pg_notify`` in its ``RETURNING``), which wakes the host's listener on
+  its own channel (:func:`nova_lite.db.tasks.notify_channel`) at the
+  COMMIT, once per host and transaction however many rows name it.
 """
 
 import functools
@@ -93,12 +95,14 @@ SET_TASK_STATE = T_INST.update().where(
     T_INST.c.uuid == sa.bindparam("uuid"), T_INST.c.vm_state != sa.literal("deleted")).values(
     task_state=sa.bindparam("task"), updated_at=sa.bindparam("now"))
 
-#: Wake the listeners of ``hosts`` (a list) of the current schema, each on its
-#: own channel: ``nova_lite_work_`` and the md5 of ``<schema>/<host>``, with
-#: ``<schema>/<host>`` as payload.
-NOTIFY = sa.text(
-    "SELECT pg_notify('nova_lite_work_' || md5(current_schema() || '/' || h), "
-    "current_schema() || '/' || h) FROM unnest(CAST(:hosts AS text[])) AS h")
+def _notify(host: sa.ColumnElement[str]) -> sa.ColumnElement[Any]:
+    """Wake the listener of ``host`` of the current schema on its own channel:
+    ``nova_lite_work_`` and the md5 of ``<schema>/<host>``, with
+    ``<schema>/<host>`` as payload (delivered at the COMMIT; PostgreSQL
+    delivers a channel's identical payloads of one transaction once)."""
+    payload = sa.func.current_schema().concat(sa.literal_column("'/'")).concat(host)
+    return sa.func.pg_notify(
+        sa.literal_column("'nova_lite_work_'").concat(sa.func.md5(payload)), payload)
 
 
 #: Task ``id`` recorded ``outcome`` by ``worker`` at ``now``: by ``FINISH``
@@ -129,12 +133,14 @@ _INSERTED = ("host", "kind", "instance_uuid", "migration_uuid", "params", "state
 
 
 @functools.cache
-def _insert(rows: int) -> sa.Insert:
+def _insert(rows: int, notify: bool) -> sa.Insert:
     """An INSERT of ``rows`` waiting tasks (parameters ``<column>_<row>``),
-    returning them."""
+    returning them; with ``notify`` (PostgreSQL) each row's host is
+    notified too."""
+    returned = (*T_TASK.c, _notify(T_TASK.c.host).label("notified")) if notify else T_TASK.c
     return T_TASK.insert().values([
         {c: sa.bindparam(f"{c}_{i}") for c in _INSERTED} for i in range(rows)]
-    ).returning(*T_TASK.c)
+    ).returning(*returned)
 
 
 def task_from_row(row: Any) -> Task:
@@ -151,9 +157,10 @@ def task_from_row(row: Any) -> Task:
 def insert_statements(conn: DirectConnection, requests: Sequence[WorkRequest],
                       now: float) -> list[tuple[sa.ClauseElement, dict[str, Any]]]:
     """The statements that record ``requests`` as waiting tasks: multi-row
-    INSERTs (see :func:`inserted`) and, on PostgreSQL, the NOTIFY of their
-    hosts (delivered at the COMMIT, so no listener wakes before the tasks
+    INSERTs (see :func:`inserted`) that, on PostgreSQL, notify their hosts
+    too (delivered at the COMMIT, so no listener wakes before the tasks
     are seen)."""
+    notify = conn.dialect.name == "postgresql"
     statements: list[tuple[sa.ClauseElement, dict[str, Any]]] = []
     for start in range(0, len(requests), INSERT_ROWS):
         chunk = requests[start:start + INSERT_ROWS]
@@ -165,9 +172,7 @@ def insert_statements(conn: DirectConnection, requests: Sequence[WorkRequest],
                 f"migration_uuid_{i}": req.migration_uuid,
                 f"params_{i}": json.dumps(req.params, sort_keys=True),
                 f"state_{i}": work.WAITING, f"attempts_{i}": 0, f"created_at_{i}": now})
-        statements.append((_insert(len(chunk)), values))
-    if requests and conn.dialect.name == "postgresql":
-        statements.append((NOTIFY, {"hosts": sorted({r.host for r in requests})}))
+        statements.append((_insert(len(chunk), notify), values))
     return statements
 
 
@@ -175,7 +180,7 @@ def inserted(requests: Sequence[WorkRequest], results: Sequence[DirectResult]) -
     """The tasks :func:`insert_statements` recorded for ``requests``, in
     order, from its statements' results (in their order)."""
     made: list[Task] = []
-    for result in results[:-(-len(requests) // INSERT_ROWS)]:   # the INSERTs'
+    for result in results[:-(-len(requests) // INSERT_ROWS)]:   # the INSERTs', first
         # One statement's ids follow its rows' order.
         made.extend(task_from_row(r) for r in sorted(result.rows, key=lambda r: r.id))
     return made
