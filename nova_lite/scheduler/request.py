@@ -2,6 +2,7 @@
 
 import uuid as uuidlib
 from collections.abc import Iterable
+from typing import Any, cast
 
 import attrs
 
@@ -125,6 +126,9 @@ class RequestSpec:
     member_of: tuple[frozenset[str], ...] = attrs.field(factory=tuple, converter=_member_of)
     forbidden_aggregates: frozenset[str] = attrs.field(factory=frozenset, converter=_forbidden)
     traits: TraitRequest = attrs.field(init=False, eq=False, repr=False)
+    # What the properties below work out from the fields, once: a request is
+    # asked them for every host it is checked against.
+    _worked_out: dict[str, Any] = attrs.field(init=False, factory=dict, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "traits", flavor_traits(
@@ -133,12 +137,19 @@ class RequestSpec:
     @property
     def numa_request(self) -> InstanceNUMATopology | None:
         """The NUMA topology asked for: explicit, else the flavor's, else None."""
-        return self.numa_topology or accounting.flavor_numa_request(self.flavor)
+        if "numa" not in self._worked_out:
+            self._worked_out["numa"] = \
+                self.numa_topology or accounting.flavor_numa_request(self.flavor)
+        return cast(InstanceNUMATopology | None, self._worked_out["numa"])
 
     @property
     def requested(self) -> dict[str, int]:
         """``{resource class: amount}`` of the flavor (no overhead: the claim adds it)."""
-        return accounting.requested_resources(self.flavor, ZERO_OVERHEAD, self.numa_request)
+        found = self._worked_out.get("requested")
+        if found is None:
+            found = self._worked_out["requested"] = accounting.requested_resources(
+                self.flavor, ZERO_OVERHEAD, self.numa_request)
+        return dict(found)
 
 
 def as_request_spec(request: "RequestSpec | Flavor") -> RequestSpec:
