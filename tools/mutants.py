@@ -543,8 +543,8 @@ MUTANTS = {
         "a direct write's statements sent together wait for psycopg's BEGIN to be "
         "answered first: a build's claim is three round trips, not two",
         "nova_lite/db/direct.py",
-        "        if not together and self.implicit_begin is not None:\n",
-        "        if self.implicit_begin is not None:\n"),
+        "        if self.opening and self.begin_explicitly is not None:\n",
+        "        if False:\n"),
     "change-reads-in-a-transaction": (
         "the change readers' looks run in a transaction: BEGIN and COMMIT cost two more "
         "round trips on every scheduler, API and metrics request",

@@ -137,10 +137,14 @@ class DirectConnection:
     autocommit mode), sent in the round trip of its first statement;
     ``closing``: the one that ends it (COMMIT), sent by
     :meth:`execute_together` with ``ending`` in the round trip of its
-    statements, else by :meth:`finish`.  ``implicit_begin``: called with the
-    cursor, instead of sending ``opening``, when the first statement is sent
-    alone (:meth:`execute`): it has the driver begin the transaction its own
-    way, which costs the same round trip and less of the client's time.
+    statements, else by :meth:`finish`.  ``begin_explicitly``, if given:
+    the connection is out of autocommit mode and the driver begins the
+    transaction by itself before a statement sent alone (the same round trip
+    as a BEGIN of ours, and less of the client's time), so only the opening
+    statements after the first (the BEGIN) are sent then; when the first
+    statements are sent together it is called first (it puts the connection
+    in autocommit mode: the driver's own BEGIN there would wait for its
+    answer before the statements go) and the whole opening goes with them.
     """
 
     _compiled: dict[tuple[int, str], tuple[Any, _Compiled]] = {}
@@ -148,24 +152,22 @@ class DirectConnection:
     def __init__(self, cursor: DBAPICursor, dialect: Dialect,
                  observers: tuple[DirectObserver, ...] = (),
                  opening: Sequence[str] = (), closing: str | None = None,
-                 implicit_begin: Callable[[DBAPICursor], None] | None = None) -> None:
+                 begin_explicitly: Callable[[], None] | None = None) -> None:
         self.cursor = cursor
         self.dialect = dialect
         self.observers = observers
         self.opening = opening
         self.closing = closing
-        self.implicit_begin = implicit_begin
+        self.begin_explicitly = begin_explicitly
+        #: Whether :attr:`begin_explicitly` was called.
+        self.began_explicitly = False
 
-    def _open(self, cursor: DBAPICursor, together: bool = False) -> None:
+    def _open(self, cursor: DBAPICursor) -> None:
         """Begin the transaction, if it is still to begin: send the opening
-        statements (``together``: in the pipeline of the statements that
-        follow), or have the driver begin it (:attr:`implicit_begin`)."""
+        statements, or let the driver send the BEGIN (see the class)."""
         opening, self.opening = self.opening, ()
-        if not opening:
-            return
-        if not together and self.implicit_begin is not None:
-            self.implicit_begin(cursor)
-            return
+        if self.begin_explicitly is not None and not self.began_explicitly:
+            opening = opening[1:]
         for sql in opening:
             cursor.execute(sql)
 
@@ -220,9 +222,13 @@ class DirectConnection:
         connection = self._connection()
         sent = [(connection.cursor(), self._compile(statement), values or {})
                 for statement, values in statements]
+        if self.opening and self.begin_explicitly is not None:
+            # Out of the pipeline: in it, psycopg would sync to change modes.
+            self.begin_explicitly()
+            self.began_explicitly = True
         try:
             with pipeline:
-                self._open(sent[0][0] if sent else self.cursor, together=True)
+                self._open(sent[0][0] if sent else self.cursor)
                 for cursor, compiled, values in sent:
                     self._run(cursor, compiled, values)
                 if ending and self.closing is not None and not self.observers:

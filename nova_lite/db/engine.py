@@ -242,15 +242,6 @@ def session_has_settings(conn: sa.Connection) -> bool:
     return bool(conn.get_execution_options().get(_SESSION_SETTINGS))
 
 
-def _begin_implicitly(dbapi: Any, setup: str | None, cursor: Any) -> None:
-    """Have psycopg begin a direct write on ``dbapi`` before its next
-    statement (out of autocommit mode it sends its own BEGIN first), then run
-    ``setup``, if any, on ``cursor``."""
-    dbapi.autocommit = False
-    if setup is not None:
-        cursor.execute(setup)
-
-
 def lock_timeout_ms(busy_timeout_s: float) -> int:
     """PostgreSQL's ``lock_timeout`` (ms) for a bound of ``busy_timeout_s`` seconds."""
     return max(1, int(busy_timeout_s * 1000))
@@ -509,7 +500,8 @@ class Database:
         autocommit = alone = False
         opening: tuple[str, ...] = ()
         closing = None
-        implicit_begin: Callable[[Any], None] | None = None
+        begin_explicitly: Callable[[], None] | None = None
+        conn: DirectConnection | None = None
         try:
             for observer in observers:
                 observer.direct_begin()
@@ -530,15 +522,14 @@ class Database:
             elif mode == _ALONE and self._setup is None:
                 autocommit = alone = dbapi.autocommit = True
             else:
-                # BEGIN is ours too, sent in the round trip of the first
-                # statements when they go together; a statement sent alone
-                # first has psycopg begin as it would (cheaper than a BEGIN
-                # of ours on the cursor, and the same one round trip).
-                autocommit = dbapi.autocommit = True
+                # psycopg begins before a statement sent alone first (the same
+                # round trip as a BEGIN of ours, and cheaper); statements sent
+                # together first go with a BEGIN of ours, in autocommit mode
+                # (psycopg's own, in a pipeline, waits for its answer first).
                 opening = (_PG_WRITE_BEGIN,) + ((self._setup,) if self._setup else ())
-                implicit_begin = functools.partial(_begin_implicitly, dbapi, self._setup)
+                begin_explicitly = functools.partial(setattr, dbapi, "autocommit", True)
             conn = DirectConnection(cursor, self.engine.dialect, observers, opening, closing,
-                                    implicit_begin)
+                                    begin_explicitly)
             result = fn(conn)
             for observer in observers:
                 observer.direct_ending(dbapi, alone)
@@ -550,13 +541,14 @@ class Database:
                 dbapi.commit()
         except BaseException as exc:
             cursor.close()
+            autocommit = autocommit or (conn is not None and conn.began_explicitly)
             if self._rolled_back(dbapi, cursor, exc) and self._restored(dbapi, autocommit):
                 self._held.give_back(proxy, dbapi)
             else:
                 self._held.discard(proxy)
             raise
         cursor.close()
-        if self._restored(dbapi, autocommit):
+        if self._restored(dbapi, autocommit or conn.began_explicitly):
             self._held.give_back(proxy, dbapi)
         else:
             self._held.discard(proxy)
