@@ -159,7 +159,7 @@ class DirectConnection:
         self.opening = opening
         self.closing = closing
         self.begin_explicitly = begin_explicitly
-        #: Whether :attr:`begin_explicitly` was called.
+        #: Whether ``begin_explicitly`` was called.
         self.began_explicitly = False
 
     def _open(self, cursor: DBAPICursor) -> None:
