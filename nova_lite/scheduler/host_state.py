@@ -106,7 +106,10 @@ class HostState:
         for key, rc in accounting.LIMIT_KEYS.items():
             inv = self.node.inventories.get(rc)
             if inv is not None:
-                out[key] = float(inv.total * inv.allocation_ratio)
+                # Integers' true division rounds correctly, as float() of
+                # the Fraction does, without Fraction arithmetic.
+                ratio = inv.allocation_ratio
+                out[key] = inv.total * ratio.numerator / ratio.denominator
         return out
 
     def __repr__(self) -> str:
