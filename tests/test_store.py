@@ -314,6 +314,19 @@ class TestPostgreSQLStore(StoreTests, base.TestCase):
             began_before).scalar()))
 
 
+    def test_a_read_only_store_reads_each_statement_alone_and_writes_none(self):
+        # The change readers of the API and metrics servers run on read-only
+        # stores: their statements go alone (autocommit), and the session
+        # keeps them read-only where no BEGIN READ ONLY does.
+        reader = Store(self.url, readonly=True)
+        self.addCleanup(reader.close)
+        began_before = sa.text("SELECT statement_timestamp() > transaction_timestamp()")
+        for read_each in (reader.db.read_each, reader.db.read_each_direct):
+            self.assertFalse(read_each("xact", lambda conn: conn.execute(began_before).scalar()))
+            with self.assertRaisesRegex(StoreError, "read-only transaction"):
+                read_each("write", lambda conn: conn.execute(
+                    models.services.delete().where(models.services.c.host == "h1")))
+
 class TestPostgreSQLIdleConnections(base.TestCase):
     """A pooled connection whose server side died while idle is replaced, not used."""
 

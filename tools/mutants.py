@@ -549,7 +549,7 @@ MUTANTS = {
         "the change readers' looks run in a transaction: BEGIN and COMMIT cost two more "
         "round trips on every scheduler, API and metrics request",
         "nova_lite/db/engine.py",
-        "            elif mode == _EACH and self._setup is None and not self.readonly:\n",
+        "            elif mode == _EACH and self._setup is None:\n",
         "            elif False:\n"),
     "session-jit-on": (
         "the store's own sessions start with JIT on: a statement whose statistics lag "
@@ -568,8 +568,8 @@ MUTANTS = {
         "lock bound is lost",
         "nova_lite/db/engine.py",
         "                elif each_alone and self.dialect == \"postgresql\" "
-        "and self._setup is None \\\n",
-        "                elif each_alone and self.dialect == \"postgresql\" \\\n"),
+        "and self._setup is None:\n",
+        "                elif each_alone and self.dialect == \"postgresql\":\n"),
     "look-calls-a-deprecated-api": (
         "a look asks SQLAlchemy for typed tuples (Result.tuples, deprecated in 2.1): each "
         "call pays a warning's work",
@@ -593,14 +593,20 @@ MUTANTS = {
     "look-autocommit-behind-a-pooler": (
         "behind a pooler a change look runs in autocommit: its SET LOCAL lock bound is lost",
         "nova_lite/db/engine.py",
-        "            elif mode == _EACH and self._setup is None and not self.readonly:\n",
-        "            elif mode == _EACH and not self.readonly:\n"),
+        "            elif mode == _EACH and self._setup is None:\n",
+        "            elif mode == _EACH:\n"),
     "recorded-work-notifies-no-host": (
         "recording a task notifies nobody: a listening host takes it at its next poll",
         "nova_lite/db/task_writes.py",
         "    returned = (*T_TASK.c, _notify(T_TASK.c.host).label(\"notified\")) if notify "
         "else T_TASK.c\n",
         "    returned = T_TASK.c\n"),
+    "read-only-store-autocommit-writes": (
+        "a read-only store's sessions do not default to read-only transactions: a statement "
+        "it sends in autocommit mode could write",
+        "nova_lite/db/engine.py",
+        "            options.append(\"-c default_transaction_read_only=on\")\n",
+        "            pass\n"),
     "driver-calls-start-a-thread-each": (
         "every map of driver calls starts a thread of its own",
         "nova_lite/compute/driver_calls.py",
@@ -688,6 +694,9 @@ GUARDS = {
     "look-autocommit-behind-a-pooler": (
         "tests.test_pgbouncer.TestPooledDatabase.test_a_read_of_statements_alone_is_a_"
         "transaction_here_and_reads_nodes_without_jit",),
+    "read-only-store-autocommit-writes": (
+        "tests.test_store.TestPostgreSQLStore.test_a_read_only_store_reads_each_statement_"
+        "alone_and_writes_none",),
     "look-through-sqlalchemy": (
         "tests.test_change_seq.TestChangeSeqOnSQLite.test_a_look_runs_on_the_drivers_cursor_"
         "and_reads_nothing_more_when_steady",),

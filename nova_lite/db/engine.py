@@ -9,8 +9,9 @@ Every wait for a lock is bounded by ``busy_timeout`` seconds: SQLite's busy
 handler, PostgreSQL's ``lock_timeout``.  A transaction that runs into the
 bound fails with :class:`~nova_lite.exception.DatabaseBusy` and writes
 nothing.  A read-only database opens SQLite files with ``mode=ro`` and
-starts every PostgreSQL transaction ``READ ONLY``, so a reader never takes
-the write lock.
+starts every PostgreSQL transaction ``READ ONLY`` (connected directly, its
+sessions also default to read-only transactions, which covers statements
+sent in autocommit mode), so a reader never takes the write lock.
 
 PostgreSQL may be reached through a connection pooler (``pooler``, see
 :data:`POOLERS`).  With none, ``lock_timeout`` is a setting of each session,
@@ -69,7 +70,7 @@ _WRITE, _ALONE, _SNAPSHOT, _EACH = range(4)
 #: How a direct read of one snapshot begins on PostgreSQL.
 _PG_SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 #: How a direct read of statements alone begins on PostgreSQL where it needs
-#: a transaction (behind a pooler, or on a read-only store).
+#: a transaction (behind a pooler).
 _PG_READ_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
 #: How a direct write begins on PostgreSQL when its first statements are
 #: sent together (psycopg's own BEGIN, in a pipeline, waits for its answer
@@ -215,6 +216,10 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readon
     options = [str(parsed.query.get("options", "")).strip()]
     if pooler == "none":
         options.append(f"-c lock_timeout={lock_timeout_ms(busy_timeout_s)} -c jit=off")
+        if readonly:
+            # A statement sent in autocommit mode has no BEGIN to say READ
+            # ONLY: the session's default says it.
+            options.append("-c default_transaction_read_only=on")
     if any(options):
         connect_args["options"] = " ".join(o for o in options if o)
     if pooler == "transaction":
@@ -394,8 +399,7 @@ class Database:
                     conn = conn.execution_options(nl_readonly=True)
                 if snapshot and self.dialect == "postgresql":
                     conn = conn.execution_options(isolation_level="REPEATABLE READ")
-                elif each_alone and self.dialect == "postgresql" and self._setup is None \
-                        and not self.readonly:
+                elif each_alone and self.dialect == "postgresql" and self._setup is None:
                     conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 with conn.begin():
                     return fn(conn)
@@ -480,10 +484,10 @@ class Database:
         :class:`~nova_lite.db.direct.DirectConnection` (as :meth:`read_direct`).
 
         On PostgreSQL each statement is sent in autocommit mode, one round
-        trip; behind a pooler or on a read-only store the statements run in
-        a ``READ COMMITTED READ ONLY`` transaction whose BEGIN and COMMIT
-        travel with them as :meth:`read_direct`'s do.  A deferred
-        transaction on SQLite.
+        trip (read-only on a read-only store, as :meth:`read_each` says);
+        behind a pooler the statements run in a ``READ COMMITTED READ ONLY``
+        transaction whose BEGIN and COMMIT travel with them as
+        :meth:`read_direct`'s do.  A deferred transaction on SQLite.
         """
         return self._retrying(op, lambda: self._direct_transaction(fn, _EACH))
 
@@ -508,7 +512,7 @@ class Database:
             if self.dialect == "sqlite":
                 cursor.execute("BEGIN DEFERRED" if mode in (_SNAPSHOT, _EACH)
                                else "BEGIN IMMEDIATE")
-            elif mode == _EACH and self._setup is None and not self.readonly:
+            elif mode == _EACH and self._setup is None:
                 autocommit = alone = dbapi.autocommit = True
             elif mode in (_SNAPSHOT, _EACH):
                 # BEGIN and COMMIT are ours, sent in the round trips of the
@@ -615,8 +619,10 @@ class Database:
         transaction costs three (BEGIN, the statement, COMMIT).  For readers
         that ask again, next time, whatever changed while they read (the
         change readers of :mod:`nova_lite.db.node_changes`).  Behind a pooler
-        (its ``SET LOCAL`` needs a transaction) and on a store opened
-        read-only (whose transactions are ``READ ONLY``) it is :meth:`read`.
+        (its ``SET LOCAL`` needs a transaction) it is :meth:`read`.  On a
+        store opened read-only each statement is still read-only: the
+        session's default (``default_transaction_read_only``) says so where
+        no ``BEGIN READ ONLY`` does.
         """
         return self._run(op, fn, readonly=True, each_alone=True)
 
