@@ -31,7 +31,7 @@ import attrs
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nova_lite.db import models, queries
+from nova_lite.db import models, queries, rows
 from nova_lite.db.direct import DirectConnection
 from nova_lite.db.services import ServiceRecord
 
@@ -75,10 +75,6 @@ class NodeUsage:
     has_extras: bool
 
 
-#: The standard classes' columns of an allocation row, in order.
-_STD = tuple(models.ALLOCATION_COLUMNS.items())
-
-
 def _node_sums(dialect: str, changed: sa.ColumnElement[bool]
                ) -> tuple[sa.FromClause, list[sa.ColumnElement[Any]]]:
     """The node rows ``changed`` picks, joined to the sums of their
@@ -87,24 +83,17 @@ def _node_sums(dialect: str, changed: sa.ColumnElement[bool]
     On PostgreSQL a lateral join: one lookup of the allocations' node index
     per changed node, whatever plan the statement is given.  SQLite has no
     lateral join: the allocations of the changed nodes, grouped."""
-    extras = sa.func.max(sa.case((sa.text(f"({models.EXTRAS_PREDICATE})"),
-                                  sa.literal_column("1")), else_=sa.literal_column("0")))
-    sums = [sa.func.sum(T_ALLOC.c[col]) for _, col in _STD]
     per_node: sa.FromClause
     if dialect == "postgresql":
-        per_node = sa.select(extras.label("has_extras"), *[
-            total.label(f"used_{col}") for total, (_, col) in zip(sums, _STD)]).where(
-            T_ALLOC.c.node_uuid == T_NODES.c.uuid).lateral("used")
+        per_node = rows.allocation_sums(T_ALLOC.c.node_uuid == T_NODES.c.uuid).lateral("used")
         joined = T_NODES.join(per_node, sa.true())
     else:
-        per_node = sa.select(T_ALLOC.c.node_uuid.label("allocated"), extras.label("has_extras"), *[
-            total.label(f"used_{col}") for total, (_, col) in zip(sums, _STD)]).where(
-            T_ALLOC.c.node_uuid.in_(sa.select(T_NODES.c.uuid).where(changed))).group_by(
-            T_ALLOC.c.node_uuid).subquery("used")
+        per_node = rows.sums_by_node(
+            lambda column: column.in_(sa.select(T_NODES.c.uuid).where(changed)))
         joined = T_NODES.outerjoin(per_node, per_node.c.allocated == T_NODES.c.uuid)
     return joined, [sa.cast(per_node.c.has_extras, _BIG).label("extras"),
                     *[sa.cast(per_node.c[f"used_{col}"], _BIG).label(f"used_{col}")
-                      for _, col in _STD]]
+                      for _, col in rows.STD_COLUMNS]]
 
 
 def _nulls(*types: Any) -> list[sa.ColumnElement[Any]]:
@@ -165,7 +154,7 @@ def _statement(dialect: str, services: bool, aggregates: bool) -> sa.Select[Any]
     return sa.select(look.c.mark, changed.c.kind, changed.c.key, changed.c.host,
                      changed.c.name, changed.c.num, changed.c.seq, changed.c.described,
                      changed.c.t1, changed.c.t2, changed.c.extras,
-                     *[changed.c[f"used_{col}"] for _, col in _STD]).select_from(
+                     *[changed.c[f"used_{col}"] for _, col in rows.STD_COLUMNS]).select_from(
         look.outerjoin(changed, sa.true()))
 
 
@@ -194,7 +183,7 @@ def look_since(conn: Connection | DirectConnection, mark: int, binary: str | Non
     found: list[ServiceRecord] = []
     gone: set[str] = set()
     stamps: list[tuple[int, float]] = []
-    classes = [rc for rc, _ in _STD]
+    classes = [rc for rc, _ in rows.STD_COLUMNS]
     for look, kind, key, host, name, num, seq, described, t1, t2, extras, *sums in \
             conn.execute(statement, params).all():
         new_mark = int(look)

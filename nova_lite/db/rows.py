@@ -536,23 +536,29 @@ def with_usage(node: ComputeNode, generation: int, amounts: dict[str, int],
     return trusted.renewed(node, generation, inventories, amounts)
 
 
-def _sums_of(in_uuids: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
-             ) -> sa.Subquery:
-    """Per node among the ``uuids`` parameter: its uuid (``allocated``), the
-    sums of its allocations' standard classes (``used_<column>``) and
-    whether any of them has extras (``has_extras``: 1 or 0)."""
+def allocation_sums(where: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """The allocations ``where`` picks, summed: their standard classes
+    (``used_<column>``) and whether any of them has extras (``has_extras``:
+    1 or 0); add a grouping for sums per node."""
     return sa.select(
-        T_ALLOC.c.node_uuid.label("allocated"),
         *[sa.func.sum(T_ALLOC.c[col]).label(f"used_{col}") for _, col in STD_COLUMNS],
         sa.func.max(sa.case((_HAS_EXTRAS, 1), else_=0)).label("has_extras"),
-    ).where(in_uuids(T_ALLOC.c.node_uuid)).group_by(T_ALLOC.c.node_uuid).subquery("used")
+    ).where(where)
+
+
+def sums_by_node(in_uuids: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
+                 ) -> sa.Subquery:
+    """Per node whose uuid ``in_uuids`` accepts: its uuid (``allocated``) and
+    :func:`allocation_sums` of its allocations."""
+    return allocation_sums(in_uuids(T_ALLOC.c.node_uuid)).add_columns(
+        T_ALLOC.c.node_uuid.label("allocated")).group_by(T_ALLOC.c.node_uuid).subquery("used")
 
 
 def _nodes_of_statements(in_uuids: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
                          ) -> tuple[sa.Select[Any], sa.Select[Any]]:
     """The two statements of :func:`load_nodes_of`, given how a column is
     matched against the ``uuids`` parameter."""
-    sums = _sums_of(in_uuids)
+    sums = sums_by_node(in_uuids)
     nodes = sa.select(T_NODES, _OFFERED_BY_KEY, sums.c.allocated,
                       *[sums.c[f"used_{col}"] for _, col in STD_COLUMNS],
                       sums.c.has_extras).select_from(

@@ -180,7 +180,7 @@ def inserted(requests: Sequence[WorkRequest], results: Sequence[DirectResult]) -
     """The tasks :func:`insert_statements` recorded for ``requests``, in
     order, from its statements' results (in their order)."""
     made: list[Task] = []
-    for result in results[:-(-len(requests) // INSERT_ROWS)]:   # the INSERTs', first
+    for result in results[:-(-len(requests) // INSERT_ROWS)]:   # the INSERTs'
         # One statement's ids follow its rows' order.
         made.extend(task_from_row(r) for r in sorted(result.rows, key=lambda r: r.id))
     return made
