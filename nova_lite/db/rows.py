@@ -542,7 +542,8 @@ def allocation_sums(where: sa.ColumnElement[bool]) -> sa.Select[Any]:
     1 or 0); add a grouping for sums per node."""
     return sa.select(
         *[sa.func.sum(T_ALLOC.c[col]).label(f"used_{col}") for _, col in STD_COLUMNS],
-        sa.func.max(sa.case((_HAS_EXTRAS, 1), else_=0)).label("has_extras"),
+        sa.func.max(sa.case((_HAS_EXTRAS, sa.literal_column("1")),
+                            else_=sa.literal_column("0"))).label("has_extras"),
     ).where(where)
 
 
