@@ -30,7 +30,7 @@ class BuildRecords:
         # Once the tasks' statements have run in the claim's transaction
         # (with the claim's own statement or after it): the transaction
         # must roll back all of it.
-        def broken(requests, results):
+        def broken(requests, results, prefix=""):
             raise Injected("recording the build task failed")
         self.useFixture(fixtures.MonkeyPatch(
             "nova_lite.db.task_writes.inserted", broken))

@@ -612,6 +612,22 @@ MUTANTS = {
         "nova_lite/compute/driver_calls.py",
         "            _Worker.take().runs.put(run)\n",
         "            _Worker().runs.put(run)\n"),
+    "build-task-in-a-statement-of-its-own": (
+        "a build's claim and its one task go in two statements, not the one",
+        "nova_lite/db/store.py",
+        "        if len(tasks) == 1:\n",
+        "        if False:\n"),
+    "build-claim-known-instance-taken-as-claimed": (
+        "the one statement of a build's claim and task is read as the claim's answer "
+        "when the instance was known and nothing was claimed",
+        "nova_lite/db/store.py",
+        "            row = result.one() if result.one().generation is not None else None\n",
+        "            row = result.one()\n"),
+    "direct-statements-on-psycopg-cursor": (
+        "the direct statements run on psycopg's own cursor, which parses them on every run",
+        "nova_lite/db/direct.py",
+        "    if raw is not None:\n        return cast(DBAPICursor, raw(dbapi_connection))\n",
+        "    if False:\n        return cast(DBAPICursor, raw(dbapi_connection))\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -624,6 +640,15 @@ _CHECKED, _RACES, _USAGE = ("tests.test_claim_checked", "tests.test_claim_races"
 #: The tests run against each mutant by default: each list holds a test
 #: that catches the mutant every time, not only a chaos run that may.
 GUARDS = {
+    "build-task-in-a-statement-of-its-own": (
+        "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_and_its_one_task_are_"
+        "one_statement",),
+    "build-claim-known-instance-taken-as-claimed": (
+        "tests.test_claim_statements.TestOneStatementClaim.test_a_task_is_recorded_once_with_"
+        "a_known_instance_claimed_by_the_transaction",),
+    "direct-statements-on-psycopg-cursor": (
+        "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_and_its_one_task_are_"
+        "one_statement",),
     "cas-ignored": (_HISTORY, _RACES, _USAGE),
     "one-statement-cas-ignored": (_CHECKED,),
     "database-check-ignores-since": (_CHECKED,),

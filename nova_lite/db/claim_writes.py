@@ -48,6 +48,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite import holds
 from nova_lite.db import holds_sql, models, providers as provider_rows, rows, serialize as ser
+from nova_lite.db import task_writes
 from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
@@ -335,9 +336,8 @@ def _pg_usage_upsert_cte() -> sa.CTE:
 def _row_of_values(table: sa.Table, prefix: str) -> sa.Select[Any]:
     """SELECT of one row of ``table`` from values named ``<prefix><column>``.
 
-    Text values are sent without a cast (PostgreSQL gives them the
-    column's type): the statements that use this stay short enough for
-    psycopg's cache of parsed queries (4 kB).
+    Text values are sent without a cast: PostgreSQL gives them the
+    column's type, and the statements that use this stay shorter.
     """
     return sa.select(*[sa.bindparam(f"{prefix}{c.name}",
                                     type_=None if isinstance(c.type, sa.String) else c.type)
@@ -371,9 +371,10 @@ def _build_pg_new_instance_with_usage() -> sa.Insert:
 _PG_NEW_INSTANCE_WITH_USAGE = _build_pg_new_instance_with_usage()
 
 
-def _build_pg_single_claim() -> sa.Select[Any]:
+def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
     """One statement, the first of its transaction: a new instance's claim,
-    admitted by the database or left to a decision under the node's lock.
+    admitted by the database or left to a decision under the node's lock;
+    ``with_task``: and one waiting task recorded, its host notified.
 
     1. ``bump``: the node's generation moves on, which takes (or waits for)
        the node row's lock, unless the instance has a row already (then
@@ -405,6 +406,12 @@ def _build_pg_single_claim() -> sa.Select[Any]:
     whether the usage row took the claim, and that row after it), or no row
     if the instance is known.  An instance recorded between the check and
     the insert fails the whole statement on its primary key.
+
+    ``with_task`` (:data:`PG_SINGLE_CLAIM_WITH_TASK`): the task's row is
+    inserted whatever the claim finds (the transaction either writes the
+    claim too or rolls back, as with the tasks of any claim), its columns
+    come first in the one row, named ``t_<column>``, and the row is there
+    with the claim's columns NULL when the instance is known.
     """
     one: sa.ColumnElement[int] = sa.literal_column("1")
     unknown = ~sa.exists().where(T_INST.c.uuid == sa.bindparam("i_uuid"))
@@ -457,10 +464,15 @@ def _build_pg_single_claim() -> sa.Select[Any]:
         _row_of_values(T_ALLOC, "a_").select_from(ok)).returning(
         T_ALLOC.c.consumer_uuid).cte("allocation_row")
     written = sa.select(sa.func.count()).select_from(allocation).scalar_subquery()
-    return sa.select(bump.c.generation, written.label("written"),
-                     (usage.c.generation == bump.c.generation).label("took"),
-                     *[usage.c[f] for f in rows.USAGE_FIELDS]).select_from(
-        bump.outerjoin(usage, sa.true())).add_cte(instance)
+    claimed = (bump.c.generation, written.label("written"),
+               (usage.c.generation == bump.c.generation).label("took"),
+               *[usage.c[f] for f in rows.USAGE_FIELDS])
+    if not with_task:
+        return sa.select(*claimed).select_from(bump.outerjoin(usage, sa.true())).add_cte(
+            instance)
+    task = task_writes.insert_one().cte("task_row")
+    return sa.select(*[c.label(f"t_{c.name}") for c in task.c], *claimed).select_from(
+        task.outerjoin(bump.outerjoin(usage, sa.true()), sa.true())).add_cte(instance)
 
 
 #: See :func:`_build_pg_single_claim`: the common claim in three round trips
@@ -470,6 +482,11 @@ def _build_pg_single_claim() -> sa.Select[Any]:
 #: while the statement waits for a lock would still have its claim
 #: committed, and "nothing was written" would not be true.
 PG_SINGLE_CLAIM = _build_pg_single_claim()
+
+#: :data:`PG_SINGLE_CLAIM` with one waiting task recorded in it (a build's
+#: claim and its host's build task): see :func:`_build_pg_single_claim`.
+#: Its values: the claim's and :func:`nova_lite.db.task_writes.one_values`.
+PG_SINGLE_CLAIM_WITH_TASK = _build_pg_single_claim(with_task=True)
 
 
 def single_claim_values(node: ComputeNode, plan: ClaimPlan,

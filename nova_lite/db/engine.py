@@ -46,7 +46,7 @@ from sqlalchemy import event, exc as sa_exc
 from sqlalchemy.pool import StaticPool
 
 from nova_lite.conf import DATABASE_POOLERS, redact_url
-from nova_lite.db.direct import DirectConnection, observers_of
+from nova_lite.db.direct import DirectConnection, new_cursor, observers_of
 from nova_lite.db.held import HeldConnections
 from nova_lite.exception import ClaimRaceLost, DatabaseBusy, StoreError
 
@@ -496,7 +496,7 @@ class Database:
             return self._pooled_direct_transaction(fn, mode)
         proxy, dbapi = self._held.take()
         try:
-            cursor = dbapi.cursor()
+            cursor = new_cursor(dbapi, self.engine.dialect)
         except BaseException:
             self._held.discard(proxy)
             raise

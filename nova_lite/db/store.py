@@ -649,10 +649,11 @@ class Store:
         transaction: the claims and the tasks are committed together or not
         at all (a build's claim and its host's build task).
 
-        One transaction still: on PostgreSQL the tasks' INSERT and their
-        hosts' NOTIFY are sent with the claim's one statement, in its round
-        trip (a claim that takes the transaction's steps sends them after
-        its writes, in one more); the NOTIFY is delivered at the COMMIT,
+        One transaction still: on PostgreSQL one task (a build's) is
+        recorded, and its host notified, by the claim's one statement
+        itself; several are sent with that statement, in its round trip (a
+        claim that takes the transaction's steps sends them after its
+        writes, in one more).  A notification is delivered at the COMMIT,
         so a host never wakes for a task it cannot see yet.
 
         :param tasks: the work to record with the claims, in order.
@@ -1183,10 +1184,17 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
     """
     made: list[Task] | None = None
     if single is not None and plans is not None:
-        if tasks:
-            # The tasks' INSERT and NOTIFY travel with the statement, in its
-            # round trip: whatever it finds, the transaction either writes
-            # the claims too or rolls back.
+        if len(tasks) == 1:
+            # One task (a build's): its INSERT and NOTIFY are part of the one
+            # statement, which BEGIN travels with.  Whatever the claim finds,
+            # the transaction either writes the claim too or rolls back.
+            values = dict(single, **task_writes.one_values(tasks[0], time.time()))
+            result = conn.execute_together([(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)])[0]
+            made = task_writes.inserted(tasks, [result], prefix="t_")
+            row = result.one() if result.one().generation is not None else None
+        elif tasks:
+            # The tasks' INSERTs and NOTIFY travel with the statement, in its
+            # round trip, as above.
             now = time.time()
             results = conn.execute_together([(claim_writes.PG_SINGLE_CLAIM, single),
                                              *task_writes.insert_statements(conn, tasks, now)])

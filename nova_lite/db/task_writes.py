@@ -143,8 +143,32 @@ def _insert(rows: int, notify: bool) -> sa.Insert:
     ).returning(*returned)
 
 
-def task_from_row(row: Any) -> Task:
-    """A task row as a :class:`~nova_lite.work.Task`."""
+def insert_one() -> sa.Insert:
+    """The INSERT of one waiting task that notifies its host (PostgreSQL),
+    returning it: values from :func:`one_values`.  A statement may hold it
+    as a WITH clause (:data:`nova_lite.db.claim_writes.PG_SINGLE_CLAIM_WITH_TASK`)."""
+    return _insert(1, True)
+
+
+def _row_values(i: int, request: WorkRequest, now: float) -> dict[str, Any]:
+    """The parameters of row ``i`` of :func:`_insert`'s statement: ``request``, waiting."""
+    return {f"host_{i}": request.host, f"kind_{i}": request.kind,
+            f"instance_uuid_{i}": request.instance_uuid,
+            f"migration_uuid_{i}": request.migration_uuid,
+            f"params_{i}": json.dumps(request.params, sort_keys=True),
+            f"state_{i}": work.WAITING, f"attempts_{i}": 0, f"created_at_{i}": now}
+
+
+def one_values(request: WorkRequest, now: float) -> dict[str, Any]:
+    """The values of :func:`insert_one` recording ``request`` at ``now``."""
+    return _row_values(0, request, now)
+
+
+def task_from_row(row: Any, prefix: str = "") -> Task:
+    """A task row as a :class:`~nova_lite.work.Task`; ``prefix``: the row
+    names the task's columns ``<prefix><column>``."""
+    if prefix:
+        row = _Unprefixed(row, prefix)
     return Task(
         id=row.id, host=row.host, kind=row.kind, instance_uuid=row.instance_uuid,
         migration_uuid=row.migration_uuid, params=json.loads(row.params or "{}"),
@@ -152,6 +176,18 @@ def task_from_row(row: Any) -> Task:
         lease_until=row.lease_until, detail=row.detail,
         result=None if row.result is None else json.loads(row.result),
         created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at)
+
+
+class _Unprefixed:
+    """A row's ``<prefix><name>`` read as ``name``."""
+
+    __slots__ = ("_row", "_prefix")
+
+    def __init__(self, row: Any, prefix: str) -> None:
+        self._row, self._prefix = row, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._row, self._prefix + name)
 
 
 def insert_statements(conn: DirectConnection, requests: Sequence[WorkRequest],
@@ -166,23 +202,23 @@ def insert_statements(conn: DirectConnection, requests: Sequence[WorkRequest],
         chunk = requests[start:start + INSERT_ROWS]
         values: dict[str, Any] = {}
         for i, req in enumerate(chunk):
-            values.update({
-                f"host_{i}": req.host, f"kind_{i}": req.kind,
-                f"instance_uuid_{i}": req.instance_uuid,
-                f"migration_uuid_{i}": req.migration_uuid,
-                f"params_{i}": json.dumps(req.params, sort_keys=True),
-                f"state_{i}": work.WAITING, f"attempts_{i}": 0, f"created_at_{i}": now})
+            values.update(_row_values(i, req, now))
         statements.append((_insert(len(chunk), notify), values))
     return statements
 
 
-def inserted(requests: Sequence[WorkRequest], results: Sequence[DirectResult]) -> list[Task]:
+def inserted(requests: Sequence[WorkRequest], results: Sequence[DirectResult],
+             prefix: str = "") -> list[Task]:
     """The tasks :func:`insert_statements` recorded for ``requests``, in
-    order, from its statements' results (in their order)."""
+    order, from its statements' results (in their order); ``prefix``: the
+    rows name the tasks' columns ``<prefix><column>`` (a statement that
+    holds :func:`insert_one`)."""
     made: list[Task] = []
+    key = prefix + "id"
     for result in results[:-(-len(requests) // INSERT_ROWS)]:   # the INSERTs'
         # One statement's ids follow its rows' order.
-        made.extend(task_from_row(r) for r in sorted(result.rows, key=lambda r: r.id))
+        made.extend(task_from_row(r, prefix)
+                    for r in sorted(result.rows, key=lambda r: getattr(r, key)))
     return made
 
 
