@@ -190,29 +190,42 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.assertNoRecordProblems(self.store)
 
     # -- the tasks recorded with the claim travel with the one statement ----
-    def claim_with_task(self, node, inst, decided=None):
+    def claim_with_task(self, node, inst, decided=None, count=1):
         decide = self.decider(inst, decided)
-        task = WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid,
-                           params={"node": "a"})
+        tasks = [WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid,
+                             params={"node": "a", "n": n}) for n in range(count)]
         return self.store.claim_with_tasks(node, [ClaimRequest(inst.uuid)], decide,
-                                           tasks=[task])
+                                           tasks=tasks)
 
     def recorded_tasks(self):
         return self.store.tasks.find(kinds=(work.BUILD,))
 
     def test_a_claim_with_its_tasks_begins_in_the_round_trip_of_its_statements(self):
-        # BEGIN, the claim, the tasks' INSERT and their NOTIFY go at once;
-        # the COMMIT in a round trip of its own, as every claim's does.  Two
-        # round trips where psycopg's own BEGIN, answered before anything
-        # else is sent, made three.
+        # Several tasks: BEGIN, the claim, the tasks' INSERTs and their
+        # NOTIFY go at once; the COMMIT in a round trip of its own, as every
+        # claim's does.  Two round trips where psycopg's own BEGIN, answered
+        # before anything else is sent, made three.
         node = self.a.get_node("a")
         inst = races.instance()
-        messages = client_messages(self.store, lambda: self.claim_with_task(node, inst))
+        messages = client_messages(self.store,
+                                   lambda: self.claim_with_task(node, inst, count=2))
         self.assertEqual(2, round_trips(messages), messages)
         self.assertEqual("Parse", messages[0][0], messages)
         self.assertIn('"BEGIN ', messages[0][1])
         self.assertEqual([("Query", '"COMMIT"')],
                          [(k, d.strip()) for k, d in messages if '"COMMIT"' in d])
+        self.assertEqual([inst.uuid] * 2, [t.instance_uuid for t in self.recorded_tasks()])
+
+    def test_a_claim_with_one_task_is_sent_as_a_plain_claim(self):
+        # One statement and no pipeline, as a claim with no task: psycopg's
+        # BEGIN, the statement, the COMMIT.  A round trip more than a
+        # pipeline, and less of the client's CPU, which bounds builds.
+        node = self.a.get_node("a")
+        inst = races.instance()
+        messages = client_messages(self.store, lambda: self.claim_with_task(node, inst))
+        self.assertEqual(3, round_trips(messages), messages)
+        self.assertEqual("Query", messages[0][0], messages)
+        self.assertIn("BEGIN", messages[0][1])
         self.assertEqual([inst.uuid], [t.instance_uuid for t in self.recorded_tasks()])
 
     def test_a_claim_sent_alone_has_psycopg_begin_it(self):
@@ -317,11 +330,8 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
     def test_two_tasks_go_with_the_claim_in_statements_of_their_own(self):
         node = self.a.get_node("a")
         inst = races.instance()
-        tasks = [WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid,
-                             params={"node": "a", "n": n}) for n in range(2)]
         seen = self.seen()
-        after, _, made = self.store.claim_with_tasks(
-            node, [ClaimRequest(inst.uuid)], self.decider(inst, None), tasks=tasks)
+        after, _, made = self.claim_with_task(node, inst, count=2)
         self.assertEqual(2, len(seen.ran), seen.ran)
         self.assertEqual([0, 1], [t.params["n"] for t in made])
         self.assertEqual(sorted(t.id for t in made),

@@ -541,7 +541,7 @@ MUTANTS = {
         "                True:\n"),
     "write-begin-answered-alone": (
         "a direct write's statements sent together wait for psycopg's BEGIN to be "
-        "answered first: a build's claim is three round trips, not two",
+        "answered first: a claim with several tasks is three round trips, not two",
         "nova_lite/db/direct.py",
         "        if self.opening and self.begin_explicitly is not None:\n",
         "        if False:\n"),
@@ -617,6 +617,13 @@ MUTANTS = {
         "nova_lite/db/store.py",
         "        if len(tasks) == 1:\n",
         "        if False:\n"),
+    "build-claim-with-task-pipelined": (
+        "a build's claim with its one task goes through psycopg's pipeline, whose "
+        "bookkeeping costs the client more CPU than the round trip it saves",
+        "nova_lite/db/store.py",
+        "            result = conn.execute(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)\n",
+        "            result = conn.execute_together(\n"
+        "                [(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)])[0]\n"),
     "build-claim-known-instance-taken-as-claimed": (
         "the one statement of a build's claim and task is read as the claim's answer "
         "when the instance was known and nothing was claimed",
@@ -643,6 +650,9 @@ GUARDS = {
     "build-task-in-a-statement-of-its-own": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_and_its_one_task_are_"
         "one_statement",),
+    "build-claim-with-task-pipelined": (
+        "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_with_one_task_is_"
+        "sent_as_a_plain_claim",),
     "build-claim-known-instance-taken-as-claimed": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_task_is_recorded_once_with_"
         "a_known_instance_claimed_by_the_transaction",),
