@@ -112,7 +112,7 @@ def _compiling_dialect(dialect: Dialect) -> Dialect:
 def new_cursor(dbapi_connection: Any, dialect: Dialect) -> DBAPICursor:
     """A cursor of ``dbapi_connection`` for direct statements: psycopg's
     ``RawCursor`` where it has one (the statements are then compiled for
-    it: :func:`_compiling_dialect`), else the driver's own."""
+    it with numbered parameters), else the driver's own."""
     raw = _raw_cursor(dialect)
     if raw is not None:
         return cast(DBAPICursor, raw(dbapi_connection))

@@ -146,7 +146,7 @@ def _insert(rows: int, notify: bool) -> sa.Insert:
 def insert_one() -> sa.Insert:
     """The INSERT of one waiting task that notifies its host (PostgreSQL),
     returning it: values from :func:`one_values`.  A statement may hold it
-    as a WITH clause (:data:`nova_lite.db.claim_writes.PG_SINGLE_CLAIM_WITH_TASK`)."""
+    as a WITH clause (``claim_writes.PG_SINGLE_CLAIM_WITH_TASK``)."""
     return _insert(1, True)
 
 
