@@ -628,8 +628,8 @@ MUTANTS = {
         "the one statement of a build's claim and task is read as the claim's answer "
         "when the instance was known and nothing was claimed",
         "nova_lite/db/store.py",
-        "            row = result.one() if result.one().generation is not None else None\n",
-        "            row = result.one()\n"),
+        "            row = found if found.generation is not None else None\n",
+        "            row = found\n"),
     "direct-statements-on-psycopg-cursor": (
         "the direct statements run on psycopg's own cursor, which parses them on every run",
         "nova_lite/db/direct.py",

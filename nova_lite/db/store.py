@@ -1193,7 +1193,8 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
             values = dict(single, **task_writes.one_values(tasks[0], time.time()))
             result = conn.execute(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)
             made = task_writes.inserted(tasks, [result], prefix="t_")
-            row = result.one() if result.one().generation is not None else None
+            found = result.one()   # the task's row, with the claim's answer if any
+            row = found if found.generation is not None else None
         elif tasks:
             # Several tasks: their INSERTs and NOTIFY travel with the
             # statement, in its round trip, and BEGIN with them.
