@@ -295,19 +295,24 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.addCleanup(unobserve, self.store.db.engine, seen)
         return seen
 
-    def test_a_claim_and_its_one_task_are_one_statement(self):
+    def one_build_claim(self):
+        """A build's claim with its one task, checked as recorded; returns
+        the one statement it ran and its cursor's class name."""
         node = self.a.get_node("a")
         inst = races.instance()
         seen = self.seen()
         after, _, made = self.claim_with_task(node, inst)
-        self.assertEqual(1, len(seen.ran), seen.ran)
-        sql, cursor = seen.ran[0]
-        self.assertIn("task_row", sql)
-        self.assertIn("bump", sql)
-        self.assertEqual("RawCursor", cursor)
         self.assertEqual(node.generation + 1, after.generation)
         self.assertEqual([(made[0].id, inst.uuid)],
                          [(t.id, t.instance_uuid) for t in self.recorded_tasks()])
+        self.assertEqual(1, len(seen.ran), seen.ran)
+        return seen.ran[0]
+
+    def test_a_claim_and_its_one_task_are_one_statement(self):
+        sql, cursor = self.one_build_claim()
+        self.assertIn("task_row", sql)
+        self.assertIn("bump", sql)
+        self.assertEqual("RawCursor", cursor)
 
     def test_a_psycopg_without_raw_cursor_runs_them_on_its_own_cursor(self):
         # psycopg 3.1 (Debian bookworm's) has no RawCursor: the statements are
@@ -317,16 +322,9 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
                                              lambda dialect: None))
         self.useFixture(fixtures.MonkeyPatch(
             "nova_lite.db.direct.DirectConnection._compiled", {}))
-        node = self.a.get_node("a")
-        inst = races.instance()
-        seen = self.seen()
-        after, _, made = self.claim_with_task(node, inst)
-        (sql, cursor), = seen.ran
+        sql, cursor = self.one_build_claim()
         self.assertEqual("Cursor", cursor)
         self.assertIn("%(i_uuid)s", sql)
-        self.assertEqual(node.generation + 1, after.generation)
-        self.assertEqual([(made[0].id, inst.uuid)],
-                         [(t.id, t.instance_uuid) for t in self.recorded_tasks()])
 
     def test_two_tasks_go_with_the_claim_in_statements_of_their_own(self):
         node = self.a.get_node("a")
