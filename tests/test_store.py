@@ -296,7 +296,6 @@ class TestPostgreSQLStore(StoreTests, base.TestCase):
         self.assertEqual("postgresql", store.db.dialect)
         self.assertEqual(migrations.head(), store.schema.revision)
 
-
     def test_the_stores_sessions_run_with_jit_off_and_a_read_each_in_autocommit(self):
         # Given when the session connects (no pooler): every statement of the
         # store is planned without JIT, a read of statements alone included.
@@ -313,7 +312,6 @@ class TestPostgreSQLStore(StoreTests, base.TestCase):
         self.assertTrue(self.store.db.read("xact", lambda conn: conn.execute(
             began_before).scalar()))
 
-
     def test_a_read_only_store_reads_each_statement_alone_and_writes_none(self):
         # The change readers of the API and metrics servers run on read-only
         # stores: their statements go alone (autocommit), and the session
@@ -326,6 +324,7 @@ class TestPostgreSQLStore(StoreTests, base.TestCase):
             with self.assertRaisesRegex(StoreError, "read-only transaction"):
                 read_each("write", lambda conn: conn.execute(
                     models.services.delete().where(models.services.c.host == "h1")))
+
 
 class TestPostgreSQLIdleConnections(base.TestCase):
     """A pooled connection whose server side died while idle is replaced, not used."""

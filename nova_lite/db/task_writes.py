@@ -95,6 +95,7 @@ SET_TASK_STATE = T_INST.update().where(
     T_INST.c.uuid == sa.bindparam("uuid"), T_INST.c.vm_state != sa.literal("deleted")).values(
     task_state=sa.bindparam("task"), updated_at=sa.bindparam("now"))
 
+
 def _notify(host: sa.ColumnElement[str]) -> sa.ColumnElement[Any]:
     """Wake the listener of ``host`` of the current schema on its own channel:
     ``nova_lite_work_`` and the md5 of ``<schema>/<host>``, with
