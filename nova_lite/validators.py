@@ -284,3 +284,73 @@ def records(kind: type[T], value: Iterable[T] | None,
             raise InvalidType(f"{what} must hold {kind.__name__} records, got "
                               f"{type(item).__name__} {_shown(item)}")
     return items
+
+
+class _Shape:
+    """What :func:`replaced` needs of one attrs class, worked out once."""
+
+    __slots__ = ("copy", "fields", "post_init")
+
+    def __init__(self, kind: type) -> None:
+        fields = attrs.fields(kind)
+        self.fields = {a.name: a for a in fields}
+        self.post_init = getattr(kind, "__attrs_post_init__", None)
+        # A plain copy of every field, one statement each (as attrs writes
+        # its own __init__): a loop over the names costs as much again.  A
+        # class made with cache_hash keeps its hash in a slot of its own,
+        # which a copy starts empty (its fields may differ).
+        lines = ["def copy(record):", "    new = _new(_kind)"]
+        lines += [f"    _set(new, {a.name!r}, record.{a.name})" for a in fields]
+        if _HASH_CACHE in getattr(kind, "__slots__", ()):
+            lines.append(f"    _set(new, {_HASH_CACHE!r}, None)")
+        lines.append("    return new")
+        namespace: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__,
+                                     "_kind": kind}
+        exec("\n".join(lines), namespace)   # noqa: S102 - field names of an attrs class
+        self.copy: Callable[[Any], Any] = namespace["copy"]
+
+
+_SHAPES: dict[type, _Shape] = {}
+#: The slot attrs keeps a ``cache_hash`` class's hash in.
+_HASH_CACHE = "_attrs_cached_hash"
+
+
+def replaced(record: T, **changes: Any) -> T:
+    """``attrs.evolve(record, **changes)``, checking only what changes.
+
+    The copy's other fields were converted and validated when ``record``
+    was made, and are taken as they are; the changed ones go through their
+    converters, then their validators (with every field of the copy set),
+    then the class's ``__attrs_post_init__`` if it has one: the same
+    record, or the same error, as :func:`attrs.evolve` gives for fields
+    whose checks depend only on the record (every nova-lite record's).  A
+    change of a field with no plain converter, or not set by ``__init__``,
+    falls back to :func:`attrs.evolve`.
+
+    :param record: an instance of a slotted attrs class.
+    :param changes: ``{field name: new value}``.
+    :returns: the copy.
+    :raises TypeError: for a name that is not a field, as attrs.evolve does.
+    """
+    kind = type(record)
+    shape = _SHAPES.get(kind)
+    if shape is None:
+        shape = _SHAPES[kind] = _Shape(kind)
+    fields = shape.fields
+    for name in changes:
+        field = fields.get(name)
+        if field is None or isinstance(field.converter, attrs.Converter) or not field.init:
+            return attrs.evolve(record, **changes)
+    new = shape.copy(record)
+    assign = object.__setattr__
+    for name, value in changes.items():
+        converter = fields[name].converter
+        assign(new, name, value if converter is None else converter(value))
+    if not attrs.validators.get_disabled():
+        for name in changes:
+            field = fields[name]
+            if field.validator is not None:
+                field.validator(new, field, getattr(new, name))
+    if shape.post_init is not None:
+        shape.post_init(new)
+    return new

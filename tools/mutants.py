@@ -635,6 +635,23 @@ MUTANTS = {
         "nova_lite/db/direct.py",
         "    if raw is not None:\n        return cast(DBAPICursor, raw(dbapi_connection))\n",
         "    if False:\n        return cast(DBAPICursor, raw(dbapi_connection))\n"),
+    "amounts-only-units-ignored": (
+        "a request of amounts alone is admitted on its bounds without the inventory's "
+        "min_unit, max_unit and step_size",
+        "nova_lite/model/decide.py",
+        "        if n > 0 and (usage.get(rc, 0) + n > bounds[rc]\n"
+        "                      or inventories[rc].unit_problem(n) is not None):\n",
+        "        if n > 0 and (usage.get(rc, 0) + n > bounds[rc]):\n"),
+    "amounts-only-bound-exclusive": (
+        "a request of amounts alone may not reach its bound, only stay below it",
+        "nova_lite/model/decide.py",
+        "        if n > 0 and (usage.get(rc, 0) + n > bounds[rc]\n",
+        "        if n > 0 and (usage.get(rc, 0) + n >= bounds[rc]\n"),
+    "replaced-unchecked": (
+        "a copy of a record takes its changed fields without their validators",
+        "nova_lite/validators.py",
+        "    if not attrs.validators.get_disabled():\n        for name in changes:\n",
+        "    if False:\n        for name in changes:\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -647,6 +664,9 @@ _CHECKED, _RACES, _USAGE = ("tests.test_claim_checked", "tests.test_claim_races"
 #: The tests run against each mutant by default: each list holds a test
 #: that catches the mutant every time, not only a chaos run that may.
 GUARDS = {
+    "amounts-only-units-ignored": ("tests.test_decide",),
+    "amounts-only-bound-exclusive": ("tests.test_decide",),
+    "replaced-unchecked": ("tests.test_validators",),
     "build-task-in-a-statement-of-its-own": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_and_its_one_task_are_"
         "one_statement",),

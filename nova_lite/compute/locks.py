@@ -10,7 +10,10 @@ class FairLock:
     """A re-entrant lock granted in arrival order (first come, first served)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # The condition's own lock, taken directly where no wait is needed:
+        # a Lock's ``with`` runs in C, a Condition's in Python.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._next_ticket = 0
         self._serving = 0
         self._owner: int | None = None
@@ -20,7 +23,7 @@ class FairLock:
     def acquire(self) -> None:
         """Wait for this thread's turn, then hold the lock."""
         me = threading.get_ident()
-        with self._cond:
+        with self._lock:
             if self._owner == me:
                 self._depth += 1
                 return
@@ -38,7 +41,7 @@ class FairLock:
 
     def release(self) -> None:
         """Give the lock to the next waiter once fully released."""
-        with self._cond:
+        with self._lock:
             if self._owner != threading.get_ident():
                 raise RuntimeError("FairLock released by a thread that does not hold it")
             self._depth -= 1

@@ -632,7 +632,9 @@ class ResourceTracker:
         after them (at the generation they committed at), and the tasks as
         recorded.
         """
-        problem = node_checks.name_problem(nodename, "nodename")
+        # A node tracked here has a recorded, so valid, name; any other is checked.
+        problem = None if isinstance(nodename, str) and nodename in self._nodes \
+            else node_checks.name_problem(nodename, "nodename")
         if problem is not None:
             raise InvalidInput(f"Cannot claim: {problem}")
         claims = NodeClaims(host=self.host, nodename=nodename, asks=asks, limits=limits)

@@ -25,6 +25,7 @@ from nova_lite.objects import Allocation, ComputeNode, InstanceNUMATopology, Pci
 from nova_lite.pci import PciStats
 from nova_lite.providers import split_request
 from nova_lite.traits import TraitRequest, flavor_traits
+from nova_lite.validators import replaced
 
 
 @attrs.frozen
@@ -172,10 +173,17 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
                      if n > MAX_AMOUNT or node.used(rc) + n > MAX_AMOUNT]
         if oversized:
             raise ComputeResourcesUnavailable(oversized)
-        decision = decide(node, ask.requested, limits, ask.numa_request,
-                          ask.instance.pci_requests, ask.flavor.extra_specs)
-        if decision.reasons:
-            raise ComputeResourcesUnavailable(decision.reasons)
+        bounds = _amounts_only_bounds(node, ask, limits)
+        if bounds is not None and _within(node, ask.requested, bounds):
+            # The same test as decide's, read off the bounds the plan
+            # carries anyway (see usage_bounds): no reason to give.
+            decision = _AMOUNTS_FIT
+        else:
+            decision = decide(node, ask.requested, limits, ask.numa_request,
+                              ask.instance.pci_requests, ask.flavor.extra_specs)
+            if decision.reasons:
+                raise ComputeResourcesUnavailable(decision.reasons)
+            bounds = plan_bounds(node, ask, limits)
         migration, instance = ask.migration, ask.instance
         alloc = Allocation(
             consumer_uuid=instance.uuid if migration is None else migration.uuid,
@@ -186,15 +194,42 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
             pci_devices=decision.pci_devices, providers=decision.providers)
         placed = None
         if migration is None:
-            placed = attrs.evolve(
+            placed = replaced(
                 instance, host=host, node=nodename,
                 numa_topology=decision.numa_topology or instance.numa_topology,
                 pci_devices=decision.pci_devices)
         plans.append(ClaimPlan(allocation=alloc, instance=placed, migration=migration,
-                               bounds=plan_bounds(node, ask, limits)))
+                               bounds=bounds))
         if len(plans) < len(asks):
             node = with_allocation(node, alloc)
     return tuple(plans)
+
+
+#: The decision of a request of amounts alone that fits: nothing to place.
+_AMOUNTS_FIT = Decision()
+
+
+def _amounts_only_bounds(node: ComputeNode, ask: ClaimAsk, limits: Any
+                         ) -> dict[str, int] | None:
+    """:func:`plan_bounds` of a request that asks the node only for amounts of
+    classes it offers itself (no NUMA cell, no PCI device, nothing only a
+    child provider offers); None for any other."""
+    inventories = node.inventories
+    if any(n > 0 and rc not in inventories for rc, n in ask.requested.items()):
+        return None
+    return plan_bounds(node, ask, limits)
+
+
+def _within(node: ComputeNode, requested: Mapping[str, int], bounds: Mapping[str, int]) -> bool:
+    """Whether ``requested`` passes :func:`~nova_lite.model.fit.amount_problems`
+    on ``node``, given its :func:`plan_bounds`: each positive amount keeps its
+    class's usage within the bound, in whole units of the inventory's steps."""
+    usage, inventories = node.usage, node.inventories
+    for rc, n in requested.items():
+        if n > 0 and (usage.get(rc, 0) + n > bounds[rc]
+                      or inventories[rc].unit_problem(n) is not None):
+            return False
+    return True
 
 
 def plan_bounds(node: ComputeNode, ask: ClaimAsk, limits: Any) -> dict[str, int] | None:

@@ -7,6 +7,8 @@ on one node record; the store checks each :class:`ClaimRequest` under the
 instance row's lock and writes the plans.
 """
 
+import functools
+import types
 from collections.abc import Mapping
 
 import attrs
@@ -41,10 +43,25 @@ class ClaimAsk:
         """The ask of ``instance`` for ``flavor`` with the driver's ``overhead``."""
         # An instance without a NUMA request gets the one its flavor implies
         # (hw:cpu_policy=dedicated, hw:numa_nodes, hw:mem_page_size), as in Nova.
-        numa_request = instance.numa_topology or flavor_numa_request(flavor)
-        requested = requested_resources(flavor, overhead, numa_request)
+        if instance.numa_topology is None:
+            numa_request, requested = _flavor_request(flavor, overhead)
+        else:
+            numa_request = instance.numa_topology
+            requested = requested_resources(flavor, overhead, numa_request)
         return cls(instance=instance, flavor=flavor, requested=requested,
                    numa_request=numa_request, migration=migration)
+
+
+@functools.lru_cache(maxsize=256)
+def _flavor_request(flavor: Flavor, overhead: Overhead
+                    ) -> tuple[InstanceNUMATopology | None, Mapping[str, int]]:
+    """The NUMA request and amounts of an instance with no NUMA topology of
+    its own: the flavor's and the overhead's alone, worked out once for
+    each (a fleet builds many instances of a few flavors).  A malformed
+    extra spec raises every time: an exception is never cached."""
+    numa_request = flavor_numa_request(flavor)
+    requested = requested_resources(flavor, overhead, numa_request)
+    return numa_request, types.MappingProxyType(requested)
 
 
 @attrs.frozen

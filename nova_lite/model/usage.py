@@ -12,6 +12,7 @@ import attrs
 
 from nova_lite.objects import Allocation, ComputeNode
 from nova_lite.providers import add_usage
+from nova_lite.validators import replaced
 
 
 def with_allocation(node: ComputeNode, allocation: Allocation, sign: int = 1) -> ComputeNode:
@@ -23,7 +24,7 @@ def with_allocation(node: ComputeNode, allocation: Allocation, sign: int = 1) ->
     at).  The inventories' own ``used`` figures are left as they were: see
     :func:`synced`.
     """
-    return attrs.evolve(node, **_changed(node, [allocation], sign))
+    return replaced(node, **_changed(node, [allocation], sign))
 
 
 def _changed(node: ComputeNode, allocations: Iterable[Allocation],
@@ -55,15 +56,22 @@ def _changed(node: ComputeNode, allocations: Iterable[Allocation],
         if allocation.pci_devices:
             devices = frozenset(allocation.pci_devices)
             pci = pci | devices if sign > 0 else pci - devices
-    return {"usage": amounts, "numa_placements": numa, "pci_in_use": pci,
-            "provider_usage": nested}
+    changed: dict[str, Any] = {"usage": amounts}
+    # The others only where they moved: a copy converts and checks what it is given.
+    if nested is not node.provider_usage:
+        changed["provider_usage"] = nested
+    if numa is not node.numa_placements:
+        changed["numa_placements"] = numa
+    if pci is not node.pci_in_use:
+        changed["pci_in_use"] = pci
+    return changed
 
 
 def with_allocations(node: ComputeNode, allocations: Iterable[Allocation],
                      generation: int) -> ComputeNode:
     """``node`` at ``generation`` with every one of ``allocations`` added: the
     node as recorded once the claims that hold them commit at ``generation``."""
-    return attrs.evolve(node, generation=generation, **_changed(node, allocations))
+    return replaced(node, generation=generation, **_changed(node, allocations))
 
 
 def synced(node: ComputeNode) -> ComputeNode:

@@ -1,0 +1,103 @@
+"""The claim decision: a request of amounts alone is admitted on the bounds its
+plan carries exactly when the full decision would admit it."""
+
+import random
+from fractions import Fraction
+
+import fixtures
+import testtools
+
+from nova_lite.exception import ComputeResourcesUnavailable
+from nova_lite.model import decide as decision
+from nova_lite.model.plans import ClaimAsk
+from nova_lite.objects import ComputeNode, Flavor, Instance, Overhead
+from nova_lite.resources import DISK_GB, MEMORY_MB, VCPU, Inventory
+
+HOST = "host-a"
+
+
+def _node(inventories, usage):
+    return ComputeNode(uuid="a" * 36, host=HOST, nodename=HOST, generation=3,
+                       inventories=inventories, usage=usage)
+
+
+def _ask(vcpus, memory_mb, disk_gb, n):
+    flavor = Flavor(name=f"f{n}", vcpus=vcpus, memory_mb=memory_mb, root_gb=disk_gb)
+    instance = Instance(uuid=f"{n:036d}", flavor=flavor)
+    return ClaimAsk.build(instance, flavor, Overhead())
+
+
+def _full(node, ask, limits):
+    """What decide() alone says of ``ask`` on ``node``: its reasons, and the plan's bounds."""
+    found = decision.decide(node, ask.requested, limits, ask.numa_request,
+                            ask.instance.pci_requests, ask.flavor.extra_specs)
+    return list(found.reasons), (None if found.reasons else
+                                 decision.plan_bounds(node, ask, limits))
+
+
+class TestAmountsOnly(testtools.TestCase):
+
+    def _claim(self, node, ask, limits):
+        claims = decision.NodeClaims(host=HOST, nodename=HOST, asks=[ask], limits=limits)
+        try:
+            (plan,) = claims.decide(node)
+        except ComputeResourcesUnavailable as exc:
+            return list(exc.reasons), None
+        return [], plan.bounds
+
+    def test_admitted_and_refused_as_the_full_decision(self):
+        # Nodes near full, odd steps and units, fractional ratios and float
+        # limits: the edges where a bound and a free amount could disagree.
+        rng = random.Random(20261206)
+        admitted = refused = 0
+        for n in range(3000):
+            inventories = {}
+            for rc in (VCPU, MEMORY_MB, DISK_GB):
+                if rng.random() < 0.1:
+                    continue   # a class the node does not offer
+                total = rng.randint(0, 128)
+                step = rng.choice((1, 1, 1, 2, 4))
+                min_unit = rng.choice((1, 1, 2))
+                max_unit = rng.choice((None, None, max(min_unit, rng.randint(1, 16))))
+                inventories[rc] = Inventory(
+                    total=total, reserved=rng.randint(0, total // 4), min_unit=min_unit,
+                    max_unit=max_unit, step_size=step,
+                    allocation_ratio=rng.choice((Fraction(1), Fraction(3, 2), Fraction(7, 10),
+                                                 Fraction(16))))
+            usage = {rc: rng.randint(0, 60) for rc in inventories if rng.random() < 0.8}
+            node = _node(inventories, {rc: n for rc, n in usage.items() if n})
+            limits = rng.choice((None, {"vcpu": rng.uniform(0, 90), "memory_mb": None},
+                                 {"memory_mb": rng.randint(0, 90), "disk_gb": 40.5}))
+            ask = _ask(rng.randint(1, 6), rng.randint(1, 6), rng.randint(0, 6), n)
+            expected = _full(node, ask, limits)
+            self.assertEqual(expected, self._claim(node, ask, limits),
+                             f"case {n}: {node.inventories} used {node.usage} limits {limits} "
+                             f"asked {ask.requested}")
+            admitted += not expected[0]
+            refused += bool(expected[0])
+        # Both outcomes were put to the test, many times.
+        self.assertGreater(admitted, 200)
+        self.assertGreater(refused, 200)
+
+    def test_a_unit_problem_refuses_with_its_reason(self):
+        node = _node({VCPU: Inventory(total=16, step_size=4), MEMORY_MB: Inventory(total=4096),
+                      DISK_GB: Inventory(total=100)}, {})
+        reasons, _ = self._claim(node, _ask(2, 512, 1, 1), None)
+        self.assertEqual(["VCPU: requested 2 is not a multiple of step_size 4"], reasons)
+
+    def test_the_last_unit_fits_and_the_next_does_not(self):
+        node = _node({VCPU: Inventory(total=4), MEMORY_MB: Inventory(total=4096),
+                      DISK_GB: Inventory(total=100)}, {VCPU: 3})
+        self.assertEqual(([], {VCPU: 4, MEMORY_MB: 4096, DISK_GB: 100}),
+                         self._claim(node, _ask(1, 512, 1, 1), None))
+        reasons, _ = self._claim(node, _ask(2, 512, 1, 2), None)
+        self.assertEqual(["Free vcpu 1.00 VCPU < requested 2 VCPU"], reasons)
+
+    def test_a_request_that_fits_exactly_is_admitted_without_the_full_decision(self):
+        def full_decision(*args, **kwargs):
+            raise AssertionError("decided again in full")
+        self.useFixture(fixtures.MonkeyPatch("nova_lite.model.decide.decide", full_decision))
+        node = _node({VCPU: Inventory(total=4), MEMORY_MB: Inventory(total=1024),
+                      DISK_GB: Inventory(total=10)}, {VCPU: 3, MEMORY_MB: 512, DISK_GB: 9})
+        self.assertEqual(([], {VCPU: 4, MEMORY_MB: 1024, DISK_GB: 10}),
+                         self._claim(node, _ask(1, 512, 1, 1), None))
