@@ -340,7 +340,8 @@ def replaced(record: T, **changes: Any) -> T:
     for name in changes:
         field = fields.get(name)
         if field is None or isinstance(field.converter, attrs.Converter) or not field.init:
-            return attrs.evolve(record, **changes)
+            evolved: Any = attrs.evolve(record, **changes)   # type: ignore[misc]
+            return evolved
     new = shape.copy(record)
     assign = object.__setattr__
     for name, value in changes.items():
