@@ -101,3 +101,11 @@ class TestAmountsOnly(testtools.TestCase):
                       DISK_GB: Inventory(total=10)}, {VCPU: 3, MEMORY_MB: 512, DISK_GB: 9})
         self.assertEqual(([], {VCPU: 4, MEMORY_MB: 1024, DISK_GB: 10}),
                          self._claim(node, _ask(1, 512, 1, 1), None))
+
+    def test_usage_past_what_the_records_hold_is_refused_class_by_class_in_order(self):
+        most = 2 ** 53 - 1
+        node = _node({VCPU: Inventory(total=4), MEMORY_MB: Inventory(total=4096),
+                      DISK_GB: Inventory(total=100)}, {VCPU: most, MEMORY_MB: most - 100})
+        reasons, _ = self._claim(node, _ask(1, 512, 1, 1), None)
+        self.assertEqual([f"MEMORY_MB: requested 512 is more than nova-lite records ({most})",
+                          f"VCPU: requested 1 is more than nova-lite records ({most})"], reasons)

@@ -168,13 +168,13 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
         raise ComputeResourcesUnavailable(problems)
     plans = []
     for ask in asks:
-        usage = node.usage
-        if any(n > MAX_AMOUNT or usage.get(rc, 0) + n > MAX_AMOUNT
-               for rc, n in ask.requested.items()):
+        usage, requested = node.usage, ask.requested
+        oversized = [rc for rc, n in requested.items()
+                     if n > MAX_AMOUNT or usage.get(rc, 0) + n > MAX_AMOUNT]
+        if oversized:
             raise ComputeResourcesUnavailable([
-                f"{rc}: requested {n} is more than nova-lite records ({MAX_AMOUNT})"
-                for rc, n in sorted(ask.requested.items())
-                if n > MAX_AMOUNT or usage.get(rc, 0) + n > MAX_AMOUNT])
+                f"{rc}: requested {requested[rc]} is more than nova-lite records ({MAX_AMOUNT})"
+                for rc in sorted(oversized)])
         bounds = _amounts_only_bounds(node, ask, limits)
         if bounds is not None and _within(node, ask.requested, bounds):
             # The same test as decide's, read off the bounds the plan
