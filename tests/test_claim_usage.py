@@ -15,6 +15,7 @@ import time
 import uuid
 
 import attrs
+import fixtures
 import sqlalchemy as sa
 
 from nova_lite.compute.claims import ComputeResourcesUnavailable
@@ -64,33 +65,6 @@ class UsageRowMixin:
         self.assertEqual(node.generation + 2, row.generation)
         self.assertEqual((8, 2048, 12), (row.vcpu, row.memory_mb, row.disk_gb))
         self.assertEqual(8, b.get_node("a").used("VCPU"))
-        self.assertNoRecordProblems(a.store)
-
-    def test_a_claim_that_wins_its_compare_and_swap_records_the_usage_of_its_record(self):
-        a, b = self.tracker(), self.tracker()
-        fresh = a.get_node("a")
-        self.assertIsNone(usage_row(a.store, fresh.uuid))
-        a.instance_claim(races.instance(races.flavor(vcpus=2, memory_mb=512, root_gb=3)), "a")
-        node = a.get_node("a")
-        self.assertEqual(fresh.generation + 1, node.generation)
-        row = usage_row(a.store, node.uuid)
-        self.assertEqual((node.generation, 2, 0, 512, 3, 0, fresh.generation),
-                         (row.generation, row.vcpu, row.pcpu, row.memory_mb, row.disk_gb,
-                          row.extras, row.since))
-        # Several claims at once (the transaction's steps, not one statement).
-        a.build_claims([races.instance(), races.instance()], "a")
-        node = a.get_node("a")
-        row = usage_row(a.store, node.uuid)
-        self.assertEqual((node.generation, 4, 2560, 5),
-                         (row.generation, row.vcpu, row.memory_mb, row.disk_gb))
-        # A claim that loses its race decides on that row.
-        self._set_row(a.store, node.uuid, vcpu=8)
-        exc = self.assertRaises(ComputeResourcesUnavailable, b.instance_claim,
-                                races.instance(), "a")
-        self.assertIn("Free vcpu 0.00 VCPU < requested 1 VCPU", str(exc))
-        self._set_row(a.store, node.uuid, vcpu=4)
-        b.instance_claim(races.instance(), "a")
-        self.assertEqual([], base.usage_row_problems(a.store))
         self.assertNoRecordProblems(a.store)
 
     def test_the_usage_row_is_used_while_its_generation_is_the_nodes(self):
@@ -190,10 +164,74 @@ class UsageRowMixin:
 
 
 class TestUsageRowsSQLite(UsageRowMixin, base.SQLiteBackend, base.TestCase):
-    pass
+
+    def test_a_swap_records_the_usage_row_only_for_a_while_after_a_lost_race(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite.db.store.USAGE_ROW_CLAIMS_AFTER_RACE", 2))
+        a, b = self.tracker(), self.tracker()
+        node = a.get_node("a")
+        # No claim of A's store lost a race on the node: its swaps record no row
+        # (nobody else writes the node, so nobody would read it).
+        a.instance_claim(races.instance(), "a")
+        self.assertEqual(node.generation + 1, a.get_node("a").generation)
+        self.assertIsNone(usage_row(a.store, node.uuid))
+        # B's claim and then A's lose their races: each re-reads the node
+        # under the lock, sums the allocations and records the row.
+        self.stale_claim(a, b)
+        node = a.get_node("a")
+        self.assertEqual((node.generation, 3), (usage_row(a.store, node.uuid).generation,
+                                                usage_row(a.store, node.uuid).vcpu))
+        # A's next claim decides under the lock (its tracker expects to lose
+        # again) and the next swap, of two claims, records the row as well:
+        # the two claims the count allows after the lost race.
+        a.instance_claim(races.instance(), "a")
+        a.build_claims([races.instance(), races.instance()], "a")
+        node = a.get_node("a")
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual((node.generation, 6, 6144, 6),
+                         (row.generation, row.vcpu, row.memory_mb, row.disk_gb))
+        # The count has run out: the next swap leaves the row behind, at an
+        # older generation than the node's, so it is never read.
+        a.instance_claim(races.instance(), "a")
+        self.assertEqual(node.generation + 1, a.get_node("a").generation)
+        self.assertEqual(node.generation, usage_row(a.store, node.uuid).generation)
+        # Another race sets the count again; B decides on the sums, as ever.
+        b.instance_claim(races.instance(), "a")
+        self.assertEqual(8, b.get_node("a").used("VCPU"))
+        self.assertEqual(b.get_node("a").generation, usage_row(a.store, node.uuid).generation)
+        self.assertEqual([], base.usage_row_problems(a.store))
+        self.assertNoRecordProblems(a.store)
 
 
 class TestUsageRowsPostgreSQL(UsageRowMixin, base.PostgreSQLBackend, base.TestCase):
+
+    def test_a_claim_that_wins_its_compare_and_swap_records_the_usage_of_its_record(self):
+        a, b = self.tracker(), self.tracker()
+        fresh = a.get_node("a")
+        self.assertIsNone(usage_row(a.store, fresh.uuid))
+        a.instance_claim(races.instance(races.flavor(vcpus=2, memory_mb=512, root_gb=3)), "a")
+        node = a.get_node("a")
+        self.assertEqual(fresh.generation + 1, node.generation)
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual((node.generation, 2, 0, 512, 3, 0, fresh.generation),
+                         (row.generation, row.vcpu, row.pcpu, row.memory_mb, row.disk_gb,
+                          row.extras, row.since))
+        # Several claims at once (the transaction's steps, not one statement).
+        a.build_claims([races.instance(), races.instance()], "a")
+        node = a.get_node("a")
+        row = usage_row(a.store, node.uuid)
+        self.assertEqual((node.generation, 4, 2560, 5),
+                         (row.generation, row.vcpu, row.memory_mb, row.disk_gb))
+        # A claim that loses its race decides on that row.
+        self._set_row(a.store, node.uuid, vcpu=8)
+        exc = self.assertRaises(ComputeResourcesUnavailable, b.instance_claim,
+                                races.instance(), "a")
+        self.assertIn("Free vcpu 0.00 VCPU < requested 1 VCPU", str(exc))
+        self._set_row(a.store, node.uuid, vcpu=4)
+        b.instance_claim(races.instance(), "a")
+        self.assertEqual([], base.usage_row_problems(a.store))
+        self.assertNoRecordProblems(a.store)
+
 
     def hold_node_row(self, node_uuid):
         """Another session takes the node row's lock; returns (connection, engine)."""

@@ -4,12 +4,14 @@ plan carries exactly when the full decision would admit it."""
 import random
 from fractions import Fraction
 
+import attrs
 import fixtures
 import testtools
 
 from nova_lite.exception import ComputeResourcesUnavailable
 from nova_lite.model import decide as decision
 from nova_lite.model.plans import ClaimAsk
+from nova_lite.model.usage import with_allocation
 from nova_lite.objects import ComputeNode, Flavor, Instance, Overhead
 from nova_lite.resources import DISK_GB, MEMORY_MB, VCPU, Inventory
 
@@ -109,3 +111,33 @@ class TestAmountsOnly(testtools.TestCase):
         reasons, _ = self._claim(node, _ask(1, 512, 1, 1), None)
         self.assertEqual([f"MEMORY_MB: requested 512 is more than nova-lite records ({most})",
                           f"VCPU: requested 1 is more than nova-lite records ({most})"], reasons)
+
+    def test_claims_on_one_record_share_its_bounds_until_its_inventories_change(self):
+        flavor = Flavor(name="small", vcpus=1, memory_mb=512, root_gb=1)
+        node = _node({VCPU: Inventory(total=8), MEMORY_MB: Inventory(total=4096),
+                      DISK_GB: Inventory(total=100)}, {})
+        plans = []
+        for n in range(3):   # each claim on the record the one before left
+            ask = ClaimAsk.build(Instance(uuid=f"{n:036d}", flavor=flavor), flavor, Overhead())
+            (plan,) = decision.NodeClaims(host=HOST, nodename=HOST, asks=[ask]).decide(node)
+            plans.append(plan)
+            node = with_allocation(node, plan.allocation)
+        self.assertEqual(3, node.usage[VCPU])
+        self.assertIs(plans[0].bounds, plans[2].bounds)   # one mapping served them all
+        self.assertEqual({VCPU: 8, MEMORY_MB: 4096, DISK_GB: 100}, dict(plans[0].bounds))
+        with testtools.ExpectedException(TypeError):
+            plans[0].bounds[VCPU] = 99   # shared, so read-only
+        # An audit records a smaller node: a new inventories mapping, and the
+        # claim the old bounds would admit is refused.
+        ask = ClaimAsk.build(Instance(uuid=f"{9:036d}", flavor=flavor), flavor, Overhead())
+        smaller = attrs.evolve(node, inventories=dict(node.inventories, **{
+            VCPU: Inventory(total=3)}))
+        reasons, _ = self._claim(smaller, ask, None)
+        self.assertEqual(["Free vcpu 0.00 VCPU < requested 1 VCPU"], reasons)
+        # And one that sets a step the request does not keep refuses it too.
+        stepped = attrs.evolve(node, inventories=dict(node.inventories, **{
+            VCPU: Inventory(total=8, step_size=2)}))
+        reasons, _ = self._claim(stepped, ask, None)
+        self.assertEqual(["VCPU: requested 1 is not a multiple of step_size 2"], reasons)
+        self.assertEqual(([], {VCPU: 8, MEMORY_MB: 4096, DISK_GB: 100}),
+                         self._claim(node, ask, None))

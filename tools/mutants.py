@@ -639,19 +639,37 @@ MUTANTS = {
         "a request of amounts alone is admitted on its bounds without the inventory's "
         "min_unit, max_unit and step_size",
         "nova_lite/model/decide.py",
-        "        if n > 0 and (usage.get(rc, 0) + n > bounds[rc]\n"
-        "                      or inventories[rc].unit_problem(n) is not None):\n",
-        "        if n > 0 and (usage.get(rc, 0) + n > bounds[rc]):\n"),
+        "    if all(n <= 0 or (rc in inventories and inventories[rc].unit_problem(n) is None)\n",
+        "    if all(n <= 0 or rc in inventories\n"),
     "amounts-only-bound-exclusive": (
         "a request of amounts alone may not reach its bound, only stay below it",
         "nova_lite/model/decide.py",
-        "        if n > 0 and (usage.get(rc, 0) + n > bounds[rc]\n",
-        "        if n > 0 and (usage.get(rc, 0) + n >= bounds[rc]\n"),
+        "        if n > 0 and usage.get(rc, 0) + n > bounds[rc]:\n",
+        "        if n > 0 and usage.get(rc, 0) + n >= bounds[rc]:\n"),
     "replaced-unchecked": (
         "a copy of a record takes its changed fields without their validators",
         "nova_lite/validators.py",
         "    if not attrs.validators.get_disabled():\n        for name in changes:\n",
         "    if False:\n        for name in changes:\n"),
+    "plain-bounds-kept-across-inventories": (
+        "a request's cached bounds outlive the node inventories they were worked out on",
+        "nova_lite/model/decide.py",
+        "        key = (id(inventories), id(requested), children)\n"
+        "        hit = _PLAIN_BOUNDS.get(key)\n"
+        "        if hit is not None and hit[0] is inventories and hit[1] is requested:\n",
+        "        key = (0, id(requested), children)\n"
+        "        hit = _PLAIN_BOUNDS.get(key)\n"
+        "        if hit is not None and hit[1] is requested:\n"),
+    "usage-row-on-every-sqlite-swap": (
+        "on SQLite every compare-and-swap records the usage row, raced or not",
+        "nova_lite/db/store.py",
+        "usage_row=not sqlite or node.uuid in self._contended)",
+        "usage_row=True)"),
+    "usage-row-count-never-set": (
+        "on SQLite a lost race does not make the next swaps record the usage row",
+        "nova_lite/db/store.py",
+        "        if lost:\n            self._contended[node_uuid] = USAGE_ROW_CLAIMS_AFTER_RACE\n",
+        "        if lost:\n            self._contended.pop(node_uuid, None)\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -667,6 +685,9 @@ GUARDS = {
     "amounts-only-units-ignored": ("tests.test_decide",),
     "amounts-only-bound-exclusive": ("tests.test_decide",),
     "replaced-unchecked": ("tests.test_validators",),
+    "plain-bounds-kept-across-inventories": ("tests.test_decide",),
+    "usage-row-on-every-sqlite-swap": ("tests.test_claim_usage.TestUsageRowsSQLite",),
+    "usage-row-count-never-set": ("tests.test_claim_usage.TestUsageRowsSQLite",),
     "build-task-in-a-statement-of-its-own": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_and_its_one_task_are_"
         "one_statement",),

@@ -72,6 +72,11 @@ MigrationStatus = tuple[str, str] | list[tuple[str, str]]
 #: ``last`` of :meth:`Store.record_findings` when the caller did not read it.
 UNREAD = object()
 
+#: On SQLite, the claims on a node whose compare-and-swap holds that still
+#: record its ``node_usage`` row after a claim of this store on the node lost
+#: its race (see :meth:`Store.claim`).
+USAGE_ROW_CLAIMS_AFTER_RACE = 64
+
 
 @attrs.frozen
 class AuditedNode:
@@ -191,6 +196,9 @@ class Store:
         # report_text(): {host: {node uuid: (report, its text)}}
         self._report_texts: dict[str, dict[str, tuple[NodeResources, str]]] = \
             collections.defaultdict(dict)
+        # SQLite: {node uuid: claims left that record the usage row on a
+        # compare-and-swap}, set when a claim on the node lost its race.
+        self._contended: dict[str, int] = {}
 
     def _write(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """A writing transaction; the first one upgrades an older schema."""
@@ -616,9 +624,16 @@ class Store:
         ``node_usage`` row the claims keep, if it is of exactly the
         generation the node moved from (else it sums the allocations), and
         records the usage it commits at, so claims that queue on one node
-        never sum all of its allocations while they hold its lock.  Returns
-        ``(node_after, plans)``: the node as recorded after the claims, and
-        the plans written.
+        never sum all of its allocations while they hold its lock.  A
+        compare-and-swap records that row too, from ``node``: always on
+        PostgreSQL, and on SQLite only for the next
+        :data:`USAGE_ROW_CLAIMS_AFTER_RACE` claims on the node after one of
+        this store's claims there lost its race.  A writer whose claims
+        never lose one has no other writer on the node to read the row (the
+        races are mutual: the other's claims would move the generation under
+        this one's), and skipping the row spares each of its claims a
+        statement and a page.  Returns ``(node_after, plans)``: the node as
+        recorded after the claims, and the plans written.
 
         ``optimistic=False`` skips the decision on ``node`` (a caller whose
         last claim on the node lost its race expects to lose again): the
@@ -672,8 +687,10 @@ class Store:
                 and self.schema.current and not plans[0].allocation.providers:
             single = claim_writes.single_claim_values(node, plans[0], time.time())
         op = f"claim on node {node.host}/{node.nodename}"
-        transaction = functools.partial(_claim_transaction, node=node, requests=requests,
-                                        decide=decide, plans=plans, tasks=tuple(tasks))
+        sqlite = self.db.dialect == "sqlite"
+        transaction = functools.partial(
+            _claim_transaction, node=node, requests=requests, decide=decide, plans=plans,
+            tasks=tuple(tasks), usage_row=not sqlite or node.uuid in self._contended)
         try:
             after, written, made = self._write_direct(
                 op, functools.partial(transaction, single=single))
@@ -686,6 +703,8 @@ class Store:
             after, written, made = self._write_direct(
                 op, functools.partial(transaction, single=None))
         if isinstance(after, ComputeNode):
+            if sqlite:
+                self._count_race(node.uuid, after.generation != node.generation + 1)
             return after, written, made
         # The one statement wrote the plans (``after`` is its answer); the node
         # after them is worked out now that the COMMIT has released the node row.
@@ -693,6 +712,21 @@ class Store:
             return with_allocations(node, [p.allocation for p in written], after.generation), \
                 written, made
         return claim_writes.node_with_usage_row(node, after), written, made
+
+    def _count_race(self, node_uuid: str, lost: bool) -> None:
+        """Keep count, on SQLite, of the claims on ``node_uuid`` that record its
+        usage row on a compare-and-swap (see :meth:`claim`): all of the next
+        :data:`USAGE_ROW_CLAIMS_AFTER_RACE` after a claim that ``lost`` its race."""
+        if lost:
+            self._contended[node_uuid] = USAGE_ROW_CLAIMS_AFTER_RACE
+            return
+        left = self._contended.get(node_uuid)
+        if left is None:
+            return
+        if left > 1:
+            self._contended[node_uuid] = left - 1
+        else:
+            self._contended.pop(node_uuid, None)
 
     def release(self, node_uuids: Collection[str], consumer_uuids: Collection[str],
                 instance: Instance | None = None,
@@ -1169,7 +1203,8 @@ def _sqlite_sidecars_empty(path: str) -> bool:
 def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
                        requests: Sequence[ClaimRequest], decide: Decide,
                        plans: tuple[ClaimPlan, ...] | None,
-                       single: dict[str, Any] | None, tasks: Sequence[WorkRequest] = ()
+                       single: dict[str, Any] | None, tasks: Sequence[WorkRequest] = (),
+                       usage_row: bool = True
                        ) -> tuple[Any, tuple[ClaimPlan, ...], list[Task]]:
     """The statements of :meth:`Store.claim_with_tasks`, in its one transaction.
 
@@ -1180,7 +1215,8 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
     node as recorded after the claims, or, when the one statement wrote
     ``plans``, its answer row (the node after it is worked out once the
     COMMIT has released the node row for the next claim); and the tasks as
-    recorded.
+    recorded.  ``usage_row``: whether a compare-and-swap that holds records the
+    node's ``node_usage`` row (a claim that re-read the node always does).
     """
     made: list[Task] | None = None
     if single is not None and plans is not None:
@@ -1225,7 +1261,7 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
         # usage, if known, is recorded with the plans, for the claims that
         # queue behind this one.
         usage = (node.uuid, generation, claim_writes.recorded_usage(node)) \
-            if claim_writes.usage_known(node) else None
+            if usage_row and claim_writes.usage_known(node) else None
         claim_writes.write_plans(conn, plans, time.time(), usage=usage)
         after: ComputeNode = with_allocations(node, [p.allocation for p in plans], generation)
         written = plans

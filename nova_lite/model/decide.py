@@ -9,6 +9,7 @@ the same lock as everything else.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -176,7 +177,7 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
                 f"{rc}: requested {requested[rc]} is more than nova-lite records ({MAX_AMOUNT})"
                 for rc in sorted(oversized)])
         bounds = _amounts_only_bounds(node, ask, limits)
-        if bounds is not None and _within(node, ask.requested, bounds):
+        if bounds is not None and _within(node.usage, ask.requested, bounds):
             # The same test as decide's, read off the bounds the plan
             # carries anyway (see usage_bounds): no reason to give.
             decision = _AMOUNTS_FIT
@@ -211,25 +212,53 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
 _AMOUNTS_FIT = Decision()
 
 
+#: ``{(id(inventories), id(requested), children): (inventories, requested,
+#: bounds)}``: the bounds of a plain request without scheduler limits, for as
+#: long as a node's records keep one inventories mapping (each claim copies
+#: the record with its usage alone changed) and a flavor one request
+#: (:meth:`~nova_lite.model.plans.ClaimAsk.build` caches it).  The entries
+#: hold their keys' objects, so an id is never another object's.
+_PLAIN_BOUNDS: dict[tuple[int, int, bool], tuple[Any, Any, Mapping[str, int] | None]] = {}
+#: The most entries of :data:`_PLAIN_BOUNDS` (all are dropped when it is full).
+_PLAIN_BOUNDS_MOST = 256
+
+
 def _amounts_only_bounds(node: ComputeNode, ask: ClaimAsk, limits: Any
-                         ) -> dict[str, int] | None:
+                         ) -> Mapping[str, int] | None:
     """:func:`plan_bounds` of a request that asks the node only for amounts of
-    classes it offers itself (no NUMA cell, no PCI device, nothing only a
-    child provider offers); None for any other."""
-    inventories = node.inventories
-    if any(n > 0 and rc not in inventories for rc, n in ask.requested.items()):
+    classes it offers itself, in whole units of its inventories' steps (no
+    NUMA cell, no PCI device, nothing only a child provider offers); None for
+    any other.  Read-only: without limits, one mapping serves every claim of
+    the same request on the same inventories."""
+    if ask.numa_request is not None or ask.instance.pci_requests:
         return None
-    return plan_bounds(node, ask, limits)
+    inventories, requested = node.inventories, ask.requested
+    resources = node.resources
+    children = resources is not None and bool(resources.providers)
+    if limits is None:
+        key = (id(inventories), id(requested), children)
+        hit = _PLAIN_BOUNDS.get(key)
+        if hit is not None and hit[0] is inventories and hit[1] is requested:
+            return hit[2]
+    bounds: Mapping[str, int] | None = None
+    if all(n <= 0 or (rc in inventories and inventories[rc].unit_problem(n) is None)
+           for rc, n in requested.items()):
+        found = plan_bounds(node, ask, limits)
+        bounds = None if found is None else MappingProxyType(found)
+    if limits is None:
+        if len(_PLAIN_BOUNDS) >= _PLAIN_BOUNDS_MOST:
+            _PLAIN_BOUNDS.clear()
+        _PLAIN_BOUNDS[key] = (inventories, requested, bounds)
+    return bounds
 
 
-def _within(node: ComputeNode, requested: Mapping[str, int], bounds: Mapping[str, int]) -> bool:
-    """Whether ``requested`` passes :func:`~nova_lite.model.fit.amount_problems`
-    on ``node``, given its :func:`plan_bounds`: each positive amount keeps its
-    class's usage within the bound, in whole units of the inventory's steps."""
-    usage, inventories = node.usage, node.inventories
+def _within(usage: Mapping[str, int], requested: Mapping[str, int],
+            bounds: Mapping[str, int]) -> bool:
+    """Whether ``requested``, whose units :func:`_amounts_only_bounds` checked,
+    passes :func:`~nova_lite.model.fit.amount_problems` on a node of
+    ``usage``: each positive amount keeps its class's usage within the bound."""
     for rc, n in requested.items():
-        if n > 0 and (usage.get(rc, 0) + n > bounds[rc]
-                      or inventories[rc].unit_problem(n) is not None):
+        if n > 0 and usage.get(rc, 0) + n > bounds[rc]:
             return False
     return True
 
