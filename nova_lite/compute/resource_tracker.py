@@ -454,7 +454,7 @@ class ResourceTracker:
             no record of.
         :raises nova_lite.exception.InvalidInput: for a wrong argument.
         """
-        return self.instance_claims([instance], nodename, limits)[0]
+        return self.build_claims((instance,), nodename, limits).claims[0]
 
     def instance_claims(self, instances: Iterable[Instance], nodename: str,
                         limits: object = None) -> list[Claim]:
@@ -507,7 +507,7 @@ class ResourceTracker:
             raise InvalidInput("instance_claims needs at least one instance")
         for instance in instances:
             _check_instance(instance)
-        if len({i.uuid for i in instances}) != len(instances):
+        if len(instances) > 1 and len({i.uuid for i in instances}) != len(instances):
             raise InvalidInput("instance_claims got the same instance twice")
         requests = [self._request(instance, instance.flavor, None) for instance in instances]
         plans, after, made = self._claim(nodename, limits, requests, tasks=tasks, seen=seen)

@@ -690,10 +690,10 @@ class Store:
         sqlite = self.db.dialect == "sqlite"
         transaction = functools.partial(
             _claim_transaction, node=node, requests=requests, decide=decide, plans=plans,
-            tasks=tuple(tasks), usage_row=not sqlite or node.uuid in self._contended)
+            tasks=tuple(tasks), usage_row=not sqlite or node.uuid in self._contended,
+            single=single)
         try:
-            after, written, made = self._write_direct(
-                op, functools.partial(transaction, single=single))
+            after, written, made = self._write_direct(op, transaction)
         except StoreError as exc:
             if single is None or not is_unique_violation(exc):
                 raise
@@ -1268,7 +1268,7 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
     else:
         after, written = _decide_locked(conn, node, decide, generation, found)
     if made is None:
-        made = task_writes.insert(conn, tasks, time.time())
+        made = task_writes.insert(conn, tasks, time.time()) if tasks else []
     return after, written, made
 
 
