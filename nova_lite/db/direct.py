@@ -324,12 +324,15 @@ class DirectConnection:
                 for observer in self.observers:
                     observer.direct_done(compiled.sql, cursor)
             return DirectResult([], count)
-        for observer in self.observers:
-            observer.direct_statement(compiled.sql)
+        observers = self.observers
+        if observers:
+            for observer in observers:
+                observer.direct_statement(compiled.sql)
         cursor.execute(compiled.sql, compiled.parameters(values or {}))
         result = self._result(compiled, cursor)
-        for observer in self.observers:
-            observer.direct_done(compiled.sql, cursor)
+        if observers:
+            for observer in observers:
+                observer.direct_done(compiled.sql, cursor)
         return result
 
     @staticmethod

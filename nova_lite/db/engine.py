@@ -494,6 +494,8 @@ class Database:
     def _direct_transaction(self, fn: Callable[[DirectConnection], _T], mode: int) -> _T:
         if self.memory:
             return self._pooled_direct_transaction(fn, mode)
+        if self.dialect == "sqlite":
+            return self._sqlite_direct_transaction(fn, mode)
         proxy, dbapi = self._held.take()
         try:
             cursor = new_cursor(dbapi, self.engine.dialect)
@@ -509,10 +511,7 @@ class Database:
         try:
             for observer in observers:
                 observer.direct_begin()
-            if self.dialect == "sqlite":
-                cursor.execute("BEGIN DEFERRED" if mode in (_SNAPSHOT, _EACH)
-                               else "BEGIN IMMEDIATE")
-            elif mode == _EACH and self._setup is None:
+            if mode == _EACH and self._setup is None:
                 autocommit = alone = dbapi.autocommit = True
             elif mode in (_SNAPSHOT, _EACH):
                 # BEGIN and COMMIT are ours, sent in the round trips of the
@@ -556,6 +555,36 @@ class Database:
             self._held.give_back(proxy, dbapi)
         else:
             self._held.discard(proxy)
+        return result
+
+    def _sqlite_direct_transaction(self, fn: Callable[[DirectConnection], _T],
+                                   mode: int) -> _T:
+        # A SQLite file: no round trip to save and no autocommit mode to
+        # restore, so none of the PostgreSQL steps of _direct_transaction.
+        proxy, dbapi = self._held.take()
+        try:
+            cursor = dbapi.cursor()
+        except BaseException:
+            self._held.discard(proxy)
+            raise
+        observers = observers_of(self.engine)
+        try:
+            for observer in observers:
+                observer.direct_begin()
+            cursor.execute("BEGIN DEFERRED" if mode in (_SNAPSHOT, _EACH) else "BEGIN IMMEDIATE")
+            result = fn(DirectConnection(cursor, self.engine.dialect, observers))
+            for observer in observers:
+                observer.direct_ending(dbapi, False)
+            dbapi.commit()
+        except BaseException as exc:
+            cursor.close()
+            if self._rolled_back(dbapi, cursor, exc):
+                self._held.give_back(proxy, dbapi)
+            else:
+                self._held.discard(proxy)
+            raise
+        cursor.close()
+        self._held.give_back(proxy, dbapi)
         return result
 
     def _restored(self, dbapi: Any, autocommit: bool) -> bool:

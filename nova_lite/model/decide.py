@@ -197,10 +197,15 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
             pci_devices=decision.pci_devices, providers=decision.providers)
         placed = None
         if migration is None:
-            placed = replaced(
-                instance, host=host, node=nodename,
-                numa_topology=decision.numa_topology or instance.numa_topology,
-                pci_devices=decision.pci_devices)
+            # Only what the decision placed is copied in (a copy checks each
+            # field it is given): NUMA cells if any, and the PCI devices if
+            # the instance had any or gets some.
+            placing: dict[str, Any] = {"host": host, "node": nodename}
+            if decision.numa_topology is not None:
+                placing["numa_topology"] = decision.numa_topology
+            if decision.pci_devices or instance.pci_devices:
+                placing["pci_devices"] = decision.pci_devices
+            placed = replaced(instance, **placing)
         plans.append(ClaimPlan(allocation=alloc, instance=placed, migration=migration,
                                bounds=bounds))
         if len(plans) < len(asks):
