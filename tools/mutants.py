@@ -549,8 +549,8 @@ MUTANTS = {
         "the change readers' looks run in a transaction: BEGIN and COMMIT cost two more "
         "round trips on every scheduler, API and metrics request",
         "nova_lite/db/engine.py",
-        "            elif mode == _EACH and self._setup is None:\n",
-        "            elif False:\n"),
+        "            if mode == _EACH and self._setup is None:\n",
+        "            if False:\n"),
     "session-jit-on": (
         "the store's own sessions start with JIT on: a statement whose statistics lag "
         "may be compiled, tens of milliseconds of the server's",
@@ -593,8 +593,8 @@ MUTANTS = {
     "look-autocommit-behind-a-pooler": (
         "behind a pooler a change look runs in autocommit: its SET LOCAL lock bound is lost",
         "nova_lite/db/engine.py",
-        "            elif mode == _EACH and self._setup is None:\n",
-        "            elif mode == _EACH:\n"),
+        "            if mode == _EACH and self._setup is None:\n",
+        "            if mode == _EACH:\n"),
     "recorded-work-notifies-no-host": (
         "recording a task notifies nobody: a listening host takes it at its next poll",
         "nova_lite/db/task_writes.py",
@@ -660,11 +660,16 @@ MUTANTS = {
         "        key = (0, id(requested), children)\n"
         "        hit = _PLAIN_BOUNDS.get(key)\n"
         "        if hit is not None and hit[1] is requested:\n"),
+    "sqlite-direct-failure-not-rolled-back": (
+        "a SQLite direct transaction that fails gives its connection back without a rollback",
+        "nova_lite/db/engine.py",
+        "            cursor.close()\n            if self._rolled_back(dbapi, cursor, exc):\n",
+        "            cursor.close()\n            if True:\n"),
     "usage-row-on-every-sqlite-swap": (
         "on SQLite every compare-and-swap records the usage row, raced or not",
         "nova_lite/db/store.py",
-        "usage_row=not sqlite or node.uuid in self._contended)",
-        "usage_row=True)"),
+        "usage_row=not sqlite or node.uuid in self._contended,",
+        "usage_row=True,"),
     "usage-row-count-never-set": (
         "on SQLite a lost race does not make the next swaps record the usage row",
         "nova_lite/db/store.py",
@@ -686,6 +691,7 @@ GUARDS = {
     "amounts-only-bound-exclusive": ("tests.test_decide",),
     "replaced-unchecked": ("tests.test_validators",),
     "plain-bounds-kept-across-inventories": ("tests.test_decide",),
+    "sqlite-direct-failure-not-rolled-back": ("tests.test_build_records",),
     "usage-row-on-every-sqlite-swap": ("tests.test_claim_usage.TestUsageRowsSQLite",),
     "usage-row-count-never-set": ("tests.test_claim_usage.TestUsageRowsSQLite",),
     "build-task-in-a-statement-of-its-own": (
