@@ -46,7 +46,7 @@ from sqlalchemy import event, exc as sa_exc
 from sqlalchemy.pool import StaticPool
 
 from nova_lite.conf import DATABASE_POOLERS, redact_url
-from nova_lite.db.direct import DirectConnection, new_cursor, observers_of
+from nova_lite.db.direct import DirectConnection, DirectObserver, new_cursor, observers_of
 from nova_lite.db.held import HeldConnections
 from nova_lite.exception import ClaimRaceLost, DatabaseBusy, StoreError
 
@@ -567,15 +567,8 @@ class Database:
         except BaseException:
             self._held.discard(proxy)
             raise
-        observers = observers_of(self.engine)
         try:
-            for observer in observers:
-                observer.direct_begin()
-            cursor.execute("BEGIN DEFERRED" if mode in (_SNAPSHOT, _EACH) else "BEGIN IMMEDIATE")
-            result = fn(DirectConnection(cursor, self.engine.dialect, observers))
-            for observer in observers:
-                observer.direct_ending(dbapi, False)
-            dbapi.commit()
+            result = self._sqlite_statements(dbapi, cursor, fn, mode, observers_of(self.engine))
         except BaseException as exc:
             cursor.close()
             if self._rolled_back(dbapi, cursor, exc):
@@ -585,6 +578,20 @@ class Database:
             raise
         cursor.close()
         self._held.give_back(proxy, dbapi)
+        return result
+
+    def _sqlite_statements(self, dbapi: Any, cursor: Any,
+                           fn: Callable[[DirectConnection], _T], mode: int,
+                           observers: tuple[DirectObserver, ...]) -> _T:
+        """A SQLite direct transaction on ``cursor`` of ``dbapi``: BEGIN (IMMEDIATE
+        to write, DEFERRED to read), ``fn``'s statements, COMMIT."""
+        for observer in observers:
+            observer.direct_begin()
+        cursor.execute("BEGIN DEFERRED" if mode in (_SNAPSHOT, _EACH) else "BEGIN IMMEDIATE")
+        result = fn(DirectConnection(cursor, self.engine.dialect, observers))
+        for observer in observers:
+            observer.direct_ending(dbapi, False)
+        dbapi.commit()
         return result
 
     def _restored(self, dbapi: Any, autocommit: bool) -> bool:
@@ -606,15 +613,8 @@ class Database:
             try:
                 cursor = pooled.cursor()
                 try:
-                    for observer in observers:
-                        observer.direct_begin()
-                    cursor.execute("BEGIN DEFERRED" if mode in (_SNAPSHOT, _EACH)
-                                   else "BEGIN IMMEDIATE")
-                    result = fn(DirectConnection(cursor, self.engine.dialect, observers))
-                    for observer in observers:
-                        observer.direct_ending(pooled.dbapi_connection, False)
-                    pooled.commit()
-                    return result
+                    return self._sqlite_statements(pooled.dbapi_connection, cursor, fn, mode,
+                                                   observers)
                 except BaseException as exc:
                     self._abandon(pooled, cursor, exc)
                     raise
