@@ -175,8 +175,9 @@ class TestUsageRowsSQLite(UsageRowMixin, base.SQLiteBackend, base.TestCase):
         a.instance_claim(races.instance(), "a")
         self.assertEqual(node.generation + 1, a.get_node("a").generation)
         self.assertIsNone(usage_row(a.store, node.uuid))
-        # B's claim and then A's lose their races: each re-reads the node
-        # under the lock, sums the allocations and records the row.
+        # B's claim loses its race: it re-reads the node under the lock, sums
+        # the allocations (A's swap left no row) and records the row.  A's
+        # claim then loses its race too, reads B's row and records the next.
         self.stale_claim(a, b)
         node = a.get_node("a")
         self.assertEqual((node.generation, 3), (usage_row(a.store, node.uuid).generation,
