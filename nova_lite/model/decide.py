@@ -177,7 +177,7 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
                 f"{rc}: requested {requested[rc]} is more than nova-lite records ({MAX_AMOUNT})"
                 for rc in sorted(oversized)])
         bounds = _amounts_only_bounds(node, ask, limits)
-        if bounds is not None and _within(node.usage, ask.requested, bounds):
+        if bounds is not None and _within(usage, requested, bounds):
             # The same test as decide's, read off the bounds the plan
             # carries anyway (see usage_bounds): no reason to give.
             decision = _AMOUNTS_FIT
