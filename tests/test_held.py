@@ -51,6 +51,27 @@ class HeldConnectionsMixin:
         self.assertRaises(RuntimeError, self.store.db.write_direct, "fail", fail)
         self.assertEqual(first, _session_id(self.store))
 
+    def test_a_connection_keeps_its_cursor_until_a_transaction_on_it_fails(self):
+        def cursor(conn):
+            return conn.cursor
+
+        first = self.store.db.write_direct("cursor", cursor)
+        self.assertIs(first, self.store.db.write_direct("cursor", cursor))
+        self.assertIs(first, self.store.db.read_direct("cursor", cursor))
+
+        def fail(conn):
+            conn.execute(sa.text("SELECT 1"))
+            raise RuntimeError("on purpose")
+
+        self.assertRaises(RuntimeError, self.store.db.write_direct, "fail", fail)
+        # The connection serves again, on a cursor of its own: the one that
+        # saw the failure is closed.
+        after = self.store.db.write_direct("cursor", cursor)
+        self.assertIsNot(first, after)
+        self.assertTrue(_cursor_closed(first))
+        self.assertFalse(_cursor_closed(after))
+        self.assertEqual(1, len(self.store.db._held._held))
+
     def test_a_snapshot_read_and_a_write_share_the_connection_each_as_it_should_be(self):
         # A read of one snapshot, then a write, then another alone, on one
         # connection: each finds it as its kind of transaction needs it.
@@ -114,6 +135,16 @@ def _id_in(conn):
     if conn.dialect.name == "postgresql":
         return conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()
     return id(conn.cursor.connection)
+
+
+def _cursor_closed(cursor):
+    if hasattr(cursor, "closed"):   # psycopg
+        return bool(cursor.closed)
+    try:
+        cursor.execute("SELECT 1")
+    except Exception:   # noqa: BLE001 - sqlite3.ProgrammingError: closed
+        return True
+    return False
 
 
 def _closed(dbapi):

@@ -498,7 +498,7 @@ class Database:
             return self._sqlite_direct_transaction(fn, mode)
         proxy, dbapi = self._held.take()
         try:
-            cursor = new_cursor(dbapi, self.engine.dialect)
+            cursor = self._held.cursor(proxy, lambda: new_cursor(dbapi, self.engine.dialect))
         except BaseException:
             self._held.discard(proxy)
             raise
@@ -543,14 +543,13 @@ class Database:
                 # not: no round trip if nothing began.
                 dbapi.commit()
         except BaseException as exc:
-            cursor.close()
+            self._held.drop_cursor(proxy)
             autocommit = autocommit or (conn is not None and conn.began_explicitly)
             if self._rolled_back(dbapi, cursor, exc) and self._restored(dbapi, autocommit):
                 self._held.give_back(proxy, dbapi)
             else:
                 self._held.discard(proxy)
             raise
-        cursor.close()
         if self._restored(dbapi, autocommit or conn.began_explicitly):
             self._held.give_back(proxy, dbapi)
         else:
@@ -563,20 +562,19 @@ class Database:
         # restore, so none of the PostgreSQL steps of _direct_transaction.
         proxy, dbapi = self._held.take()
         try:
-            cursor = dbapi.cursor()
+            cursor = self._held.cursor(proxy, dbapi.cursor)
         except BaseException:
             self._held.discard(proxy)
             raise
         try:
             result = self._sqlite_statements(dbapi, cursor, fn, mode, observers_of(self.engine))
         except BaseException as exc:
-            cursor.close()
+            self._held.drop_cursor(proxy)
             if self._rolled_back(dbapi, cursor, exc):
                 self._held.give_back(proxy, dbapi)
             else:
                 self._held.discard(proxy)
             raise
-        cursor.close()
         self._held.give_back(proxy, dbapi)
         return result
 
