@@ -51,27 +51,6 @@ class HeldConnectionsMixin:
         self.assertRaises(RuntimeError, self.store.db.write_direct, "fail", fail)
         self.assertEqual(first, _session_id(self.store))
 
-    def test_a_connection_keeps_its_cursor_until_a_transaction_on_it_fails(self):
-        def cursor(conn):
-            return conn.cursor
-
-        first = self.store.db.write_direct("cursor", cursor)
-        self.assertIs(first, self.store.db.write_direct("cursor", cursor))
-        self.assertIs(first, self.store.db.read_direct("cursor", cursor))
-
-        def fail(conn):
-            conn.execute(sa.text("SELECT 1"))
-            raise RuntimeError("on purpose")
-
-        self.assertRaises(RuntimeError, self.store.db.write_direct, "fail", fail)
-        # The connection serves again, on a cursor of its own: the one that
-        # saw the failure is closed.
-        after = self.store.db.write_direct("cursor", cursor)
-        self.assertIsNot(first, after)
-        self.assertTrue(_cursor_closed(first))
-        self.assertFalse(_cursor_closed(after))
-        self.assertEqual(1, len(self.store.db._held._held))
-
     def test_a_snapshot_read_and_a_write_share_the_connection_each_as_it_should_be(self):
         # A read of one snapshot, then a write, then another alone, on one
         # connection: each finds it as its kind of transaction needs it.
@@ -137,16 +116,6 @@ def _id_in(conn):
     return id(conn.cursor.connection)
 
 
-def _cursor_closed(cursor):
-    if hasattr(cursor, "closed"):   # psycopg
-        return bool(cursor.closed)
-    try:
-        cursor.execute("SELECT 1")
-    except Exception:   # noqa: BLE001 - sqlite3.ProgrammingError: closed
-        return True
-    return False
-
-
 def _closed(dbapi):
     if hasattr(dbapi, "closed"):   # psycopg
         return bool(dbapi.closed)
@@ -166,6 +135,42 @@ class TestHeldConnectionsPostgreSQL(HeldConnectionsMixin, base.PostgreSQLBackend
 
     def _terminate(self, pid):
         terminate_backend(self, self.url, pid)
+
+    def test_a_connection_keeps_its_cursor_until_a_write_on_it_fails(self):
+        def cursor(conn):
+            return conn.cursor
+
+        first = self.store.db.write_direct("cursor", cursor)
+        self.assertIs(first, self.store.db.write_direct("cursor", cursor))
+        self.assertIs(first, self.store.db.write_alone("cursor", cursor))
+
+        def fail(conn):
+            conn.execute(sa.text("SELECT 1"))
+            raise RuntimeError("on purpose")
+
+        self.assertRaises(RuntimeError, self.store.db.write_direct, "fail", fail)
+        # The connection serves again, on a cursor of its own: the one that
+        # saw the failure is closed.
+        after = self.store.db.write_direct("cursor", cursor)
+        self.assertIsNot(first, after)
+        self.assertTrue(first.closed)
+        self.assertFalse(after.closed)
+        self.assertEqual(1, len(self.store.db._held._held))
+
+    def test_a_read_closes_its_cursor(self):
+        # psycopg's cursor holds its last result until its next statement: a
+        # read's (a fleet's changed nodes) is not kept beyond the read.
+        def cursor(conn):
+            conn.execute(sa.text("SELECT 1"))
+            return conn.cursor
+
+        kept = self.store.db.write_direct("cursor", cursor)
+        for read in (self.store.db.read_direct, self.store.db.read_each_direct):
+            used = read("read", cursor)
+            self.assertIsNot(kept, used)
+            self.assertTrue(used.closed)
+        self.assertIs(kept, self.store.db.write_direct("cursor", cursor))
+        self.assertFalse(kept.closed)
 
     def test_a_snapshot_read_writes_nothing(self):
         # READ ONLY is the transaction's own property here (SQLite's deferred

@@ -663,18 +663,19 @@ MUTANTS = {
     "sqlite-direct-failure-not-rolled-back": (
         "a SQLite direct transaction that fails gives its connection back without a rollback",
         "nova_lite/db/engine.py",
-        "            self._held.drop_cursor(proxy)\n            if self._rolled_back(dbapi, cursor, exc):\n",
-        "            self._held.drop_cursor(proxy)\n            if True:\n"),
+        "            cursor.close()\n            if self._rolled_back(dbapi, cursor, exc):\n",
+        "            cursor.close()\n            if True:\n"),
     "failed-postgresql-cursor-kept": (
         "a PostgreSQL direct transaction that fails leaves its cursor kept for the next",
         "nova_lite/db/engine.py",
-        "            self._held.drop_cursor(proxy)\n            autocommit = autocommit or",
-        "            autocommit = autocommit or"),
-    "failed-sqlite-cursor-kept": (
-        "a SQLite direct transaction that fails leaves its cursor kept for the next",
+        "            if keep:\n                self._held.drop_cursor(proxy)\n            else:\n"
+        "                cursor.close()\n",
+        "            cursor.close()\n"),
+    "read-cursor-kept": (
+        "a PostgreSQL read keeps its connection's cursor, and the cursor its last result",
         "nova_lite/db/engine.py",
-        "            self._held.drop_cursor(proxy)\n            if self._rolled_back(dbapi, cursor, exc):\n",
-        "            if self._rolled_back(dbapi, cursor, exc):\n"),
+        "        keep = mode in (_WRITE, _ALONE)\n",
+        "        keep = True\n"),
     "cursor-made-for-every-transaction": (
         "a held connection makes a new cursor for every direct transaction",
         "nova_lite/db/held.py",
@@ -709,13 +710,12 @@ GUARDS = {
     "sqlite-direct-failure-not-rolled-back": ("tests.test_build_records",),
     "failed-postgresql-cursor-kept": (
         "tests.test_held.TestHeldConnectionsPostgreSQL.test_a_connection_keeps_its_cursor_"
-        "until_a_transaction_on_it_fails",),
-    "failed-sqlite-cursor-kept": (
-        "tests.test_held.TestHeldConnectionsSQLite.test_a_connection_keeps_its_cursor_"
-        "until_a_transaction_on_it_fails",),
+        "until_a_write_on_it_fails",),
+    "read-cursor-kept": (
+        "tests.test_held.TestHeldConnectionsPostgreSQL.test_a_read_closes_its_cursor",),
     "cursor-made-for-every-transaction": (
-        "tests.test_held.TestHeldConnectionsSQLite.test_a_connection_keeps_its_cursor_"
-        "until_a_transaction_on_it_fails",),
+        "tests.test_held.TestHeldConnectionsPostgreSQL.test_a_connection_keeps_its_cursor_"
+        "until_a_write_on_it_fails",),
     "usage-row-on-every-sqlite-swap": ("tests.test_claim_usage.TestUsageRowsSQLite",),
     "usage-row-count-never-set": ("tests.test_claim_usage.TestUsageRowsSQLite",),
     "build-task-in-a-statement-of-its-own": (

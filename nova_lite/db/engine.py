@@ -497,8 +497,13 @@ class Database:
         if self.dialect == "sqlite":
             return self._sqlite_direct_transaction(fn, mode)
         proxy, dbapi = self._held.take()
+        # A write keeps its connection's cursor (see nova_lite.db.held); a
+        # read's last result may be large, and psycopg's cursor would hold
+        # it until the connection's next statement, so it is closed.
+        keep = mode in (_WRITE, _ALONE)
         try:
-            cursor = self._held.cursor(proxy, lambda: new_cursor(dbapi, self.engine.dialect))
+            cursor = self._held.cursor(proxy, lambda: new_cursor(dbapi, self.engine.dialect)) \
+                if keep else new_cursor(dbapi, self.engine.dialect)
         except BaseException:
             self._held.discard(proxy)
             raise
@@ -543,13 +548,18 @@ class Database:
                 # not: no round trip if nothing began.
                 dbapi.commit()
         except BaseException as exc:
-            self._held.drop_cursor(proxy)
+            if keep:
+                self._held.drop_cursor(proxy)
+            else:
+                cursor.close()
             autocommit = autocommit or (conn is not None and conn.began_explicitly)
             if self._rolled_back(dbapi, cursor, exc) and self._restored(dbapi, autocommit):
                 self._held.give_back(proxy, dbapi)
             else:
                 self._held.discard(proxy)
             raise
+        if not keep:
+            cursor.close()
         if self._restored(dbapi, autocommit or conn.began_explicitly):
             self._held.give_back(proxy, dbapi)
         else:
@@ -562,19 +572,20 @@ class Database:
         # restore, so none of the PostgreSQL steps of _direct_transaction.
         proxy, dbapi = self._held.take()
         try:
-            cursor = self._held.cursor(proxy, dbapi.cursor)
+            cursor = dbapi.cursor()
         except BaseException:
             self._held.discard(proxy)
             raise
         try:
             result = self._sqlite_statements(dbapi, cursor, fn, mode, observers_of(self.engine))
         except BaseException as exc:
-            self._held.drop_cursor(proxy)
+            cursor.close()
             if self._rolled_back(dbapi, cursor, exc):
                 self._held.give_back(proxy, dbapi)
             else:
                 self._held.discard(proxy)
             raise
+        cursor.close()
         self._held.give_back(proxy, dbapi)
         return result
 

@@ -15,12 +15,13 @@ restart costs no claim); one whose transaction failed on a lost connection
 is closed, never put back.  After the engine's ``dispose()`` (a new pool),
 no connection made before it is used again.
 
-Each connection keeps the cursor its direct transactions run on
-(:meth:`HeldConnections.cursor`): making one is a tenth of the client's
-work of a PostgreSQL claim (psycopg copies the connection's adapters into
-every new cursor).  A transaction that fails drops it with
-:meth:`HeldConnections.drop_cursor`, so a cursor that saw an error is
-never used again.
+On PostgreSQL each connection keeps the cursor its writing direct
+transactions run on (:meth:`HeldConnections.cursor`): making one was
+about a twentieth of the instructions of a claim's client (psycopg copies
+the connection's adapters into every new cursor).  A transaction that
+fails drops it with :meth:`HeldConnections.drop_cursor`, so a cursor that
+saw an error is never used again.  A read makes and closes its own, as
+psycopg's cursor holds its last result until its next statement.
 """
 
 import threading
