@@ -18,9 +18,9 @@ no connection made before it is used again.
 On PostgreSQL each connection keeps the cursor its writing direct
 transactions run on (:meth:`HeldConnections.cursor`): making one was
 about a twentieth of the instructions of a claim's client (psycopg copies
-the connection's adapters into every new cursor).  A transaction that
-fails drops it with :meth:`HeldConnections.drop_cursor`, so a cursor that
-saw an error is never used again.  A read makes and closes its own, as
+the connection's adapters into every new cursor).  A write that fails
+drops it with :meth:`HeldConnections.drop_cursor`, so a cursor that saw an
+error is never used again.  A read makes and closes its own, as
 psycopg's cursor holds its last result until its next statement.
 """
 
@@ -91,8 +91,9 @@ class HeldConnections:
 
     @staticmethod
     def cursor(proxy: Any, make: Callable[[], Any]) -> Any:
-        """The cursor kept with ``proxy``'s connection, made by ``make()`` on
-        its first transaction; it lives as long as the connection."""
+        """The cursor kept with ``proxy``'s connection, made by ``make()`` for
+        its first write; it lives as long as the connection, or until
+        :meth:`drop_cursor`."""
         cursor = proxy.info.get(_CURSOR)
         if cursor is None:
             cursor = proxy.info[_CURSOR] = make()
@@ -101,7 +102,7 @@ class HeldConnections:
     @staticmethod
     def drop_cursor(proxy: Any) -> None:
         """Close the cursor kept with ``proxy``'s connection, if any (a
-        transaction on it failed); the next transaction makes another."""
+        write on it failed); the next write makes another."""
         cursor = proxy.info.pop(_CURSOR, None)
         if cursor is not None:
             try:
