@@ -12,13 +12,18 @@ import select
 import subprocess
 import sys
 import tempfile
+import time
 
 from nova_lite import explain, leaks
 from tests.reliability import base
 from tests.reliability.test_faults import HOST, _reap, _Tracked
 
-#: Searches per run: enough to overlap hundreds of the child's changes.
+#: Searches per run, at least: enough to overlap hundreds of the child's changes.
 ROUNDS = 60
+#: The child's claims (distinct consumers) the searches must have seen...
+CHANGES = 50
+#: ...within this long (s), searching on after ROUNDS until they have.
+CHANGES_WITHIN_S = 120
 
 
 class _ChurnTests(_Tracked):
@@ -38,7 +43,10 @@ class _ChurnTests(_Tracked):
         self.assertTrue(readable, "the child never made its first change")
         self.assertEqual("ready", proc.stdout.readline().strip())
         false, searched, seen = [], 0, set()
-        for _ in range(ROUNDS):
+        # At least ROUNDS searches, and on until the child's changes overlap
+        # enough of them (a busy machine slows the child more than this loop).
+        deadline = time.monotonic() + CHANGES_WITHIN_S
+        while searched < ROUNDS or (len(seen) <= CHANGES and time.monotonic() < deadline):
             report = leaks.find_leaks(self.store, self.settings, host=HOST)
             false.extend(report.findings)
             result = explain.explain_node(self.store, "a", self.settings, host=HOST)
@@ -47,7 +55,9 @@ class _ChurnTests(_Tracked):
             searched += 1
         errors.seek(0)
         self.assertIsNone(proc.poll(), "the child died: " + errors.read()[-2000:])
-        self.assertGreater(len(seen), 50, "the child made too few changes to test anything")
+        self.assertGreater(len(seen), CHANGES,
+                           f"the child made too few changes in {CHANGES_WITHIN_S} s to test "
+                           "anything")
         self.assertEqual([], false[:5], f"{len(false)} false findings in {searched} searches")
 
 
