@@ -3,7 +3,8 @@
 Random runs of adds, bulk updates and removals (many equal keys, blocks
 of one to a few entries so that blocks split and empty often) against a
 plain list kept sorted with :mod:`bisect`; every position, the length,
-iteration and :mod:`bisect` searches by key must agree after each step.
+iteration, :mod:`bisect` searches by key and the rows' own searches
+must agree after each step.
 """
 
 import bisect
@@ -39,6 +40,14 @@ class SortedRowsTests(testtools.TestCase):
                              bisect.bisect_left(rows, key, key=_KEY))
             self.assertEqual(bisect.bisect_right(naive, key, key=_KEY),
                              bisect.bisect_right(rows, key, key=_KEY))
+            # its own searches, by block, give the same positions
+            self.assertEqual(bisect.bisect_left(naive, key, key=_KEY),
+                             rows.bisect_left(key, key=_KEY))
+            self.assertEqual(bisect.bisect_right(naive, key, key=_KEY),
+                             rows.bisect_right(key, key=_KEY))
+        for entry in {*naive, (0, "b", 1), (-5, "a", 0), (5, "c", 3)}:
+            self.assertEqual(bisect.bisect_left(naive, entry), rows.bisect_left(entry))
+            self.assertEqual(bisect.bisect_right(naive, entry), rows.bisect_right(entry))
         self.assertRaises(IndexError, rows.__getitem__, len(naive))
         # each block's greatest entry is the one kept aside for it
         self.assertEqual([block[-1] for block in rows._blocks], rows._maxes)

@@ -5,6 +5,7 @@ plays the operator through nova_lite.compute.api and drives the services
 with do_work()/run_once() (or a running service for the wake-up tests).
 """
 
+import collections
 import logging
 import os
 import subprocess
@@ -545,3 +546,34 @@ class TestBuildErrors(base.OnSQLiteFile, WorkCase):
         self.assertIsNone(WorkerIdentity.parse("w1"))
         self.assertFalse(is_gone("w1"))
         self.assertEqual(os.getpid(), me.pid)
+
+
+class TestTaskRows(base.TestCase):
+    """A task's row read back as a Task: every column to its own field."""
+
+    COLUMNS = [c.name for c in task_writes.T_TASK.columns]
+    RECORDED = {"id": 7, "host": "h1", "kind": work.PREP_RESIZE, "instance_uuid": "i-1",
+                "migration_uuid": "m-1", "params": '{"node": "n1"}', "state": work.RUNNING,
+                "attempts": 2, "taken_by": "w1", "lease_until": 40.5, "detail": "half way",
+                "result": '{"spawned": true}', "created_at": 10.0, "started_at": 20.0,
+                "finished_at": 30.0}
+
+    def expected(self):
+        return work.Task(id=7, host="h1", kind=work.PREP_RESIZE, instance_uuid="i-1",
+                         migration_uuid="m-1", params={"node": "n1"}, state=work.RUNNING,
+                         attempts=2, taken_by="w1", lease_until=40.5, detail="half way",
+                         result={"spawned": True}, created_at=10.0, started_at=20.0,
+                         finished_at=30.0)
+
+    def test_every_column_is_read_into_its_field(self):
+        self.assertEqual(sorted(self.COLUMNS), sorted(self.RECORDED))
+        row = collections.namedtuple("Row", self.COLUMNS)(**self.RECORDED)
+        self.assertEqual(self.expected(), task_writes.task_from_row(row))
+
+    def test_a_row_that_prefixes_the_columns_is_read_the_same(self):
+        # The claim's one statement names the task's columns t_<column>,
+        # beside columns of its own.
+        names = ["generation", *(f"t_{c}" for c in reversed(self.COLUMNS)), "written"]
+        values = {f"t_{c}": v for c, v in self.RECORDED.items()}
+        row = collections.namedtuple("Row", names)(generation=3, written=1, **values)
+        self.assertEqual(self.expected(), task_writes.task_from_row(row, prefix="t_"))

@@ -437,6 +437,17 @@ MUTANTS = {
         "nova_lite/scheduler/sorted_rows.py",
         "    def _changed(self) -> None:\n        self._starts = None\n",
         "    def _changed(self) -> None:\n"),
+    "index-search-right-by-left-block": (
+        "the host index's own search for the end of a range stops at the first block "
+        "that holds the value, not after the last one",
+        "nova_lite/scheduler/sorted_rows.py",
+        "        b = bisect.bisect_right(maxes, value, key=key)\n",
+        "        b = bisect.bisect_left(maxes, value, key=key)\n"),
+    "task-row-columns-out-of-order": (
+        "a task read back from its row takes its finish time for its start time",
+        "nova_lite/db/task_writes.py",
+        '                 "started_at", "finished_at")\n',
+        '                 "finished_at", "started_at")\n'),
     "totals-memo-ignores-usage": (
         "cluster totals take a node's figures from another node of its kind, usage and all",
         "nova_lite/cluster.py",
@@ -859,6 +870,8 @@ GUARDS = {
     "index-bulk-unsorted": ("tests.test_host_index.HostIndexTests",),
     "index-split-loses-max": ("tests.test_host_index.HostIndexTests", "tests.test_sorted_rows"),
     "index-stale-positions": ("tests.test_host_index.HostIndexTests", "tests.test_sorted_rows"),
+    "index-search-right-by-left-block": ("tests.test_sorted_rows",),
+    "task-row-columns-out-of-order": ("tests.test_work.TestTaskRows",),
     "full-read-collector-left-off": ("tests.test_heap",),
     "full-read-freezes-small": ("tests.test_heap",),
     "totals-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),

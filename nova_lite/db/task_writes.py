@@ -26,6 +26,7 @@ per dialect, as the claim's are.  The queue's guarantees are in them:
 
 import functools
 import json
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -165,30 +166,31 @@ def one_values(request: WorkRequest, now: float) -> dict[str, Any]:
     return _row_values(0, request, now)
 
 
+#: The columns of a task row that make its :class:`~nova_lite.work.Task`, in order.
+_TASK_COLUMNS = ("id", "host", "kind", "instance_uuid", "migration_uuid", "params", "state",
+                 "attempts", "taken_by", "lease_until", "detail", "result", "created_at",
+                 "started_at", "finished_at")
+
+
+@functools.lru_cache(maxsize=8)
+def _task_columns(prefix: str) -> "operator.attrgetter[tuple[Any, ...]]":
+    """What reads :data:`_TASK_COLUMNS` off a row that names them ``<prefix><column>``."""
+    return operator.attrgetter(*(prefix + name for name in _TASK_COLUMNS))
+
+
 def task_from_row(row: Any, prefix: str = "") -> Task:
     """A task row as a :class:`~nova_lite.work.Task`; ``prefix``: the row
     names the task's columns ``<prefix><column>``."""
-    if prefix:
-        row = _Unprefixed(row, prefix)
+    (id_, host, kind, instance_uuid, migration_uuid, params, state, attempts, taken_by,
+     lease_until, detail, result, created_at, started_at, finished_at) = \
+        _task_columns(prefix)(row)
     return Task(
-        id=row.id, host=row.host, kind=row.kind, instance_uuid=row.instance_uuid,
-        migration_uuid=row.migration_uuid, params=json.loads(row.params or "{}"),
-        state=row.state, attempts=row.attempts, taken_by=row.taken_by,
-        lease_until=row.lease_until, detail=row.detail,
-        result=None if row.result is None else json.loads(row.result),
-        created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at)
-
-
-class _Unprefixed:
-    """A row's ``<prefix><name>`` read as ``name``."""
-
-    __slots__ = ("_row", "_prefix")
-
-    def __init__(self, row: Any, prefix: str) -> None:
-        self._row, self._prefix = row, prefix
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._row, self._prefix + name)
+        id=id_, host=host, kind=kind, instance_uuid=instance_uuid,
+        migration_uuid=migration_uuid, params=json.loads(params or "{}"),
+        state=state, attempts=attempts, taken_by=taken_by,
+        lease_until=lease_until, detail=detail,
+        result=None if result is None else json.loads(result),
+        created_at=created_at, started_at=started_at, finished_at=finished_at)
 
 
 def insert_statements(conn: DirectConnection, requests: Sequence[WorkRequest],

@@ -175,8 +175,8 @@ def _range(rows: SortedRows, descending: bool, minimum: int | None) -> tuple[int
     if not minimum:
         return 0, len(rows)
     if descending:
-        return 0, bisect.bisect_right(rows, -minimum, key=_KEY)
-    return bisect.bisect_left(rows, minimum, key=_KEY), len(rows)
+        return 0, rows.bisect_right(-minimum, key=_KEY)
+    return rows.bisect_left(minimum, key=_KEY), len(rows)
 
 
 def _first_passing(rows: SortedRows, positions: Iterable[int], states: Mapping[str, HostState],

@@ -10,7 +10,9 @@ bisection on ``maxes`` and moves at most ``2 * load`` entries, so k
 changes cost O(k (log n + load)), not O(k n).
 
 Read by position (``rows[i]``, ``len(rows)``), so :mod:`bisect` and any
-code written for a sorted list read it unchanged; positions are found by
+code written for a sorted list read it unchanged (its own
+:meth:`SortedRows.bisect_left` and :meth:`SortedRows.bisect_right` give
+the same positions without reading entry by entry); positions are found by
 bisection on the blocks' first positions, rebuilt (O(n / load)) on the
 first read after a change, and the block read last is remembered, so a
 walk down the order costs O(1) a step.
@@ -18,7 +20,7 @@ walk down the order costs O(1) a step.
 
 import bisect
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 #: Entries per block after a split or a bulk load; a block splits at twice this.
@@ -114,6 +116,14 @@ class SortedRows:
     def __len__(self) -> int:
         return self._len
 
+    def _block_starts(self) -> list[int]:
+        """The position of each block's first entry (rebuilt after a change)."""
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = list(itertools.accumulate(
+                (len(block) for block in self._blocks[:-1]), initial=0))
+        return starts
+
     def __getitem__(self, position: int) -> Any:
         start, end, b = self._hit
         if not start <= position < end:
@@ -121,14 +131,32 @@ class SortedRows:
                 position += self._len
             if not 0 <= position < self._len:
                 raise IndexError("SortedRows index out of range")
-            starts = self._starts
-            if starts is None:
-                starts = self._starts = list(itertools.accumulate(
-                    (len(block) for block in self._blocks[:-1]), initial=0))
+            starts = self._block_starts()
             b = bisect.bisect_right(starts, position) - 1
             start = starts[b]
             self._hit = (start, start + len(self._blocks[b]), b)
         return self._blocks[b][position - start]
+
+    def bisect_left(self, value: Any, key: Callable[[Any], Any] | None = None) -> int:
+        """:func:`bisect.bisect_left` of ``value`` in these entries (by ``key``
+        of each, if given): the first position whose entry is not below
+        ``value``.  O(log n), with no read by position: the block by its
+        greatest entry, then the place in that block."""
+        maxes = self._maxes
+        b = bisect.bisect_left(maxes, value, key=key)
+        if b == len(maxes):
+            return self._len
+        return self._block_starts()[b] + bisect.bisect_left(self._blocks[b], value, key=key)
+
+    def bisect_right(self, value: Any, key: Callable[[Any], Any] | None = None) -> int:
+        """:func:`bisect.bisect_right` of ``value`` in these entries (by ``key``
+        of each, if given): the first position whose entry is above
+        ``value``.  O(log n), as :meth:`bisect_left`."""
+        maxes = self._maxes
+        b = bisect.bisect_right(maxes, value, key=key)
+        if b == len(maxes):
+            return self._len
+        return self._block_starts()[b] + bisect.bisect_right(self._blocks[b], value, key=key)
 
     def __iter__(self) -> Iterator[Any]:
         return itertools.chain.from_iterable(self._blocks)
