@@ -39,6 +39,7 @@ from), so the claims that lost the race to it are checked by the
 database rather than decided again under the lock.
 """
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -344,8 +345,26 @@ def _row_of_values(table: sa.Table, prefix: str) -> sa.Select[Any]:
                        for c in table.columns])
 
 
+class _PrefixedNames(dict[str, str]):
+    """``{name: prefix + name}``, each made once and interned: a claim's dict
+    of values names each of its forty-odd keys by a string made before,
+    whose hash is known, not by a new one hashed on every claim."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def __missing__(self, name: str) -> str:
+        key = self[name] = sys.intern(self.prefix + name)
+        return key
+
+
+_NAMES = {prefix: _PrefixedNames(prefix) for prefix in ("a_", "i_", "u_")}
+
+
 def _prefixed(values: Mapping[str, _V], prefix: str) -> dict[str, _V]:
-    return {f"{prefix}{k}": v for k, v in values.items()}
+    names = _NAMES[prefix]
+    return {names[k]: v for k, v in values.items()}
 
 
 def _build_pg_allocation_and_usage() -> sa.Insert:
@@ -510,8 +529,8 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
         and all(allocation[col] == 0 or rc in bounds for rc, col in rows.STD_COLUMNS)
     # A class the plan does not ask for is not checked (a node over capacity
     # still takes what makes it no worse): its bound is the most recorded.
-    most = {f"most_{col}": bounds.get(rc, MAX_AMOUNT) if plain and bounds is not None else 0
-            for rc, col in rows.STD_COLUMNS}
+    most = {key: bounds.get(rc, MAX_AMOUNT) if plain and bounds is not None else 0
+            for rc, key in _MOST_NAMES}
     extra = int(allocation["other"] is not None or allocation["numa_topology"] is not None
                 or allocation["pci_devices"] is not None or allocation["providers"] is not None)
     # The usage row at the next generation if the compare-and-swap holds:
@@ -522,9 +541,14 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
                   known=usage_known(node), extra=extra)
     for prefix, part in (("i_", rows.new_instance_values(plan.instance, now)),
                          ("a_", allocation), ("u_", after)):
+        names = _NAMES[prefix]
         for name, value in part.items():
-            values[prefix + name] = value
+            values[names[name]] = value
     return values
+
+
+#: ``(class, "most_<column>")`` of each class with a column of its own.
+_MOST_NAMES = tuple((rc, f"most_{col}") for rc, col in rows.STD_COLUMNS)
 
 
 def recorded_usage(node: ComputeNode) -> dict[str, int]:

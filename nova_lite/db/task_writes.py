@@ -152,13 +152,22 @@ def insert_one() -> sa.Insert:
     return _insert(1, True)
 
 
+@functools.lru_cache(maxsize=INSERT_ROWS)
+def _row_names(i: int) -> tuple[str, ...]:
+    """The parameter names of row ``i`` of :func:`_insert`'s statement, made once."""
+    return tuple(f"{column}_{i}" for column in (
+        "host", "kind", "instance_uuid", "migration_uuid", "params", "state", "attempts",
+        "created_at"))
+
+
 def _row_values(i: int, request: WorkRequest, now: float) -> dict[str, Any]:
     """The parameters of row ``i`` of :func:`_insert`'s statement: ``request``, waiting."""
-    return {f"host_{i}": request.host, f"kind_{i}": request.kind,
-            f"instance_uuid_{i}": request.instance_uuid,
-            f"migration_uuid_{i}": request.migration_uuid,
-            f"params_{i}": json.dumps(request.params, sort_keys=True),
-            f"state_{i}": work.WAITING, f"attempts_{i}": 0, f"created_at_{i}": now}
+    host, kind, instance_uuid, migration_uuid, params, state, attempts, created_at = \
+        _row_names(i)
+    return {host: request.host, kind: request.kind, instance_uuid: request.instance_uuid,
+            migration_uuid: request.migration_uuid,
+            params: json.dumps(request.params, sort_keys=True),
+            state: work.WAITING, attempts: 0, created_at: now}
 
 
 def one_values(request: WorkRequest, now: float) -> dict[str, Any]:
