@@ -448,16 +448,6 @@ MUTANTS = {
         "nova_lite/db/task_writes.py",
         '                 "started_at", "finished_at")\n',
         '                 "finished_at", "started_at")\n'),
-    "none-adapter-not-registered": (
-        "SQLite binds each None parameter after a failed lookup of an adapter",
-        "nova_lite/db/engine.py",
-        "        sqlite3.register_adapter(type(None), _NONE_ADAPTER)\n",
-        "        pass\n"),
-    "none-adapter-replaces-theirs": (
-        "a store replaces the None adapter its process registered before",
-        "nova_lite/db/engine.py",
-        "    if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:\n",
-        "    if True:\n"),
     "totals-memo-ignores-usage": (
         "cluster totals take a node's figures from another node of its kind, usage and all",
         "nova_lite/cluster.py",
@@ -882,8 +872,6 @@ GUARDS = {
     "index-stale-positions": ("tests.test_host_index.HostIndexTests", "tests.test_sorted_rows"),
     "index-search-right-by-left-block": ("tests.test_sorted_rows",),
     "task-row-columns-out-of-order": ("tests.test_work.TestTaskRows",),
-    "none-adapter-not-registered": ("tests.test_engine",),
-    "none-adapter-replaces-theirs": ("tests.test_engine",),
     "full-read-collector-left-off": ("tests.test_heap",),
     "full-read-freezes-small": ("tests.test_heap",),
     "totals-memo-ignores-usage": ("tests.test_node_records.TestSQLiteNodeRecords",),

@@ -157,31 +157,8 @@ def _readonly_sqlite_url(path: str) -> str:
     return f"sqlite:///file:{quoted}?{flags}&uri=true"
 
 
-#: What ``sqlite3`` gives a None parameter to bind (None itself; a function
-#: written in C, so the call costs next to nothing).
-_NONE_ADAPTER: Callable[[Any], Any] = {}.get
-
-
-def _adapt_none_directly() -> None:
-    """Have ``sqlite3`` find an adapter for None parameters (unless one is registered).
-
-    ``sqlite3`` binds str, int and float as they are but looks for an
-    adapter for any other value, None included: with none registered it
-    asks the parameter protocol for ``__adapt__``, and that failed lookup
-    formats an AttributeError message only to discard it (about 2,000
-    instructions for each NULL bound; a claim binds nine).  An adapter
-    registered for None is found first, in one dictionary lookup.  The
-    registry is the ``sqlite3`` module's, so this holds for every SQLite
-    connection of the process; it binds exactly what it did (NULL).
-    """
-    if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
-        sqlite3.register_adapter(type(None), _NONE_ADAPTER)
-
-
 def _install_sqlite_hooks(engine: sa.Engine, wal: bool, busy_timeout_s: float,
                           readonly: bool) -> None:
-    _adapt_none_directly()
-
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, record: Any) -> None:
         dbapi_conn.isolation_level = None   # we issue BEGIN ourselves
