@@ -84,5 +84,14 @@ class SortedRowsTests(testtools.TestCase):
         self.assertEqual(sorted((i * 37 % 101,) for i in range(100)), list(rows))
         self.assertEqual([b[-1] for b in rows._blocks], rows._maxes)
 
+    def test_own_searches_pass_equal_keys_that_span_blocks(self):
+        # one entry a block: the three 1s sit in three blocks
+        rows = SortedRows([(0, "z"), (1, "a"), (1, "b"), (1, "c"), (2, "d")], load=1)
+        self.assertEqual(1, rows.bisect_left(1, key=_KEY))
+        self.assertEqual(4, rows.bisect_right(1, key=_KEY))
+        self.assertEqual(5, rows.bisect_right(2, key=_KEY))
+        self.assertEqual(0, rows.bisect_right(-1, key=_KEY))
+        self.assertEqual(0, SortedRows().bisect_left(1, key=_KEY))
+
     def test_load_must_be_positive(self):
         self.assertRaises(ValueError, SortedRows, load=0)
