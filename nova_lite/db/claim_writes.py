@@ -360,6 +360,8 @@ class _PrefixedNames(dict[str, str]):
 
 
 _NAMES = {prefix: _PrefixedNames(prefix) for prefix in ("a_", "i_", "u_")}
+#: ``(class, "most_<column>")`` of each class with a column of its own.
+_MOST_NAMES = tuple((rc, f"most_{col}") for rc, col in rows.STD_COLUMNS)
 
 
 def _prefixed(values: Mapping[str, _V], prefix: str) -> dict[str, _V]:
@@ -545,10 +547,6 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
         for name, value in part.items():
             values[names[name]] = value
     return values
-
-
-#: ``(class, "most_<column>")`` of each class with a column of its own.
-_MOST_NAMES = tuple((rc, f"most_{col}") for rc, col in rows.STD_COLUMNS)
 
 
 def recorded_usage(node: ComputeNode) -> dict[str, int]:
