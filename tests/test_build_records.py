@@ -10,7 +10,8 @@ import fixtures
 
 from nova_lite import work
 from nova_lite.compute import api
-from nova_lite.db import node_changes, rows
+from nova_lite.db import node_changes, rows, task_writes
+from nova_lite.exception import StoreError
 from nova_lite.scheduler import HostManager
 from tests import base
 from tests.test_work import WorkCase, flavor
@@ -50,13 +51,29 @@ class BuildRecords:
         self.assertEqual([task], self.store.tasks.find())
         self.assertEqual(1, len(self.held(inst.uuid)))
 
-    def test_a_failure_recording_the_task_leaves_neither_claim_nor_task(self):
+    def refuse_task_rows(self):
+        # The database itself refuses the task's row (no host), in the
+        # claim's own statement or transaction: nothing of the claim may stay.
+        real = task_writes._row_values
+
+        def hostless(i, request, now):
+            return dict(real(i, request, now), **{task_writes._row_names(i)[0]: None})
+        self.useFixture(fixtures.MonkeyPatch("nova_lite.db.task_writes._row_values", hostless))
+
+    def test_a_task_the_database_refuses_leaves_neither_claim_nor_task(self):
         self.hosts("h1")
-        self.fail_recording_tasks()
-        self.assertRaises(Injected, api.build, self.store, flavor(), settings=self.settings())
+        self.refuse_task_rows()
+        self.assertRaises(StoreError, api.build, self.store, flavor(), settings=self.settings())
         self.assert_no_claim_and_no_task()
-        # Nothing of the build at all: the claim's transaction rolled back.
+        # Nothing of the build at all.
         self.assertEqual([], self.store.list_instances(live_only=False))
+
+    def test_a_task_the_database_refuses_on_several_nodes_leaves_no_claim(self):
+        self.hosts("h1", "h2")
+        self.refuse_task_rows()
+        self.assertRaises(StoreError, api.build, self.store, flavor(memory_mb=4096), 2,
+                          settings=self.settings())
+        self.assert_no_claim_and_no_task()
 
     def test_a_failure_recording_the_tasks_of_several_nodes_leaves_no_claim(self):
         self.hosts("h1", "h2")
@@ -133,9 +150,28 @@ class BuildRecords:
 
 
 class TestBuildRecordsSQLite(BuildRecords, base.OnSQLiteFile, WorkCase):
-    pass
+
+    def test_a_failure_reading_the_recorded_task_leaves_neither_claim_nor_task(self):
+        self.hosts("h1")
+        self.fail_recording_tasks()
+        self.assertRaises(Injected, api.build, self.store, flavor(), settings=self.settings())
+        self.assert_no_claim_and_no_task()
+        # Nothing of the build at all: the claim's transaction rolled back.
+        self.assertEqual([], self.store.list_instances(live_only=False))
 
 
 class TestBuildRecordsPostgreSQL(BuildRecords, base.OnPostgreSQL, WorkCase):
-    pass
+
+    def test_an_answer_lost_after_the_one_statement_leaves_the_claim_with_its_task(self):
+        # A build of one instance is one statement in autocommit mode: once
+        # it has run, the claim and its task are committed together, as
+        # after a COMMIT whose answer is lost.  The host builds it.
+        self.hosts("h1")
+        self.fail_recording_tasks()
+        self.assertRaises(Injected, api.build, self.store, flavor(), settings=self.settings())
+        (inst,) = self.store.list_instances(live_only=False)
+        (task,) = self.store.tasks.find()
+        self.assertEqual((inst.uuid, inst.host, work.BUILD, work.WAITING),
+                         (task.instance_uuid, task.host, task.kind, task.state))
+        self.assertEqual([inst.uuid], [a.consumer_uuid for a in self.store.list_allocations()])
 

@@ -216,28 +216,25 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
                          [(k, d.strip()) for k, d in messages if '"COMMIT"' in d])
         self.assertEqual([inst.uuid] * 2, [t.instance_uuid for t in self.recorded_tasks()])
 
-    def assert_psycopg_begins(self, claim):
-        """``claim()`` is one statement sent alone: psycopg's BEGIN, the
-        statement, the COMMIT, three round trips."""
+    def assert_one_round_trip(self, claim):
+        """``claim()`` is one statement sent alone, in autocommit mode: no
+        BEGIN, no COMMIT, one round trip."""
         messages = client_messages(self.store, claim)
-        self.assertEqual(3, round_trips(messages), messages)
-        self.assertEqual("Query", messages[0][0], messages)
-        self.assertIn("BEGIN", messages[0][1])
+        self.assertEqual(1, round_trips(messages), messages)
+        self.assertEqual("Parse", messages[0][0], messages)
+        self.assertIn("WITH node_lock AS", messages[0][1])
+        self.assertEqual([], [d for _, d in messages if "BEGIN" in d or "COMMIT" in d])
 
-    def test_a_claim_with_one_task_is_sent_as_a_plain_claim(self):
-        # A round trip more than a pipeline, and less of the client's CPU,
-        # which bounds builds.
+    def test_a_claim_with_one_task_is_one_round_trip(self):
         node = self.a.get_node("a")
         inst = races.instance()
-        self.assert_psycopg_begins(lambda: self.claim_with_task(node, inst))
+        self.assert_one_round_trip(lambda: self.claim_with_task(node, inst))
         self.assertEqual([inst.uuid], [t.instance_uuid for t in self.recorded_tasks()])
 
-    def test_a_claim_sent_alone_has_psycopg_begin_it(self):
-        # psycopg's BEGIN costs the same round trip as one of ours, and less
-        # of the client's time.
+    def test_a_claim_is_one_round_trip(self):
         node = self.a.get_node("a")
         inst = races.instance()
-        self.assert_psycopg_begins(lambda: self.claim(node, inst))
+        self.assert_one_round_trip(lambda: self.claim(node, inst))
         self.assertEqual(inst.uuid, self.store.get_instance(inst.uuid).uuid)
 
     def test_a_task_is_recorded_once_with_a_claim_of_the_one_statement(self):

@@ -45,8 +45,8 @@ MUTANTS = {
     "one-statement-cas-ignored": (
         "PostgreSQL's one-statement claim writes whatever generation the node is at",
         "nova_lite/db/claim_writes.py",
-        "    swapped = bump.c.generation == expected + one\n",
-        "    swapped = bump.c.generation.is_not(None)\n"),
+        "    swapped = lock.c.generation == expected\n",
+        "    swapped = lock.c.generation.is_not(None)\n"),
     "database-check-ignores-since": (
         "PostgreSQL admits a stale plan on the usage row without asking whether the "
         "inventories, owner or reported flag changed after the plan's record",
@@ -63,10 +63,10 @@ MUTANTS = {
         "PostgreSQL checks the usage row as the statement's snapshot had it, so a claim "
         "that waited on the node never finds it current",
         "nova_lite/db/claim_writes.py",
-        "        where=sa.or_(recorded, sa.and_(T_USAGE.c.generation == moved_to - one, sa.or_(\n",
+        "        where=sa.or_(recorded, sa.and_(T_USAGE.c.generation == held, sa.or_(\n",
         "        where=sa.or_(recorded, sa.and_((lambda snap: sa.select(snap.c.generation).where("
         "snap.c.node_uuid == sa.bindparam(\"node\")).scalar_subquery())(T_USAGE.alias(\"snap\"))"
-        " == moved_to - one, sa.or_(\n"),
+        " == held, sa.or_(\n"),
     "extras-keep-since": (
         "a claim that places NUMA cells, PCI devices or other classes leaves the usage "
         "row vouching for records older than it",
@@ -623,24 +623,30 @@ MUTANTS = {
         "nova_lite/compute/driver_calls.py",
         "            _Worker.take().runs.put(run)\n",
         "            _Worker().runs.put(run)\n"),
-    "build-task-in-a-statement-of-its-own": (
-        "a build's claim and its one task go in two statements, not the one",
+    "build-claim-with-task-in-a-transaction": (
+        "a build's claim with its one task runs in a transaction (BEGIN, the statements, "
+        "COMMIT), not as the one statement alone",
         "nova_lite/db/store.py",
-        "        if len(tasks) == 1:\n",
-        "        if False:\n"),
-    "build-claim-with-task-pipelined": (
-        "a build's claim with its one task goes through psycopg's pipeline, whose "
-        "bookkeeping costs the client more CPU than the round trip it saves",
-        "nova_lite/db/store.py",
-        "            result = conn.execute(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)\n",
-        "            result = conn.execute_together(\n"
-        "                [(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)])[0]\n"),
-    "build-claim-known-instance-taken-as-claimed": (
-        "the one statement of a build's claim and task is read as the claim's answer "
-        "when the instance was known and nothing was claimed",
-        "nova_lite/db/store.py",
-        "            row = found if found.generation is not None else None\n",
-        "            row = found\n"),
+        "        if single is not None and plans is not None and len(tasks) <= 1:\n",
+        "        if single is not None and plans is not None and len(tasks) < 1:\n"),
+    "one-statement-task-without-its-claim": (
+        "the one statement of a build's claim records the task whether or not it writes "
+        "the claim",
+        "nova_lite/db/task_writes.py",
+        "                    for column, name in zip(_INSERTED, names)]).select_from(source)\n",
+        "                    for column, name in zip(_INSERTED, names)])\n"),
+    "client-check-off": (
+        "a PostgreSQL session never looks for its client while a statement runs, so a "
+        "claim whose client died while it waited for a lock commits once the lock is free",
+        "nova_lite/db/engine.py",
+        "CLIENT_CHECK_MS = 1000\n",
+        "CLIENT_CHECK_MS = 0\n"),
+    "one-statement-bumps-what-it-does-not-admit": (
+        "PostgreSQL's one-statement claim moves the node on, and writes the claim, when "
+        "it admits neither by the compare-and-swap nor by the usage row",
+        "nova_lite/db/claim_writes.py",
+        "        T_NODES.c.uuid == node, sa.exists(sa.select(ok.c.generation))).values(\n",
+        "        T_NODES.c.uuid == node).values(\n"),
     "direct-statements-on-psycopg-cursor": (
         "the direct statements run on psycopg's own cursor, which parses them on every run",
         "nova_lite/db/direct.py",
@@ -729,15 +735,16 @@ GUARDS = {
         "until_a_write_on_it_fails",),
     "usage-row-on-every-sqlite-swap": ("tests.test_claim_usage.TestUsageRowsSQLite",),
     "usage-row-count-never-set": ("tests.test_claim_usage.TestUsageRowsSQLite",),
-    "build-task-in-a-statement-of-its-own": (
-        "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_and_its_one_task_are_"
-        "one_statement",),
-    "build-claim-with-task-pipelined": (
+    "build-claim-with-task-in-a-transaction": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_with_one_task_is_"
-        "sent_as_a_plain_claim",),
-    "build-claim-known-instance-taken-as-claimed": (
+        "one_round_trip",),
+    "one-statement-task-without-its-claim": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_task_is_recorded_once_with_"
         "a_known_instance_claimed_by_the_transaction",),
+    "one-statement-bumps-what-it-does-not-admit": (_CHECKED,),
+    "client-check-off": (
+        "tests.reliability.test_faults.TestSigkillPostgreSQL.test_killed_inside_the_claim_"
+        "statement",),
     "direct-statements-on-psycopg-cursor": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_and_its_one_task_are_"
         "one_statement",),

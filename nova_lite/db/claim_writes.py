@@ -25,12 +25,13 @@ statement, so the order only matters on PostgreSQL.
 On PostgreSQL each statement is a round trip.  Under the node's lock the
 re-read is sent with the bump (:func:`bump_and_reread`: both in one round
 trip), and the common cases are folded into one statement each: a claim
-of one new instance (:data:`PG_SINGLE_CLAIM`: the bump, and the
-instance's row and its allocation if the record it was decided on is
-still current or the database finds that only usage changed since and
-the plan still fits its bounds; else the bump alone, and the transaction
-decides under the lock), and, after a re-read under the node's lock, a
-new instance's row, its allocation and the usage row together.  Anything
+of one new instance (:data:`PG_SINGLE_CLAIM`, sent alone in autocommit
+mode: the bump, the instance's row and its allocation if the record it
+was decided on is still current or the database finds that only usage
+changed since and the plan still fits its bounds; else nothing, and a
+transaction of the steps above decides under the lock), and, after a
+re-read under the node's lock, a new instance's row, its allocation and
+the usage row together.  Anything
 else (a move, a known instance, several claims at once) takes the steps
 above.  The one statement keeps the usage row too: a claim whose
 compare-and-swap holds records the usage it commits at from the record
@@ -393,69 +394,78 @@ _PG_NEW_INSTANCE_WITH_USAGE = _build_pg_new_instance_with_usage()
 
 
 def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
-    """One statement, the first of its transaction: a new instance's claim,
-    admitted by the database or left to a decision under the node's lock;
+    """One statement, alone in its transaction: a new instance's claim,
+    written whole if the database admits it, else nothing at all;
     ``with_task``: and one waiting task recorded, its host notified.
 
-    1. ``bump``: the node's generation moves on, which takes (or waits for)
-       the node row's lock, unless the instance has a row already (then
-       nothing happens at all, and the rest of the transaction decides).
+    1. ``node_lock``: the node row, locked (``FOR UPDATE``: a claim that
+       comes second waits for the first one's commit and then reads the
+       generation it left), unless the instance has a row already (then
+       nothing happens at all).  ``held``: the generation it holds.
     2. ``usage_row``: the node's ``node_usage`` row, inserted or, if the
        node has one, updated (``INSERT ... ON CONFLICT``: PostgreSQL finds
        and locks the row's latest version, even one committed by the
        lock's previous holder after this statement began, and evaluates
        the update's conditions on it, not on the statement's snapshot).
-       The row takes the allocation (usage added, at the new generation)
-       if it is of the generation the bump moved from (so current) and
-       either the bump moved from the generation the plan was decided at
-       (the compare-and-swap) or the database admits the plan: the row's
+       The row takes the allocation (usage added, at generation ``held``
+       + 1) if it is of generation ``held`` (so current) and either
+       ``held`` is the generation the plan was decided at (the
+       compare-and-swap) or the database admits the plan: the row's
        ``since`` is no later than the plan's record (so the inventories,
        owner and reported flag are the ones decided on), the plan is plain
        and every class stays within the plan's bounds.  Else, when the
        compare-and-swap holds and the record's usage is ``known`` (it has
        no allocation with extras), the row becomes that usage plus the
        allocation (values ``u_<field>``): the record is the node at exactly
-       the generation moved from.  Else the row is left as it is; a node
+       the generation ``held``.  Else the row is left as it is; a node
        with no row at all then gets one of generation -1, which no node
-       ever has (never used; the transaction's decision under the lock
-       records the real one before it commits).
+       ever has: it vouches for nothing, and the next claim that decides
+       under the node's lock records the real one.
     3. ``ok``: the claim is admitted if the compare-and-swap holds or the
        usage row took it.
-    4. Only then the instance's row and its allocation are written.
+    4. Only then ``bump``: the node moves to generation ``held`` + 1, and
+       the instance's row and its allocation are written.
 
-    Returns one row (the new generation, how many allocations were written,
-    whether the usage row took the claim, and that row after it), or no row
-    if the instance is known.  An instance recorded between the check and
-    the insert fails the whole statement on its primary key.
+    Returns one row (the new generation, how many allocations were
+    written, whether the usage row took the claim, and that row after
+    it) if the claim was written, else no row, and then the statement
+    wrote nothing: a claim it does not admit (or of a known instance) is
+    decided by a transaction of the steps of the module's first part.  An
+    instance recorded between the check and the insert fails the whole
+    statement on its primary key.  So it needs no transaction of its own
+    making: sent in autocommit mode it is one round trip where BEGIN and
+    COMMIT around it made three.
 
     ``with_task`` (:data:`PG_SINGLE_CLAIM_WITH_TASK`): the task's row is
-    inserted whatever the claim finds (the transaction either writes the
-    claim too or rolls back, as with the tasks of any claim), its columns
-    come first in the one row, named ``t_<column>``, and the row is there
-    with the claim's columns NULL when the instance is known.
+    inserted with the claim, and only with it; its columns come first in
+    the one row, named ``t_<column>``.
     """
     one: sa.ColumnElement[int] = sa.literal_column("1")
+    node = sa.bindparam("node", type_=sa.String)
     unknown = ~sa.exists().where(T_INST.c.uuid == sa.bindparam("i_uuid"))
-    bump = T_NODES.update().where(T_NODES.c.uuid == sa.bindparam("node"), unknown).values(
-        generation=T_NODES.c.generation + one).returning(T_NODES.c.generation).cte("bump")
+    lock = sa.select(T_NODES.c.generation).where(
+        T_NODES.c.uuid == node, unknown).with_for_update().cte("node_lock")
     expected = sa.bindparam("expected", type_=sa.Integer)
     known = sa.bindparam("known", type_=sa.Boolean)
     extra = sa.bindparam("extra", type_=sa.Integer)
     amount = {col: sa.bindparam(f"a_{col}", type_=T_ALLOC.c[col].type)
               for _, col in rows.STD_COLUMNS}
-    swapped = bump.c.generation == expected + one
+    swapped = lock.c.generation == expected
     # The row the claim leaves if the node has none: the record's usage plus
     # the allocation when the swap held and that usage is known, else one of
-    # generation -1 (no node has that generation: never used).
+    # generation -1 (no node has that generation: it vouches for nothing).
+    # A node with a row reaches the update below, on the row's latest
+    # version, even one inserted after this statement began.
     insert = postgresql.insert(T_USAGE).from_select(
         ["node_uuid", "generation", *rows.USAGE_ROW_FIELDS],
-        sa.select(sa.bindparam("node", type_=sa.String),
-                  sa.case((sa.and_(swapped, known), bump.c.generation),
+        sa.select(node,
+                  sa.case((sa.and_(swapped, known), lock.c.generation + one),
                           else_=sa.literal_column("-1")),
                   *[sa.bindparam(f"u_{f}", type_=T_USAGE.c[f].type)
-                    for f in rows.USAGE_ROW_FIELDS]))
+                    for f in rows.USAGE_ROW_FIELDS]).select_from(lock))
     recorded = insert.excluded.generation >= sa.literal_column("0")   # swapped and known
-    moved_to = sa.select(bump.c.generation).scalar_subquery()
+    held = sa.select(lock.c.generation).scalar_subquery()
+    moved_to = held + one
     admitted = sa.and_(
         sa.bindparam("plain", type_=sa.Boolean), T_USAGE.c.since <= expected,
         *[T_USAGE.c[col] + amount[col] <= sa.bindparam(f"most_{col}", type_=sa.BigInteger)
@@ -472,17 +482,20 @@ def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
                                (sa.or_(~recorded, T_USAGE.c.generation == expected),
                                 T_USAGE.c.since),
                                else_=insert.excluded.since)},
-        where=sa.or_(recorded, sa.and_(T_USAGE.c.generation == moved_to - one, sa.or_(
-            moved_to == expected + one, admitted)))).returning(
+        where=sa.or_(recorded, sa.and_(T_USAGE.c.generation == held, sa.or_(
+            held == expected, admitted)))).returning(
         T_USAGE.c.generation, *[T_USAGE.c[f] for f in rows.USAGE_FIELDS]).cte("usage_row")
-    ok = sa.select(bump.c.generation).where(sa.or_(
-        swapped, sa.exists().where(usage.c.generation == bump.c.generation))).cte("ok")
+    ok = sa.select(lock.c.generation).where(sa.or_(
+        swapped, sa.exists().where(usage.c.generation == lock.c.generation + one))).cte("ok")
+    bump = T_NODES.update().where(
+        T_NODES.c.uuid == node, sa.exists(sa.select(ok.c.generation))).values(
+        generation=T_NODES.c.generation + one).returning(T_NODES.c.generation).cte("bump")
     instance = T_INST.insert().from_select(
         [c.name for c in T_INST.columns],
-        _row_of_values(T_INST, "i_").select_from(ok)).cte("instance_row")
+        _row_of_values(T_INST, "i_").select_from(bump)).cte("instance_row")
     allocation = T_ALLOC.insert().from_select(
         [c.name for c in T_ALLOC.columns],
-        _row_of_values(T_ALLOC, "a_").select_from(ok)).returning(
+        _row_of_values(T_ALLOC, "a_").select_from(bump)).returning(
         T_ALLOC.c.consumer_uuid).cte("allocation_row")
     written = sa.select(sa.func.count()).select_from(allocation).scalar_subquery()
     claimed = (bump.c.generation, written.label("written"),
@@ -491,17 +504,15 @@ def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
     if not with_task:
         return sa.select(*claimed).select_from(bump.outerjoin(usage, sa.true())).add_cte(
             instance)
-    task = task_writes.insert_one().cte("task_row")
+    task = task_writes.insert_one_with(bump).cte("task_row")
     return sa.select(*[c.label(f"t_{c.name}") for c in task.c], *claimed).select_from(
-        task.outerjoin(bump.outerjoin(usage, sa.true()), sa.true())).add_cte(instance)
+        task.join(bump.outerjoin(usage, sa.true()), sa.true())).add_cte(instance)
 
 
-#: See :func:`_build_pg_single_claim`: the common claim in three round trips
-#: (BEGIN, this statement, COMMIT), and while other claims queue on the node
-#: the lock is held for the statement's answer and the COMMIT alone.  It is
-#: not run with autocommit, which would save two more: a client that dies
-#: while the statement waits for a lock would still have its claim
-#: committed, and "nothing was written" would not be true.
+#: See :func:`_build_pg_single_claim`: the common claim in one round trip,
+#: sent in autocommit mode (:meth:`nova_lite.db.engine.Database.write_alone`).
+#: The node row's lock is held for the statement alone, so the claims that
+#: queue on a node wait for no round trip of the one before them.
 PG_SINGLE_CLAIM = _build_pg_single_claim()
 
 #: :data:`PG_SINGLE_CLAIM` with one waiting task recorded in it (a build's

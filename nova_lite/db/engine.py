@@ -15,7 +15,9 @@ sent in autocommit mode), so a reader never takes the write lock.
 
 PostgreSQL may be reached through a connection pooler (``pooler``, see
 :data:`POOLERS`).  With none, ``lock_timeout`` is a setting of each session,
-given when it connects, and so is ``jit = off``: the store's statements are
+given when it connects, and so are ``client_connection_check_interval``
+(:data:`CLIENT_CHECK_MS`: a statement whose client died while it waited
+for a lock is ended, not committed) and ``jit = off``: the store's statements are
 index lookups and scans whose plans a JIT compilation (tens of
 milliseconds, more for a full read) never pays back, and a table whose
 statistics lag makes the planner ask for one.  Behind a pooler (PgBouncer
@@ -215,7 +217,8 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readon
     connect_args: dict[str, Any] = {}
     options = [str(parsed.query.get("options", "")).strip()]
     if pooler == "none":
-        options.append(f"-c lock_timeout={lock_timeout_ms(busy_timeout_s)} -c jit=off")
+        options.append(f"-c lock_timeout={lock_timeout_ms(busy_timeout_s)} -c jit=off "
+                       f"-c client_connection_check_interval={CLIENT_CHECK_MS}")
         if readonly:
             # A statement sent in autocommit mode has no BEGIN to say READ
             # ONLY: the session's default says it.
@@ -232,6 +235,14 @@ def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readon
     _install_postgresql_hooks(engine, readonly, pooler, busy_timeout_s)
     _ping_idle_connections(engine)
     return engine, False
+
+
+#: PostgreSQL's ``client_connection_check_interval`` (ms) of a session
+#: connected directly: how often a running statement looks for its client.
+#: A claim's one statement runs in autocommit mode; if its client dies while
+#: the statement waits for a lock, the server ends it (nothing written)
+#: within this interval instead of committing it once the lock is free.
+CLIENT_CHECK_MS = 1000
 
 
 #: The execution option of a PostgreSQL engine whose sessions carry the
@@ -458,8 +469,10 @@ class Database:
         (``[database] pooler``) it runs in a transaction as :meth:`write`
         does, so its lock bound (``SET LOCAL lock_timeout``) holds.  The one
         difference a caller may see: a statement whose answer is lost with
-        the connection may have committed.  For a heartbeat that is
-        harmless; a claim never runs this way.
+        the connection may have committed, as a transaction whose COMMIT's
+        answer is lost may have.  For a heartbeat that is harmless; a
+        claim runs this way only as a statement that writes the claim whole
+        or nothing (``claim_writes.PG_SINGLE_CLAIM``).
         """
         if self.readonly:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")

@@ -611,8 +611,9 @@ class Store:
         (inventories, owner, reported flag, usage) changed since ``node``
         was read, and the plans decided on it before the transaction are
         written: a compare-and-swap.  On PostgreSQL, a new instance's claim
-        is one statement (``claim_writes.PG_SINGLE_CLAIM``)
-        that also admits a plan decided on an older record when only usage
+        is one statement (``claim_writes.PG_SINGLE_CLAIM``), sent alone in
+        autocommit mode (it writes the claim whole or nothing), that also
+        admits a plan decided on an older record when only usage
         changed since and the plan still fits its bounds
         (``ClaimPlan.bounds``), checked by the database on the node's
         current usage (the ``node_usage`` row, which that statement
@@ -666,9 +667,10 @@ class Store:
 
         One transaction still: on PostgreSQL one task (a build's) is
         recorded, and its host notified, by the claim's one statement
-        itself; several are sent with that statement, in its round trip
-        (a claim that takes the transaction's steps sends them after its
-        writes, in one more).  A notification is delivered at the COMMIT,
+        itself, only if it writes the claim; several are sent with that
+        statement, in its round trip and its transaction (a claim that
+        takes the transaction's steps sends them after its writes, in one
+        more).  A notification is delivered at the COMMIT,
         so a host never wakes for a task it cannot see yet.
 
         :param tasks: the work to record with the claims, in order.
@@ -692,16 +694,34 @@ class Store:
             _claim_transaction, node=node, requests=requests, decide=decide, plans=plans,
             tasks=tuple(tasks), usage_row=not sqlite or node.uuid in self._contended,
             single=single)
-        try:
-            after, written, made = self._write_direct(op, transaction)
-        except StoreError as exc:
-            if single is None or not is_unique_violation(exc):
-                raise
-            # The instance was recorded by another request while the one
-            # statement ran, and nothing was written: the steps that guard
-            # a known instance decide, in a transaction of their own.
-            after, written, made = self._write_direct(
-                op, functools.partial(transaction, single=None))
+        done = None
+        if single is not None and plans is not None and len(tasks) <= 1:
+            # The one statement writes the claim or nothing: alone in its
+            # transaction, in autocommit mode (one round trip where BEGIN
+            # and COMMIT around it made three).
+            try:
+                done = self.db.write_alone(op, functools.partial(
+                    _one_statement_claim, single=single, plans=plans, tasks=tuple(tasks)))
+            except StoreError as exc:
+                if not is_unique_violation(exc):
+                    raise
+                # The instance was recorded by another request while the
+                # statement ran, and nothing was written: decided below.
+            single = None
+        if done is not None:
+            after, written, made = done
+        else:
+            # A claim the one statement did not write (not admitted, or of a
+            # known instance): the steps that guard and decide, in a
+            # transaction.
+            try:
+                after, written, made = self._write_direct(
+                    op, functools.partial(transaction, single=single))
+            except StoreError as exc:
+                if single is None or not is_unique_violation(exc):
+                    raise
+                after, written, made = self._write_direct(
+                    op, functools.partial(transaction, single=None))
         if isinstance(after, ComputeNode):
             if sqlite:
                 self._count_race(node.uuid, after.generation != node.generation + 1)
@@ -1219,34 +1239,18 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
     node's ``node_usage`` row (a claim that re-read the node always does).
     """
     made: list[Task] | None = None
-    if single is not None and plans is not None:
-        if len(tasks) == 1:
-            # One task (a build's): its INSERT and NOTIFY are part of the one
-            # statement, sent alone as a plain claim's is (psycopg's BEGIN: a
-            # round trip more than a pipeline, and less of the client's CPU,
-            # which bounds builds).  Whatever the claim finds, the
-            # transaction either writes the claim too or rolls back.
-            values = dict(single, **task_writes.one_values(tasks[0], time.time()))
-            result = conn.execute(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)
-            made = task_writes.inserted(tasks, [result], prefix="t_")
-            found = result.one()   # the task's row, with the claim's answer if any
-            row = found if found.generation is not None else None
-        elif tasks:
-            # Several tasks: their INSERTs and NOTIFY travel with the
-            # statement, in its round trip, and BEGIN with them.
-            now = time.time()
-            results = conn.execute_together([(claim_writes.PG_SINGLE_CLAIM, single),
-                                             *task_writes.insert_statements(conn, tasks, now)])
-            row, made = results[0].first(), task_writes.inserted(tasks, results[1:])
-        else:
-            row, made = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first(), []
+    if single is not None and plans is not None and tasks:
+        # Several tasks (one or none go alone: :func:`_one_statement_claim`):
+        # their INSERTs and NOTIFY travel with the one statement, in its
+        # round trip, and BEGIN with them.
+        now = time.time()
+        results = conn.execute_together([(claim_writes.PG_SINGLE_CLAIM, single),
+                                          *task_writes.insert_statements(conn, tasks, now)])
+        row, made = results[0].first(), task_writes.inserted(tasks, results[1:])
         if row is not None:
-            if row.written:
-                return row, plans, made
-            # Bumped and locked, but neither current nor within its
-            # bounds: decide again on the records, in this transaction.
-            return (*_decide_locked(conn, node, decide, row.generation), made)
-        # The instance is known: the steps below guard it.
+            return row, plans, made
+        # Not admitted, or the instance is known: the statement wrote
+        # nothing, and the steps below guard and decide.
     claim_writes.guard_requests(conn, requests)
     if conn.dialect.name == "postgresql":
         # The re-read travels with the bump: the lock's holder does
@@ -1270,6 +1274,26 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
     if made is None:
         made = task_writes.insert(conn, tasks, time.time()) if tasks else []
     return after, written, made
+
+
+def _one_statement_claim(conn: DirectConnection, *, single: dict[str, Any],
+                         plans: tuple[ClaimPlan, ...], tasks: Sequence[WorkRequest]
+                         ) -> tuple[Any, tuple[ClaimPlan, ...], list[Task]] | None:
+    """PostgreSQL's one statement of a claim
+    (:data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM`, with values
+    ``single``), with its one task if ``tasks`` holds one (a build's: its
+    INSERT and NOTIFY are part of the statement).  Returns ``(row, plans,
+    tasks)`` as :func:`_claim_transaction` does if the statement wrote the
+    claim, else None: it wrote nothing, and the claim is decided by
+    :func:`_claim_transaction` without it."""
+    if tasks:
+        values = dict(single, **task_writes.one_values(tasks[0], time.time()))
+        result = conn.execute(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)
+        if not result.rows:
+            return None
+        return result.rows[0], plans, task_writes.inserted(tasks, [result], prefix="t_")
+    row = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first()
+    return None if row is None else (row, plans, [])
 
 
 def _decide_locked(conn: DirectConnection, node: ComputeNode, decide: Decide, generation: int,

@@ -145,11 +145,19 @@ def _insert(rows: int, notify: bool) -> sa.Insert:
     ).returning(*returned)
 
 
-def insert_one() -> sa.Insert:
+def insert_one_with(source: sa.CTE) -> sa.Insert:
     """The INSERT of one waiting task that notifies its host (PostgreSQL),
-    returning it: values from :func:`one_values`.  A statement may hold it
-    as a WITH clause (``claim_writes.PG_SINGLE_CLAIM_WITH_TASK``)."""
-    return _insert(1, True)
+    returning it (values from :func:`one_values`), its row written only
+    with a row of ``source``
+    (a WITH clause of the same statement, of one row or none): a claim's
+    task, recorded only if the claim is
+    (``claim_writes.PG_SINGLE_CLAIM_WITH_TASK``)."""
+    names = _row_names(0)
+    return T_TASK.insert().from_select(
+        list(_INSERTED),
+        sa.select(*[sa.bindparam(name, type_=T_TASK.c[column].type)
+                    for column, name in zip(_INSERTED, names)]).select_from(source)
+    ).returning(*T_TASK.c, _notify(T_TASK.c.host).label("notified"))
 
 
 @functools.lru_cache(maxsize=INSERT_ROWS)
@@ -171,7 +179,7 @@ def _row_values(i: int, request: WorkRequest, now: float) -> dict[str, Any]:
 
 
 def one_values(request: WorkRequest, now: float) -> dict[str, Any]:
-    """The values of :func:`insert_one` recording ``request`` at ``now``."""
+    """The values of :func:`insert_one_with` recording ``request`` at ``now``."""
     return _row_values(0, request, now)
 
 
@@ -224,7 +232,7 @@ def inserted(requests: Sequence[WorkRequest], results: Sequence[DirectResult],
     """The tasks :func:`insert_statements` recorded for ``requests``, in
     order, from its statements' results (in their order); ``prefix``: the
     rows name the tasks' columns ``<prefix><column>`` (a statement that
-    holds :func:`insert_one`)."""
+    holds :func:`insert_one_with`)."""
     made: list[Task] = []
     key = prefix + "id"
     for result in results[:-(-len(requests) // INSERT_ROWS)]:   # the INSERTs'

@@ -326,11 +326,13 @@ def _libpq(url):
 class _SigkillTests(_Tracked):
     rounds = 6
 
-    def _child(self, url, nodes):
+    def _child(self, url, nodes, busy_timeout=None):
+        env = None if busy_timeout is None else \
+            dict(os.environ, NOVA_LITE_CHILD_BUSY_TIMEOUT=str(busy_timeout))
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.reliability.children", "claim-loop", url, HOST,
              *nodes], cwd=base.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+            text=True, env=env)
         self.addCleanup(_reap, proc)
         return proc
 
@@ -391,10 +393,11 @@ class TestSigkillPostgreSQL(base.PostgreSQLBackend, _SigkillTests, base.TestCase
             time.sleep(0.02)   # poll interval; the condition decides
         super()._check_after_kill()
 
-    def test_killed_inside_the_claim_transaction(self):
-        """Deterministic: the child is killed while its claim transaction has
-        bumped the generation and written the instance row, and waits to
-        insert the allocation."""
+    def test_killed_inside_the_claim_statement(self):
+        """Deterministic: the child is killed while its claim's one statement
+        (autocommit) has locked the node and waits to insert the allocation.
+        Its backend notices the dead client while the statement still waits
+        (``client_connection_check_interval``) and ends it: nothing written."""
         url = self.database_url()
         self.make(url, nodes=("a",), vcpus=64, memory_mb=16384, local_gb=200)
         self.rt.update_available_resource()
@@ -404,16 +407,19 @@ class TestSigkillPostgreSQL(base.PostgreSQLBackend, _SigkillTests, base.TestCase
         self.addCleanup(watcher.close)
         with admin.transaction():
             admin.execute("LOCK TABLE allocations IN SHARE MODE")
-            proc = self._child(url, ["a"])
+            # The child's lock waits are bounded by an hour: only the check
+            # can end this one.
+            proc = self._child(url, ["a"], busy_timeout=3600)
             victim = _wait_for_blocked_backend(self, watcher)
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
-        # Its backend notices the dead client and rolls back.
-        deadline = time.monotonic() + 30
-        while watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
-                            (victim,)).fetchone():
-            self.assertLess(time.monotonic(), deadline, "the backend outlived its client")
-            time.sleep(0.02)
+            # The lock is held until the backend is gone: without the check,
+            # the statement would wait for it and then commit the claim.
+            deadline = time.monotonic() + 30
+            while watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                  (victim,)).fetchone():
+                self.assertLess(time.monotonic(), deadline, "the backend outlived its client")
+                time.sleep(0.02)   # poll interval; the condition decides
         self.assertEqual([], self.store.list_instances(live_only=False))
         self.assertEqual([], self.store.list_allocations())
         self.assertEqual(0, self.store.get_compute_node(HOST, "a").generation -
