@@ -60,27 +60,32 @@ class BuildRecords:
             return dict(real(i, request, now), **{task_writes._row_names(i)[0]: None})
         self.useFixture(fixtures.MonkeyPatch("nova_lite.db.task_writes._row_values", hostless))
 
-    def test_a_task_the_database_refuses_leaves_neither_claim_nor_task(self):
+    def assert_one_build_leaves_nothing(self, inject, error):
+        """A build of one instance that fails with ``error`` once ``inject()``
+        broke it leaves nothing of the build at all."""
         self.hosts("h1")
-        self.refuse_task_rows()
-        self.assertRaises(StoreError, api.build, self.store, flavor(), settings=self.settings())
+        inject()
+        self.assertRaises(error, api.build, self.store, flavor(), settings=self.settings())
         self.assert_no_claim_and_no_task()
-        # Nothing of the build at all.
         self.assertEqual([], self.store.list_instances(live_only=False))
 
-    def test_a_task_the_database_refuses_on_several_nodes_leaves_no_claim(self):
+    def test_a_task_the_database_refuses_leaves_neither_claim_nor_task(self):
+        self.assert_one_build_leaves_nothing(self.refuse_task_rows, StoreError)
+
+    def assert_two_node_build_leaves_no_claim(self, inject, error):
+        """A build of two instances on two nodes that fails with ``error``
+        once ``inject()`` broke it leaves no claim and no task."""
         self.hosts("h1", "h2")
-        self.refuse_task_rows()
-        self.assertRaises(StoreError, api.build, self.store, flavor(memory_mb=4096), 2,
+        inject()
+        self.assertRaises(error, api.build, self.store, flavor(memory_mb=4096), 2,
                           settings=self.settings())
         self.assert_no_claim_and_no_task()
 
+    def test_a_task_the_database_refuses_on_several_nodes_leaves_no_claim(self):
+        self.assert_two_node_build_leaves_no_claim(self.refuse_task_rows, StoreError)
+
     def test_a_failure_recording_the_tasks_of_several_nodes_leaves_no_claim(self):
-        self.hosts("h1", "h2")
-        self.fail_recording_tasks()
-        self.assertRaises(Injected, api.build, self.store, flavor(memory_mb=4096), 2,
-                          settings=self.settings())
-        self.assert_no_claim_and_no_task()
+        self.assert_two_node_build_leaves_no_claim(self.fail_recording_tasks, Injected)
 
     def test_several_nodes_record_every_task_in_request_order(self):
         self.hosts("h1", "h2")
@@ -152,12 +157,8 @@ class BuildRecords:
 class TestBuildRecordsSQLite(BuildRecords, base.OnSQLiteFile, WorkCase):
 
     def test_a_failure_reading_the_recorded_task_leaves_neither_claim_nor_task(self):
-        self.hosts("h1")
-        self.fail_recording_tasks()
-        self.assertRaises(Injected, api.build, self.store, flavor(), settings=self.settings())
-        self.assert_no_claim_and_no_task()
-        # Nothing of the build at all: the claim's transaction rolled back.
-        self.assertEqual([], self.store.list_instances(live_only=False))
+        # The claim's transaction rolls back.
+        self.assert_one_build_leaves_nothing(self.fail_recording_tasks, Injected)
 
 
 class TestBuildRecordsPostgreSQL(BuildRecords, base.OnPostgreSQL, WorkCase):

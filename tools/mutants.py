@@ -567,8 +567,8 @@ MUTANTS = {
         "may be compiled, tens of milliseconds of the server's",
         "nova_lite/db/engine.py",
         "        options.append(f\"-c lock_timeout={lock_timeout_ms(busy_timeout_s)} "
-        "-c jit=off\")\n",
-        "        options.append(f\"-c lock_timeout={lock_timeout_ms(busy_timeout_s)}\")\n"),
+        "-c jit=off \"\n",
+        "        options.append(f\"-c lock_timeout={lock_timeout_ms(busy_timeout_s)} \"\n"),
     "pooled-node-reads-keep-jit": (
         "behind a pooler a read of nodes again whole keeps the server's JIT setting",
         "nova_lite/db/rows.py",

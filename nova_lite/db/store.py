@@ -648,7 +648,10 @@ class Store:
         :returns: ``(node_after, plans)``: the node as recorded after the
             claims, and the plans written.
         :raises nova_lite.exception.ComputeResourcesUnavailable: when the
-            decision on the records refuses; nothing is written.
+            decision on the records refuses; nothing is written (on
+            PostgreSQL, a node that never had a ``node_usage`` row may be
+            left one of generation -1, which vouches for nothing: see
+            ``claim_writes.PG_SINGLE_CLAIM``).
         :raises nova_lite.exception.InvalidInput: when a guard of a move or
             of an instance's state refuses
             (:class:`~nova_lite.exception.InstanceStateConflict`); nothing
