@@ -573,7 +573,7 @@ class TestTaskRows(base.TestCase):
     def test_a_row_that_prefixes_the_columns_is_read_the_same(self):
         # The claim's one statement names the task's columns t_<column>,
         # beside columns of its own.
-        names = ["generation", *(f"t_{c}" for c in reversed(self.COLUMNS)), "written"]
+        names = ["generation", *(f"t_{c}" for c in reversed(self.COLUMNS)), "vcpu"]
         values = {f"t_{c}": v for c, v in self.RECORDED.items()}
-        row = collections.namedtuple("Row", names)(generation=3, written=1, **values)
+        row = collections.namedtuple("Row", names)(generation=3, vcpu=1, **values)
         self.assertEqual(self.expected(), task_writes.task_from_row(row, prefix="t_"))

@@ -426,9 +426,9 @@ def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
     4. Only then ``bump``: the node moves to generation ``held`` + 1, and
        the instance's row and its allocation are written.
 
-    Returns one row (the new generation, how many allocations were
-    written, whether the usage row took the claim, and that row after
-    it) if the claim was written, else no row, and then the statement
+    Returns one row (the new generation, and the node's usage row as
+    the statement left it, null if it wrote none) if the claim was
+    written, else no row, and then the statement
     wrote nothing: a claim it does not admit (or of a known instance) is
     decided by a transaction of the steps of the module's first part.  An
     instance recorded between the check and the insert fails the whole
@@ -495,18 +495,15 @@ def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
         _row_of_values(T_INST, "i_").select_from(bump)).cte("instance_row")
     allocation = T_ALLOC.insert().from_select(
         [c.name for c in T_ALLOC.columns],
-        _row_of_values(T_ALLOC, "a_").select_from(bump)).returning(
-        T_ALLOC.c.consumer_uuid).cte("allocation_row")
-    written = sa.select(sa.func.count()).select_from(allocation).scalar_subquery()
-    claimed = (bump.c.generation, written.label("written"),
-               (usage.c.generation == bump.c.generation).label("took"),
-               *[usage.c[f] for f in rows.USAGE_FIELDS])
+        _row_of_values(T_ALLOC, "a_").select_from(bump)).cte("allocation_row")
+    # PostgreSQL runs every data-modifying CTE to its end, read or not.
+    claimed = (bump.c.generation, *[usage.c[f] for f in rows.USAGE_FIELDS])
     if not with_task:
         return sa.select(*claimed).select_from(bump.outerjoin(usage, sa.true())).add_cte(
-            instance)
+            instance, allocation)
     task = task_writes.insert_one_with(bump).cte("task_row")
     return sa.select(*[c.label(f"t_{c.name}") for c in task.c], *claimed).select_from(
-        task.join(bump.outerjoin(usage, sa.true()), sa.true())).add_cte(instance)
+        task.join(bump.outerjoin(usage, sa.true()), sa.true())).add_cte(instance, allocation)
 
 
 #: See :func:`_build_pg_single_claim`: the common claim in one round trip,
