@@ -335,6 +335,104 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.assertEqual(node.generation + 1, after.generation)
 
 
+class TestPlainClaim(base.PostgreSQLBackend, base.TestCase):
+    """PostgreSQL: a store that alone writes a node of late claims there
+    without the node's usage row, and goes back to it after a lost race."""
+
+    def setUp(self):
+        super().setUp()
+        import fixtures
+        self.useFixture(fixtures.MonkeyPatch("nova_lite.db.store.PLAIN_CLAIM_AFTER_SWAPS", 2))
+        self.url = self.database_url()
+        self.a = races.RaceMixin.tracker(self)
+        self.b = races.RaceMixin.tracker(self)
+        self.store = self.a.store
+
+    def claim(self, node, inst=None, decided=None, tasks=()):
+        """``inst`` (a new one of 1 vCPU if None) claimed on ``node``, a
+        record of node ``a``; returns ``(node after, statements run)``."""
+        inst = inst or races.instance()
+        seen = TestOneStatementClaim.seen(self)
+        after, _, _ = self.store.claim_with_tasks(
+            node, [ClaimRequest(inst.uuid)], TestOneStatementClaim.decider(inst, decided),
+            tasks=tasks)
+        return after, [sql for sql, _ in seen.ran]
+
+    def swapped_twice(self):
+        """Node ``a`` after two claims of this store whose compare-and-swap held."""
+        node = self.a.get_node("a")
+        for _ in range(2):
+            node, ran = self.claim(node)
+            self.assertIn("node_usage", ran[0])
+        return node
+
+    def test_after_its_swaps_a_claim_is_one_statement_without_the_usage_row(self):
+        node = self.swapped_twice()
+        row = _usage_row(self.store, node.uuid)
+        self.assertEqual(node.generation, row.generation)
+        inst = races.instance()
+        messages = client_messages(self.store, lambda: self.claim(node, inst))
+        self.assertEqual(1, round_trips(messages), messages)
+        self.assertEqual([], [d for _, d in messages if "BEGIN" in d or "COMMIT" in d])
+        self.assertNotIn("node_usage", messages[0][1])
+        self.assertIn("WITH bump AS", messages[0][1])
+        recorded = self.store.get_compute_node(races.HOST, "a")
+        self.assertEqual((node.generation + 1, 3), (recorded.generation, recorded.used("VCPU")))
+        self.assertEqual("a", self.store.get_instance(inst.uuid).node)
+        # The usage row is left behind at the generation it was last written at.
+        self.assertEqual(row, _usage_row(self.store, node.uuid))
+        self.assertEqual([], base.usage_row_problems(self.store))
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_claim_with_its_task_drops_the_usage_row_too(self):
+        node = self.swapped_twice()
+        inst = races.instance()
+        task = WorkRequest(host=races.HOST, kind=work.BUILD, instance_uuid=inst.uuid,
+                           params={"node": "a"})
+        after, ran = self.claim(node, inst, tasks=[task])
+        self.assertEqual(1, len(ran), ran)
+        self.assertIn("task_row", ran[0])
+        self.assertNotIn("node_usage", ran[0])
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual([inst.uuid], [t.instance_uuid for t in
+                                       self.store.tasks.find(kinds=(work.BUILD,))])
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_stale_record_writes_nothing_and_the_transaction_refuses(self):
+        stale = self.swapped_twice()
+        self.b.instance_claim(races.instance(races.flavor(vcpus=5)), "a")   # 1 vCPU left
+        inst = races.instance(races.flavor(vcpus=2))
+        before = base.dump(self.store)
+        decided = []
+        exc = self.assertRaises(ComputeResourcesUnavailable, self.claim, stale, inst, decided)
+        # Decided on the stale record (admitted), then on the fresh one (full).
+        self.assertEqual([stale.generation, stale.generation + 1], decided)
+        self.assertEqual(stale.generation + 1, exc.generation)
+        self.assertEqual(before, base.dump(self.store), "the refused claim wrote rows")
+        # The race lost, the next claim records the usage row again.
+        fresh = self.store.get_compute_node(races.HOST, "a")
+        after, ran = self.claim(fresh)
+        self.assertIn("node_usage", ran[0])
+        self.assertEqual(8, after.used("VCPU"))
+        self.assertEqual([], base.usage_row_problems(self.store))
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_stale_record_with_room_left_is_admitted_at_the_next_generation(self):
+        stale = self.swapped_twice()
+        self.b.instance_claim(races.instance(), "a")
+        after, ran = self.claim(stale)
+        self.assertNotIn("node_usage", ran[0])
+        self.assertEqual(stale.generation + 2, after.generation)
+        self.assertEqual(4, after.used("VCPU"))
+        self.assertEqual(4, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
+        self.assertEqual([], base.usage_row_problems(self.store))
+        self.assertNoRecordProblems(self.store)
+        # And the next claim records the usage row again.
+        after, ran = self.claim(after)
+        self.assertIn("node_usage", ran[0])
+        self.assertEqual([], base.usage_row_problems(self.store))
+
+
 def _refuse(node):
     raise ComputeResourcesUnavailable([f"node {node.nodename} has no vCPU left"])
 

@@ -647,6 +647,29 @@ MUTANTS = {
         "nova_lite/db/claim_writes.py",
         "        T_NODES.c.uuid == node, sa.exists(sa.select(ok.c.generation))).values(\n",
         "        T_NODES.c.uuid == node).values(\n"),
+    "plain-claim-without-cas": (
+        "PostgreSQL's claim without the usage row writes a plan decided on a stale record "
+        "whatever the node's generation",
+        "nova_lite/db/claim_writes.py",
+        "        T_NODES.c.uuid == node, T_NODES.c.generation == sa.bindparam(\"expected\", "
+        "type_=sa.Integer),\n",
+        "        T_NODES.c.uuid == node,\n"),
+    "plain-claim-never": (
+        "a PostgreSQL store's claims on a node it alone writes keep recording the usage row",
+        "nova_lite/db/store.py",
+        "            and self._swaps.get(node.uuid, 0) >= PLAIN_CLAIM_AFTER_SWAPS\n",
+        "            and self._swaps.get(node.uuid, 0) >= PLAIN_CLAIM_AFTER_SWAPS + 10 ** 9\n"),
+    "plain-claim-after-a-lost-race": (
+        "a PostgreSQL store whose claim lost its race keeps leaving out the node's usage row",
+        "nova_lite/db/store.py",
+        "        if not swapped:\n            swaps.pop(node_uuid, None)\n            return\n",
+        "        if not swapped:\n            return\n"),
+    "plain-claim-after-a-refusal": (
+        "a PostgreSQL store whose claim without the usage row was refused on fresh records "
+        "leaves the row out of its next claim there too",
+        "nova_lite/db/store.py",
+        "            if not sqlite:\n                self._count_swap(node.uuid, False)\n",
+        "            pass\n"),
     "direct-statements-on-psycopg-cursor": (
         "the direct statements run on psycopg's own cursor, which parses them on every run",
         "nova_lite/db/direct.py",
@@ -714,6 +737,7 @@ _HISTORY = "tests.reliability.test_history"
 _HOLDS, _HEAL = "tests.test_holds.TestHoldTableSQLite", "tests.test_heal.TestHealSQLite"
 _WORK = "tests.test_work.TestWorkSQLite"
 _BUILDS = "tests.test_build_records"
+_PLAIN = "tests.test_claim_statements.TestPlainClaim"
 _CHECKED, _RACES, _USAGE = ("tests.test_claim_checked", "tests.test_claim_races",
                             "tests.test_claim_usage")
 
@@ -742,6 +766,10 @@ GUARDS = {
         "tests.test_claim_statements.TestOneStatementClaim.test_a_task_is_recorded_once_with_"
         "a_known_instance_claimed_by_the_transaction",),
     "one-statement-bumps-what-it-does-not-admit": (_CHECKED,),
+    "plain-claim-without-cas": (_PLAIN,),
+    "plain-claim-never": (_PLAIN,),
+    "plain-claim-after-a-lost-race": (_PLAIN,),
+    "plain-claim-after-a-refusal": (_PLAIN,),
     "client-check-off": (
         "tests.reliability.test_faults.TestSigkillPostgreSQL.test_killed_inside_the_claim_"
         "statement",),

@@ -506,6 +506,47 @@ def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
         task.join(bump.outerjoin(usage, sa.true()), sa.true())).add_cte(instance, allocation)
 
 
+def _build_pg_plain_claim(with_task: bool = False) -> sa.Select[Any]:
+    """One statement, alone in its transaction: a new instance's claim,
+    written whole if the node is still at the generation the plan was
+    decided at (the compare-and-swap), else nothing at all; ``with_task``:
+    and one waiting task recorded, its host notified.
+
+    :func:`_build_pg_single_claim` without the node's ``node_usage`` row:
+    no row lock before the bump, no usage row to upsert, no check of a plan
+    decided on an older record.  The bump's own ``WHERE`` is the
+    compare-and-swap (a claim that queued on the node's lock finds the
+    generation moved on and updates nothing) and holds only for an instance
+    with no row yet; the instance's row and its allocation are inserted
+    only with the bump's row.  Returns one row (the new generation; the
+    task's columns first, named ``t_<column>``, with ``with_task``) if the
+    claim was written, else no row, and then the statement wrote nothing.
+
+    For a store that is a node's only writer of late (see
+    :data:`nova_lite.db.store.PLAIN_CLAIM_AFTER_SWAPS`): its records of the
+    node are current, so its compare-and-swaps hold, and no other writer
+    has a stale claim for the usage row to admit.
+    """
+    one: sa.ColumnElement[int] = sa.literal_column("1")
+    node = sa.bindparam("node", type_=sa.String)
+    unknown = ~sa.exists().where(T_INST.c.uuid == sa.bindparam("i_uuid"))
+    bump = T_NODES.update().where(
+        T_NODES.c.uuid == node, T_NODES.c.generation == sa.bindparam("expected", type_=sa.Integer),
+        unknown).values(generation=T_NODES.c.generation + one).returning(
+        T_NODES.c.generation).cte("bump")
+    instance = T_INST.insert().from_select(
+        [c.name for c in T_INST.columns],
+        _row_of_values(T_INST, "i_").select_from(bump)).cte("instance_row")
+    allocation = T_ALLOC.insert().from_select(
+        [c.name for c in T_ALLOC.columns],
+        _row_of_values(T_ALLOC, "a_").select_from(bump)).cte("allocation_row")
+    if not with_task:
+        return sa.select(bump.c.generation).add_cte(instance, allocation)
+    task = task_writes.insert_one_with(bump).cte("task_row")
+    return sa.select(*[c.label(f"t_{c.name}") for c in task.c], bump.c.generation).select_from(
+        task.join(bump, sa.true())).add_cte(instance, allocation)
+
+
 #: See :func:`_build_pg_single_claim`: the common claim in one round trip,
 #: sent in autocommit mode (:meth:`nova_lite.db.engine.Database.write_alone`).
 #: The node row's lock is held for the statement alone, so the claims that
@@ -516,6 +557,14 @@ PG_SINGLE_CLAIM = _build_pg_single_claim()
 #: claim and its host's build task): see :func:`_build_pg_single_claim`.
 #: Its values: the claim's and :func:`nova_lite.db.task_writes.one_values`.
 PG_SINGLE_CLAIM_WITH_TASK = _build_pg_single_claim(with_task=True)
+
+#: See :func:`_build_pg_plain_claim`: :data:`PG_SINGLE_CLAIM` for a node
+#: this store alone writes of late; its values: :func:`plain_claim_values`.
+PG_PLAIN_CLAIM = _build_pg_plain_claim()
+
+#: :data:`PG_PLAIN_CLAIM` with one waiting task recorded in it; its values:
+#: :func:`plain_claim_values` and :func:`nova_lite.db.task_writes.one_values`.
+PG_PLAIN_CLAIM_WITH_TASK = _build_pg_plain_claim(with_task=True)
 
 
 def single_claim_values(node: ComputeNode, plan: ClaimPlan,
@@ -551,6 +600,20 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
                   known=usage_known(node), extra=extra)
     for prefix, part in (("i_", rows.new_instance_values(plan.instance, now)),
                          ("a_", allocation), ("u_", after)):
+        names = _NAMES[prefix]
+        for name, value in part.items():
+            values[names[name]] = value
+    return values
+
+
+def plain_claim_values(node: ComputeNode, plan: ClaimPlan, now: float) -> dict[str, Any] | None:
+    """The values of :data:`PG_PLAIN_CLAIM` for ``plan`` decided on ``node``,
+    or None if the plan is not a case it covers (one new instance, no move)."""
+    if plan.instance is None or plan.migration is not None:
+        return None
+    values: dict[str, Any] = {"node": node.uuid, "expected": node.generation}
+    for prefix, part in (("i_", rows.new_instance_values(plan.instance, now)),
+                         ("a_", rows.allocation_values(plan.allocation, now))):
         names = _NAMES[prefix]
         for name, value in part.items():
             values[names[name]] = value

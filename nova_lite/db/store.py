@@ -77,6 +77,15 @@ UNREAD = object()
 #: its race (see :meth:`Store.claim`).
 USAGE_ROW_CLAIMS_AFTER_RACE = 64
 
+#: On PostgreSQL, the claims of this store on a node in a row whose
+#: compare-and-swap held after which its one-statement claims there leave
+#: out the node's ``node_usage`` row (``claim_writes.PG_PLAIN_CLAIM``) until
+#: one does not (see :meth:`Store.claim`).
+PLAIN_CLAIM_AFTER_SWAPS = 16
+#: The most nodes :data:`PLAIN_CLAIM_AFTER_SWAPS` is counted on at once (all
+#: counts are dropped when a new node would pass it).
+MOST_SWAP_COUNTS = 4096
+
 
 @attrs.frozen
 class AuditedNode:
@@ -199,6 +208,9 @@ class Store:
         # SQLite: {node uuid: claims left that record the usage row on a
         # compare-and-swap}, set when a claim on the node lost its race.
         self._contended: dict[str, int] = {}
+        # PostgreSQL: {node uuid: this store's claims on the node in a row
+        # whose compare-and-swap held}, up to PLAIN_CLAIM_AFTER_SWAPS.
+        self._swaps: dict[str, int] = {}
 
     def _write(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """A writing transaction; the first one upgrades an older schema."""
@@ -688,11 +700,16 @@ class Store:
             except ComputeResourcesUnavailable:   # perhaps stale: decided again on fresh records
                 plans = None
         single = None
-        if plans is not None and len(plans) == 1 and self.db.dialect == "postgresql" \
-                and self.schema.current and not plans[0].allocation.providers:
-            single = claim_writes.single_claim_values(node, plans[0], time.time())
-        op = f"claim on node {node.host}/{node.nodename}"
         sqlite = self.db.dialect == "sqlite"
+        # The one statement without the node's usage row, for a node this
+        # store alone has written of late (see PLAIN_CLAIM_AFTER_SWAPS).
+        plain = not sqlite and len(tasks) <= 1 \
+            and self._swaps.get(node.uuid, 0) >= PLAIN_CLAIM_AFTER_SWAPS
+        if plans is not None and len(plans) == 1 and not sqlite \
+                and self.schema.current and not plans[0].allocation.providers:
+            single = (claim_writes.plain_claim_values if plain else
+                      claim_writes.single_claim_values)(node, plans[0], time.time())
+        op = f"claim on node {node.host}/{node.nodename}"
         transaction = functools.partial(
             _claim_transaction, node=node, requests=requests, decide=decide, plans=plans,
             tasks=tuple(tasks), usage_row=not sqlite or node.uuid in self._contended,
@@ -704,7 +721,8 @@ class Store:
             # and COMMIT around it made three).
             try:
                 done = self.db.write_alone(op, functools.partial(
-                    _one_statement_claim, single=single, plans=plans, tasks=tuple(tasks)))
+                    _one_statement_claim, single=single, plans=plans, tasks=tuple(tasks),
+                    plain=plain))
             except StoreError as exc:
                 if not is_unique_violation(exc):
                     raise
@@ -717,6 +735,8 @@ class Store:
             # A claim the one statement did not write (not admitted, or of a
             # known instance): the steps that guard and decide, in a
             # transaction.
+            if not sqlite:
+                self._count_swap(node.uuid, False)
             try:
                 after, written, made = self._write_direct(
                     op, functools.partial(transaction, single=single))
@@ -725,16 +745,35 @@ class Store:
                     raise
                 after, written, made = self._write_direct(
                     op, functools.partial(transaction, single=None))
+        swapped = after.generation == node.generation + 1
+        if sqlite:
+            self._count_race(node.uuid, not swapped)
+        else:
+            self._count_swap(node.uuid, swapped)
         if isinstance(after, ComputeNode):
-            if sqlite:
-                self._count_race(node.uuid, after.generation != node.generation + 1)
             return after, written, made
         # The one statement wrote the plans (``after`` is its answer); the node
         # after them is worked out now that the COMMIT has released the node row.
-        if after.generation == node.generation + 1:   # the compare-and-swap
+        if swapped:
             return with_allocations(node, [p.allocation for p in written], after.generation), \
                 written, made
         return claim_writes.node_with_usage_row(node, after), written, made
+
+    def _count_swap(self, node_uuid: str, swapped: bool) -> None:
+        """Keep count, on PostgreSQL, of this store's claims on ``node_uuid`` in a
+        row whose compare-and-swap held (the node moved on from exactly the
+        record the claim was decided on): :data:`PLAIN_CLAIM_AFTER_SWAPS` of
+        them and its claims are sent without the node's usage row; any other
+        claim there starts the count again."""
+        swaps = self._swaps
+        if not swapped:
+            swaps.pop(node_uuid, None)
+            return
+        count = swaps.get(node_uuid, 0)
+        if count < PLAIN_CLAIM_AFTER_SWAPS:
+            if count == 0 and len(swaps) >= MOST_SWAP_COUNTS:
+                swaps.clear()   # a store that claims on many nodes writes few of them alone
+            swaps[node_uuid] = count + 1
 
     def _count_race(self, node_uuid: str, lost: bool) -> None:
         """Keep count, on SQLite, of the claims on ``node_uuid`` that record its
@@ -1280,10 +1319,12 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
 
 
 def _one_statement_claim(conn: DirectConnection, *, single: dict[str, Any],
-                         plans: tuple[ClaimPlan, ...], tasks: Sequence[WorkRequest]
+                         plans: tuple[ClaimPlan, ...], tasks: Sequence[WorkRequest],
+                         plain: bool = False
                          ) -> tuple[Any, tuple[ClaimPlan, ...], list[Task]] | None:
     """PostgreSQL's one statement of a claim
-    (:data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM`, with values
+    (:data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM`, or with ``plain``
+    :data:`~nova_lite.db.claim_writes.PG_PLAIN_CLAIM`, with values
     ``single``), with its one task if ``tasks`` holds one (a build's: its
     INSERT and NOTIFY are part of the statement).  Returns ``(row, plans,
     tasks)`` as :func:`_claim_transaction` does if the statement wrote the
@@ -1291,11 +1332,13 @@ def _one_statement_claim(conn: DirectConnection, *, single: dict[str, Any],
     :func:`_claim_transaction` without it."""
     if tasks:
         values = dict(single, **task_writes.one_values(tasks[0], time.time()))
-        result = conn.execute(claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)
+        result = conn.execute(claim_writes.PG_PLAIN_CLAIM_WITH_TASK if plain else
+                              claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)
         if not result.rows:
             return None
         return result.rows[0], plans, task_writes.inserted(tasks, [result], prefix="t_")
-    row = conn.execute(claim_writes.PG_SINGLE_CLAIM, single).first()
+    row = conn.execute(claim_writes.PG_PLAIN_CLAIM if plain else claim_writes.PG_SINGLE_CLAIM,
+                       single).first()
     return None if row is None else (row, plans, [])
 
 
