@@ -638,14 +638,18 @@ class Store:
         generation the node moved from (else it sums the allocations), and
         records the usage it commits at, so claims that queue on one node
         never sum all of its allocations while they hold its lock.  A
-        compare-and-swap records that row too, from ``node``: always on
-        PostgreSQL, and on SQLite only for the next
+        compare-and-swap records that row too, from ``node``: on PostgreSQL
+        until :data:`PLAIN_CLAIM_AFTER_SWAPS` of this store's claims on the
+        node in a row were compare-and-swaps (then its one statement leaves
+        the row out, ``claim_writes.PG_PLAIN_CLAIM``, until a claim is not),
+        and on SQLite only for the next
         :data:`USAGE_ROW_CLAIMS_AFTER_RACE` claims on the node after one of
         this store's claims there lost its race.  A writer whose claims
         never lose one has no other writer on the node to read the row (the
         races are mutual: the other's claims would move the generation under
         this one's), and skipping the row spares each of its claims a
-        statement and a page.  Returns ``(node_after, plans)``: the node as
+        statement and a page (on PostgreSQL, a row lock and an upsert).
+        Returns ``(node_after, plans)``: the node as
         recorded after the claims, and the plans written.
 
         ``optimistic=False`` skips the decision on ``node`` (a caller whose
