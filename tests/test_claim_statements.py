@@ -149,13 +149,7 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         stale = self.a.get_node("a")
         self.b.instance_claim(races.instance(races.flavor(vcpus=8)), "a")   # now full
         inst = races.instance()
-        before = base.dump(self.store)
-        decided = []
-        exc = self.assertRaises(ComputeResourcesUnavailable, self.claim, stale, inst, decided)
-        # Decided on the stale record (admitted), then on the fresh one (full).
-        self.assertEqual([stale.generation, stale.generation + 1], decided)
-        self.assertEqual(stale.generation + 1, exc.generation)
-        self.assertEqual(before, base.dump(self.store), "the refused claim wrote rows")
+        _assert_refused_on_fresh_records(self, stale, inst)
         self.assertNotIn(inst.uuid, [i.uuid for i in self.store.list_instances(live_only=False)])
 
     def test_a_stale_record_with_room_left_is_admitted_at_the_next_generation(self):
@@ -401,14 +395,7 @@ class TestPlainClaim(base.PostgreSQLBackend, base.TestCase):
     def test_a_stale_record_writes_nothing_and_the_transaction_refuses(self):
         stale = self.swapped_twice()
         self.b.instance_claim(races.instance(races.flavor(vcpus=5)), "a")   # 1 vCPU left
-        inst = races.instance(races.flavor(vcpus=2))
-        before = base.dump(self.store)
-        decided = []
-        exc = self.assertRaises(ComputeResourcesUnavailable, self.claim, stale, inst, decided)
-        # Decided on the stale record (admitted), then on the fresh one (full).
-        self.assertEqual([stale.generation, stale.generation + 1], decided)
-        self.assertEqual(stale.generation + 1, exc.generation)
-        self.assertEqual(before, base.dump(self.store), "the refused claim wrote rows")
+        _assert_refused_on_fresh_records(self, stale, races.instance(races.flavor(vcpus=2)))
         # The race lost, the next claim records the usage row again.
         fresh = self.store.get_compute_node(races.HOST, "a")
         after, ran = self.claim(fresh)
@@ -431,6 +418,17 @@ class TestPlainClaim(base.PostgreSQLBackend, base.TestCase):
         after, ran = self.claim(after)
         self.assertIn("node_usage", ran[0])
         self.assertEqual([], base.usage_row_problems(self.store))
+
+
+def _assert_refused_on_fresh_records(test, stale, inst):
+    """``test.claim(stale, inst, decided)`` is decided on the stale record
+    (admitted), then on the fresh one (refused), and writes nothing."""
+    before = base.dump(test.store)
+    decided = []
+    exc = test.assertRaises(ComputeResourcesUnavailable, test.claim, stale, inst, decided)
+    test.assertEqual([stale.generation, stale.generation + 1], decided)
+    test.assertEqual(stale.generation + 1, exc.generation)
+    test.assertEqual(before, base.dump(test.store), "the refused claim wrote rows")
 
 
 def _refuse(node):

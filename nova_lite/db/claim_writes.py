@@ -490,6 +490,18 @@ def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
     bump = T_NODES.update().where(
         T_NODES.c.uuid == node, sa.exists(sa.select(ok.c.generation))).values(
         generation=T_NODES.c.generation + one).returning(T_NODES.c.generation).cte("bump")
+    return _claim_with_bump(bump, (bump.c.generation, *[usage.c[f] for f in rows.USAGE_FIELDS]),
+                            bump.outerjoin(usage, sa.true()), with_task)
+
+
+def _claim_with_bump(bump: sa.CTE, columns: tuple[sa.ColumnElement[Any], ...],
+                     source: sa.FromClause, with_task: bool) -> sa.Select[Any]:
+    """The end of a one-statement claim whose node moved on in ``bump`` (a
+    WITH clause of one row or none): the instance's row and its allocation
+    inserted with the bump's row, and, ``with_task``, one waiting task
+    (:func:`nova_lite.db.task_writes.insert_one_with`), whose columns come
+    first in the one row, named ``t_<column>``; then ``columns`` of
+    ``source``."""
     instance = T_INST.insert().from_select(
         [c.name for c in T_INST.columns],
         _row_of_values(T_INST, "i_").select_from(bump)).cte("instance_row")
@@ -497,13 +509,11 @@ def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
         [c.name for c in T_ALLOC.columns],
         _row_of_values(T_ALLOC, "a_").select_from(bump)).cte("allocation_row")
     # PostgreSQL runs every data-modifying CTE to its end, read or not.
-    claimed = (bump.c.generation, *[usage.c[f] for f in rows.USAGE_FIELDS])
     if not with_task:
-        return sa.select(*claimed).select_from(bump.outerjoin(usage, sa.true())).add_cte(
-            instance, allocation)
+        return sa.select(*columns).select_from(source).add_cte(instance, allocation)
     task = task_writes.insert_one_with(bump).cte("task_row")
-    return sa.select(*[c.label(f"t_{c.name}") for c in task.c], *claimed).select_from(
-        task.join(bump.outerjoin(usage, sa.true()), sa.true())).add_cte(instance, allocation)
+    return sa.select(*[c.label(f"t_{c.name}") for c in task.c], *columns).select_from(
+        task.join(source, sa.true())).add_cte(instance, allocation)
 
 
 def _build_pg_plain_claim(with_task: bool = False) -> sa.Select[Any]:
@@ -534,17 +544,7 @@ def _build_pg_plain_claim(with_task: bool = False) -> sa.Select[Any]:
         T_NODES.c.uuid == node, T_NODES.c.generation == sa.bindparam("expected", type_=sa.Integer),
         unknown).values(generation=T_NODES.c.generation + one).returning(
         T_NODES.c.generation).cte("bump")
-    instance = T_INST.insert().from_select(
-        [c.name for c in T_INST.columns],
-        _row_of_values(T_INST, "i_").select_from(bump)).cte("instance_row")
-    allocation = T_ALLOC.insert().from_select(
-        [c.name for c in T_ALLOC.columns],
-        _row_of_values(T_ALLOC, "a_").select_from(bump)).cte("allocation_row")
-    if not with_task:
-        return sa.select(bump.c.generation).add_cte(instance, allocation)
-    task = task_writes.insert_one_with(bump).cte("task_row")
-    return sa.select(*[c.label(f"t_{c.name}") for c in task.c], bump.c.generation).select_from(
-        task.join(bump, sa.true())).add_cte(instance, allocation)
+    return _claim_with_bump(bump, (bump.c.generation,), bump, with_task)
 
 
 #: See :func:`_build_pg_single_claim`: the common claim in one round trip,
