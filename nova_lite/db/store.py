@@ -77,10 +77,10 @@ UNREAD = object()
 #: its race (see :meth:`Store.claim`).
 USAGE_ROW_CLAIMS_AFTER_RACE = 64
 
-#: On PostgreSQL, the claims of this store on a node in a row whose
-#: compare-and-swap held after which its one-statement claims there leave
-#: out the node's ``node_usage`` row (``claim_writes.PG_PLAIN_CLAIM``) until
-#: one does not (see :meth:`Store.claim`).
+#: On PostgreSQL: once this many of a store's claims on a node in a row were
+#: compare-and-swaps, its one-statement claims there leave out the node's
+#: ``node_usage`` row (``claim_writes.PG_PLAIN_CLAIM``), until one is not
+#: (see :meth:`Store.claim`).
 PLAIN_CLAIM_AFTER_SWAPS = 16
 #: The most nodes :data:`PLAIN_CLAIM_AFTER_SWAPS` is counted on at once (all
 #: counts are dropped when a new node would pass it).
