@@ -657,19 +657,36 @@ MUTANTS = {
     "plain-claim-never": (
         "a PostgreSQL store's claims on a node it alone writes keep recording the usage row",
         "nova_lite/db/store.py",
-        "            and self._swaps.get(node.uuid, 0) >= PLAIN_CLAIM_AFTER_SWAPS\n",
-        "            and self._swaps.get(node.uuid, 0) >= PLAIN_CLAIM_AFTER_SWAPS + 10 ** 9\n"),
-    "plain-claim-after-a-lost-race": (
-        "a PostgreSQL store whose claim lost its race keeps leaving out the node's usage row",
+        "        plain = not sqlite and len(tasks) <= 1 and self._streaks.alone(node.uuid)\n",
+        "        plain = False\n"),
+    "swap-streak-kept-after-a-lost-race": (
+        "a store whose claim on a node lost its race still takes itself for the node's only "
+        "writer: its next claims there leave out the usage row",
+        "nova_lite/db/swap_streaks.py",
+        "self.after) if swapped else 0\n",
+        "self.after) if swapped else streaks.get(node_uuid, self._unkept)\n"),
+    "swap-streaks-unbounded": (
+        "a store keeps a compare-and-swap streak for every node it ever claimed on",
+        "nova_lite/db/swap_streaks.py",
+        "        if node_uuid not in streaks and len(streaks) >= self.most_nodes:\n",
+        "        if False:\n"),
+    "plain-claim-presumed": (
+        "a PostgreSQL store presumes it alone writes a node it has not claimed on, and leaves "
+        "the usage row out of its first claims there",
         "nova_lite/db/store.py",
-        "        if not swapped:\n            swaps.pop(node_uuid, None)\n            return\n",
-        "        if not swapped:\n            return\n"),
+        "            presumed_alone=sqlite, most_nodes=MOST_SWAP_COUNTS)\n",
+        "            presumed_alone=True, most_nodes=MOST_SWAP_COUNTS)\n"),
     "plain-claim-after-a-refusal": (
         "a PostgreSQL store whose claim without the usage row was refused on fresh records "
         "leaves the row out of its next claim there too",
         "nova_lite/db/store.py",
-        "            if not sqlite:\n                self._count_swap(node.uuid, False)\n",
-        "            pass\n"),
+        "            if not sqlite:\n"
+        "                # On PostgreSQL a claim that needs these steps is taken for a\n"
+        "                # sign of another writer (a stale record, say): this one\n"
+        "                # records the usage row, and so do the next ones until a\n"
+        "                # streak of swaps again.\n"
+        "                self._streaks.count(node.uuid, swapped=False)\n",
+        "            if not sqlite:\n                pass\n"),
     "direct-statements-on-psycopg-cursor": (
         "the direct statements run on psycopg's own cursor, which parses them on every run",
         "nova_lite/db/direct.py",
@@ -724,13 +741,8 @@ MUTANTS = {
     "usage-row-on-every-sqlite-swap": (
         "on SQLite every compare-and-swap records the usage row, raced or not",
         "nova_lite/db/store.py",
-        "usage_row=not sqlite or node.uuid in self._contended,",
-        "usage_row=True,"),
-    "usage-row-count-never-set": (
-        "on SQLite a lost race does not make the next swaps record the usage row",
-        "nova_lite/db/store.py",
-        "        if lost:\n            self._contended[node_uuid] = USAGE_ROW_CLAIMS_AFTER_RACE\n",
-        "        if lost:\n            self._contended.pop(node_uuid, None)\n"),
+        "tasks=tuple(tasks), usage_row=not self._streaks.alone(node.uuid))",
+        "tasks=tuple(tasks), usage_row=True)"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -758,7 +770,6 @@ GUARDS = {
         "tests.test_held.TestHeldConnectionsPostgreSQL.test_a_connection_keeps_its_cursor_"
         "until_a_write_on_it_fails",),
     "usage-row-on-every-sqlite-swap": ("tests.test_claim_usage.TestUsageRowsSQLite",),
-    "usage-row-count-never-set": ("tests.test_claim_usage.TestUsageRowsSQLite",),
     "build-claim-with-task-in-a-transaction": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_with_one_task_is_"
         "one_round_trip",),
@@ -768,7 +779,10 @@ GUARDS = {
     "one-statement-bumps-what-it-does-not-admit": (_CHECKED,),
     "plain-claim-without-cas": (_PLAIN,),
     "plain-claim-never": (_PLAIN,),
-    "plain-claim-after-a-lost-race": (_PLAIN,),
+    "swap-streak-kept-after-a-lost-race": (_PLAIN, "tests.test_claim_usage.TestUsageRowsSQLite",
+                                           "tests.test_swap_streaks"),
+    "swap-streaks-unbounded": ("tests.test_swap_streaks",),
+    "plain-claim-presumed": (_PLAIN, "tests.test_claim_usage.TestUsageRowsPostgreSQL"),
     "plain-claim-after-a-refusal": (_PLAIN,),
     "client-check-off": (
         "tests.reliability.test_faults.TestSigkillPostgreSQL.test_killed_inside_the_claim_"

@@ -41,6 +41,7 @@ from nova_lite.db.snapshot import RecordsSnapshot
 from nova_lite.db.aggregates import Aggregates
 from nova_lite.db import server_checks, service_delete
 from nova_lite.db.service_delete import DeletedService
+from nova_lite.db.swap_streaks import SwapStreaks
 from nova_lite.db.tasks import TaskQueue
 from nova_lite.work import Task, WorkRequest
 from nova_lite.db.audit_writes import MissingAllocation
@@ -73,17 +74,19 @@ MigrationStatus = tuple[str, str] | list[tuple[str, str]]
 UNREAD = object()
 
 #: On SQLite, the claims on a node whose compare-and-swap holds that still
-#: record its ``node_usage`` row after a claim of this store on the node lost
-#: its race (see :meth:`Store.claim`).
+#: record its ``node_usage`` row after a claim of this store on the node did
+#: not (it lost its race): the store presumes it alone writes a node until
+#: then (see :meth:`Store.claim` and
+#: :class:`~nova_lite.db.swap_streaks.SwapStreaks`).
 USAGE_ROW_CLAIMS_AFTER_RACE = 64
 
 #: On PostgreSQL: once this many of a store's claims on a node in a row were
 #: compare-and-swaps, its one-statement claims there leave out the node's
-#: ``node_usage`` row (``claim_writes.PG_PLAIN_CLAIM``), until one is not
-#: (see :meth:`Store.claim`).
+#: ``node_usage`` row (``claim_writes.PG_PLAIN_CLAIM``), until one is not: the
+#: store presumes another writer until then (see :meth:`Store.claim`).
 PLAIN_CLAIM_AFTER_SWAPS = 16
-#: The most nodes :data:`PLAIN_CLAIM_AFTER_SWAPS` is counted on at once (all
-#: counts are dropped when a new node would pass it).
+#: The most nodes whose compare-and-swap streaks a store keeps at once (all
+#: are forgotten when a new node would pass it).
 MOST_SWAP_COUNTS = 4096
 
 
@@ -205,12 +208,12 @@ class Store:
         # report_text(): {host: {node uuid: (report, its text)}}
         self._report_texts: dict[str, dict[str, tuple[NodeResources, str]]] = \
             collections.defaultdict(dict)
-        # SQLite: {node uuid: claims left that record the usage row on a
-        # compare-and-swap}, set when a claim on the node lost its race.
-        self._contended: dict[str, int] = {}
-        # PostgreSQL: {node uuid: this store's claims on the node in a row
-        # whose compare-and-swap held}, up to PLAIN_CLAIM_AFTER_SWAPS.
-        self._swaps: dict[str, int] = {}
+        # The nodes this store alone writes of late: its claims there leave
+        # out the node's usage row.
+        sqlite = self.db.dialect == "sqlite"
+        self._streaks = SwapStreaks(
+            USAGE_ROW_CLAIMS_AFTER_RACE if sqlite else PLAIN_CLAIM_AFTER_SWAPS,
+            presumed_alone=sqlite, most_nodes=MOST_SWAP_COUNTS)
 
     def _write(self, op: str, fn: Callable[[sa.Connection], _T]) -> _T:
         """A writing transaction; the first one upgrades an older schema."""
@@ -644,7 +647,8 @@ class Store:
         the row out, ``claim_writes.PG_PLAIN_CLAIM``, until a claim is not),
         and on SQLite only for the next
         :data:`USAGE_ROW_CLAIMS_AFTER_RACE` claims on the node after one of
-        this store's claims there lost its race.  A writer whose claims
+        this store's claims there lost its race (both counted by
+        :class:`~nova_lite.db.swap_streaks.SwapStreaks`).  A writer whose claims
         never lose one has no other writer on the node to read the row (the
         races are mutual: the other's claims would move the generation under
         this one's), and skipping the row spares each of its claims a
@@ -707,17 +711,12 @@ class Store:
         sqlite = self.db.dialect == "sqlite"
         # The one statement without the node's usage row, for a node this
         # store alone has written of late (see PLAIN_CLAIM_AFTER_SWAPS).
-        plain = not sqlite and len(tasks) <= 1 \
-            and self._swaps.get(node.uuid, 0) >= PLAIN_CLAIM_AFTER_SWAPS
+        plain = not sqlite and len(tasks) <= 1 and self._streaks.alone(node.uuid)
         if plans is not None and len(plans) == 1 and not sqlite \
                 and self.schema.current and not plans[0].allocation.providers:
             single = (claim_writes.plain_claim_values if plain else
                       claim_writes.single_claim_values)(node, plans[0], time.time())
         op = f"claim on node {node.host}/{node.nodename}"
-        transaction = functools.partial(
-            _claim_transaction, node=node, requests=requests, decide=decide, plans=plans,
-            tasks=tuple(tasks), usage_row=not sqlite or node.uuid in self._contended,
-            single=single)
         done = None
         if single is not None and plans is not None and len(tasks) <= 1:
             # The one statement writes the claim or nothing: alone in its
@@ -740,7 +739,14 @@ class Store:
             # known instance): the steps that guard and decide, in a
             # transaction.
             if not sqlite:
-                self._count_swap(node.uuid, False)
+                # On PostgreSQL a claim that needs these steps is taken for a
+                # sign of another writer (a stale record, say): this one
+                # records the usage row, and so do the next ones until a
+                # streak of swaps again.
+                self._streaks.count(node.uuid, swapped=False)
+            transaction = functools.partial(
+                _claim_transaction, node=node, requests=requests, decide=decide, plans=plans,
+                tasks=tuple(tasks), usage_row=not self._streaks.alone(node.uuid))
             try:
                 after, written, made = self._write_direct(
                     op, functools.partial(transaction, single=single))
@@ -750,10 +756,7 @@ class Store:
                 after, written, made = self._write_direct(
                     op, functools.partial(transaction, single=None))
         swapped = after.generation == node.generation + 1
-        if sqlite:
-            self._count_race(node.uuid, not swapped)
-        else:
-            self._count_swap(node.uuid, swapped)
+        self._streaks.count(node.uuid, swapped)
         if isinstance(after, ComputeNode):
             return after, written, made
         # The one statement wrote the plans (``after`` is its answer); the node
@@ -762,37 +765,6 @@ class Store:
             return with_allocations(node, [p.allocation for p in written], after.generation), \
                 written, made
         return claim_writes.node_with_usage_row(node, after), written, made
-
-    def _count_swap(self, node_uuid: str, swapped: bool) -> None:
-        """Keep count, on PostgreSQL, of this store's claims on ``node_uuid`` in a
-        row whose compare-and-swap held (the node moved on from exactly the
-        record the claim was decided on): :data:`PLAIN_CLAIM_AFTER_SWAPS` of
-        them and its claims are sent without the node's usage row; any other
-        claim there starts the count again."""
-        swaps = self._swaps
-        if not swapped:
-            swaps.pop(node_uuid, None)
-            return
-        count = swaps.get(node_uuid, 0)
-        if count < PLAIN_CLAIM_AFTER_SWAPS:
-            if count == 0 and len(swaps) >= MOST_SWAP_COUNTS:
-                swaps.clear()   # a store that claims on many nodes writes few of them alone
-            swaps[node_uuid] = count + 1
-
-    def _count_race(self, node_uuid: str, lost: bool) -> None:
-        """Keep count, on SQLite, of the claims on ``node_uuid`` that record its
-        usage row on a compare-and-swap (see :meth:`claim`): all of the next
-        :data:`USAGE_ROW_CLAIMS_AFTER_RACE` after a claim that ``lost`` its race."""
-        if lost:
-            self._contended[node_uuid] = USAGE_ROW_CLAIMS_AFTER_RACE
-            return
-        left = self._contended.get(node_uuid)
-        if left is None:
-            return
-        if left > 1:
-            self._contended[node_uuid] = left - 1
-        else:
-            self._contended.pop(node_uuid, None)
 
     def release(self, node_uuids: Collection[str], consumer_uuids: Collection[str],
                 instance: Instance | None = None,
