@@ -598,12 +598,8 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
     # One dict, filled in place: the statement's 40-odd values are copied once.
     values = dict(most, node=node.uuid, expected=node.generation, plain=plain,
                   known=usage_known(node), extra=extra)
-    for prefix, part in (("i_", rows.new_instance_values(plan.instance, now)),
-                         ("a_", allocation), ("u_", after)):
-        names = _NAMES[prefix]
-        for name, value in part.items():
-            values[names[name]] = value
-    return values
+    return _filled(values, (("i_", rows.new_instance_values(plan.instance, now)),
+                            ("a_", allocation), ("u_", after)))
 
 
 def plain_claim_values(node: ComputeNode, plan: ClaimPlan, now: float) -> dict[str, Any] | None:
@@ -611,9 +607,16 @@ def plain_claim_values(node: ComputeNode, plan: ClaimPlan, now: float) -> dict[s
     or None if the plan is not a case it covers (one new instance, no move)."""
     if plan.instance is None or plan.migration is not None:
         return None
-    values: dict[str, Any] = {"node": node.uuid, "expected": node.generation}
-    for prefix, part in (("i_", rows.new_instance_values(plan.instance, now)),
-                         ("a_", rows.allocation_values(plan.allocation, now))):
+    return _filled({"node": node.uuid, "expected": node.generation},
+                   (("i_", rows.new_instance_values(plan.instance, now)),
+                    ("a_", rows.allocation_values(plan.allocation, now))))
+
+
+def _filled(values: dict[str, Any], parts: Sequence[tuple[str, Mapping[str, Any]]]
+            ) -> dict[str, Any]:
+    """``values`` with each row of ``parts``, ``(prefix, {column: value})``,
+    copied in under the statement's names for that prefix's columns."""
+    for prefix, part in parts:
         names = _NAMES[prefix]
         for name, value in part.items():
             values[names[name]] = value
