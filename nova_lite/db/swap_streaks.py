@@ -24,6 +24,12 @@ class SwapStreaks:
     Streaks are kept for at most ``most_nodes`` nodes: all are forgotten
     when one more would pass that (a store that claims on that many nodes
     is seldom any one's only writer).
+
+    No lock guards the counts: threads that claim through one store at
+    once may miscount a streak, which costs at most a usage row recorded
+    or left out once too often.  No claim's outcome depends on it: a claim
+    that leaves the row out is still a compare-and-swap, and the row
+    vouches only for the generation it was recorded at.
     """
 
     def __init__(self, after: int, presumed_alone: bool, most_nodes: int = 4096) -> None:
