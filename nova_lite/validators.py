@@ -286,31 +286,66 @@ def records(kind: type[T], value: Iterable[T] | None,
     return items
 
 
-class _Shape:
-    """What :func:`replaced` needs of one attrs class, worked out once."""
-
-    __slots__ = ("copy", "fields", "post_init")
-
-    def __init__(self, kind: type) -> None:
-        fields = attrs.fields(kind)
-        self.fields = {a.name: a for a in fields}
-        self.post_init = getattr(kind, "__attrs_post_init__", None)
-        # A plain copy of every field, one statement each (as attrs writes
-        # its own __init__): a loop over the names costs as much again.  A
-        # class made with cache_hash keeps its hash in a slot of its own,
-        # which a copy starts empty (its fields may differ).
-        lines = ["def copy(record):", "    new = _new(_kind)"]
-        lines += [f"    _set(new, {a.name!r}, record.{a.name})" for a in fields]
-        if _HASH_CACHE in getattr(kind, "__slots__", ()):
-            lines.append(f"    _set(new, {_HASH_CACHE!r}, None)")
-        lines.append("    return new")
-        namespace: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__,
-                                     "_kind": kind}
-        exec("\n".join(lines), namespace)   # noqa: S102 - field names of an attrs class
-        self.copy: Callable[[Any], Any] = namespace["copy"]
+def _slot_setter(kind: type, name: str) -> Callable[[Any, Any], None]:
+    """The ``__set__`` of field ``name``'s slot in the slotted class ``kind``
+    (setting through it skips a frozen class's ``__setattr__``)."""
+    for klass in kind.__mro__:
+        found = klass.__dict__.get(name)
+        if isinstance(found, types.MemberDescriptorType):
+            return found.__set__  # type: ignore[no-any-return]
+    raise TypeError(f"{kind.__name__}.{name} is not a slot")
 
 
-_SHAPES: dict[type, _Shape] = {}
+def _replacer(kind: type, names: tuple[str, ...]) -> Callable[[Any, dict[str, Any]], Any]:
+    """``replace(record, changes)``: :func:`replaced` of a ``kind`` record
+    with the fields ``names`` changed, written out once for that pair: each
+    field set through its slot, in one statement (as attrs writes its own
+    ``__init__``), the changed ones through their converters, then their
+    validators, then ``__attrs_post_init__``.  Changes :func:`replaced`
+    leaves to :func:`attrs.evolve` get a function that calls it."""
+    fields = {a.name: a for a in attrs.fields(kind)}
+    for name in names:
+        field = fields.get(name)
+        if field is None or isinstance(field.converter, attrs.Converter) or not field.init:
+            return lambda record, changes: attrs.evolve(record, **changes)
+    namespace: dict[str, Any] = {"_new": object.__new__, "_kind": kind,
+                                 "_disabled": attrs.validators.get_disabled}
+    lines = ["def replace(record, changes):", "    new = _new(_kind)"]
+    for i, field in enumerate(fields.values()):
+        namespace[f"_set{i}"] = _slot_setter(kind, field.name)
+        if field.name not in names:
+            value = f"record.{field.name}"
+        elif field.converter is None:
+            value = f"changes[{field.name!r}]"
+        else:
+            namespace[f"_convert{i}"] = field.converter
+            value = f"_convert{i}(changes[{field.name!r}])"
+        lines.append(f"    _set{i}(new, {value})")
+    if _HASH_CACHE in getattr(kind, "__slots__", ()):
+        # A cache_hash class keeps its hash in a slot of its own, which a
+        # copy starts empty (its fields may differ).
+        namespace["_set_hash"] = _slot_setter(kind, _HASH_CACHE)
+        lines.append("    _set_hash(new, None)")
+    checked = [(i, field) for i, field in enumerate(fields.values())
+               if field.name in names and field.validator is not None]
+    if checked:
+        lines.append("    if not _disabled():")
+        for i, field in checked:
+            namespace[f"_validate{i}"], namespace[f"_field{i}"] = field.validator, field
+            lines.append(f"        _validate{i}(new, _field{i}, new.{field.name})")
+    post_init = getattr(kind, "__attrs_post_init__", None)
+    if post_init is not None:
+        namespace["_post_init"] = post_init
+        lines.append("    _post_init(new)")
+    lines.append("    return new")
+    exec("\n".join(lines), namespace)   # noqa: S102 - field names of an attrs class
+    return namespace["replace"]  # type: ignore[no-any-return]
+
+
+#: ``{(class, changed field names): replace}`` (see :func:`_replacer`).
+_REPLACERS: dict[tuple[type, tuple[str, ...]], Callable[[Any, dict[str, Any]], Any]] = {}
+#: The most entries of :data:`_REPLACERS` (all are dropped when it is full).
+_MOST_REPLACERS = 1024
 #: The slot attrs keeps a ``cache_hash`` class's hash in.
 _HASH_CACHE = "_attrs_cached_hash"
 
@@ -332,26 +367,11 @@ def replaced(record: T, **changes: Any) -> T:
     :returns: the copy.
     :raises TypeError: for a name that is not a field, as attrs.evolve does.
     """
-    kind = type(record)
-    shape = _SHAPES.get(kind)
-    if shape is None:
-        shape = _SHAPES[kind] = _Shape(kind)
-    fields = shape.fields
-    for name in changes:
-        field = fields.get(name)
-        if field is None or isinstance(field.converter, attrs.Converter) or not field.init:
-            evolved: Any = attrs.evolve(record, **changes)   # type: ignore[misc]
-            return evolved
-    new = shape.copy(record)
-    assign = object.__setattr__
-    for name, value in changes.items():
-        converter = fields[name].converter
-        assign(new, name, value if converter is None else converter(value))
-    if not attrs.validators.get_disabled():
-        for name in changes:
-            field = fields[name]
-            if field.validator is not None:
-                field.validator(new, field, getattr(new, name))
-    if shape.post_init is not None:
-        shape.post_init(new)
-    return new
+    key = (type(record), tuple(changes))
+    replace = _REPLACERS.get(key)
+    if replace is None:
+        replace = _replacer(*key)
+        if len(_REPLACERS) >= _MOST_REPLACERS:
+            _REPLACERS.clear()
+        _REPLACERS[key] = replace
+    return replace(record, changes)  # type: ignore[no-any-return]

@@ -3,6 +3,7 @@
 import types
 
 import attrs
+import fixtures
 import testtools
 
 from nova_lite import validators as v
@@ -53,3 +54,16 @@ class TestReplaced(testtools.TestCase):
 
     def test_an_unknown_field_is_refused_as_evolve_refuses_it(self):
         self.assertRaises(TypeError, v.replaced, _instance(), colour="red")
+
+    def test_each_kind_of_change_is_written_out_once_and_their_number_is_bounded(self):
+        self.useFixture(fixtures.MonkeyPatch("nova_lite.validators._MOST_REPLACERS", 2))
+        self.useFixture(fixtures.MonkeyPatch("nova_lite.validators._REPLACERS", {}))
+        instance = _instance()
+        first = v.replaced(instance, host="a")
+        self.assertEqual(1, len(v._REPLACERS))
+        self.assertEqual("b", v.replaced(first, host="b").host)   # the same function again
+        self.assertEqual(1, len(v._REPLACERS))
+        for changes in ({"node": "n"}, {"host": "h", "node": "n"}, {"vm_state": "active"}):
+            copy = v.replaced(instance, **changes)
+            self.assertEqual(attrs.evolve(instance, **changes), copy)
+            self.assertLessEqual(len(v._REPLACERS), 2)

@@ -706,8 +706,13 @@ MUTANTS = {
     "replaced-unchecked": (
         "a copy of a record takes its changed fields without their validators",
         "nova_lite/validators.py",
-        "    if not attrs.validators.get_disabled():\n        for name in changes:\n",
-        "    if False:\n        for name in changes:\n"),
+        "    if checked:\n        lines.append(\"    if not _disabled():\")\n",
+        "    if checked:\n        lines.append(\"    if False:\")\n"),
+    "replaced-copies-unbounded": (
+        "the functions that copy records are kept for every kind of change ever made",
+        "nova_lite/validators.py",
+        "        if len(_REPLACERS) >= _MOST_REPLACERS:\n            _REPLACERS.clear()\n",
+        ""),
     "plain-bounds-kept-across-inventories": (
         "a request's cached bounds outlive the node inventories they were worked out on",
         "nova_lite/model/decide.py",
@@ -759,6 +764,7 @@ GUARDS = {
     "amounts-only-units-ignored": ("tests.test_decide",),
     "amounts-only-bound-exclusive": ("tests.test_decide",),
     "replaced-unchecked": ("tests.test_validators",),
+    "replaced-copies-unbounded": ("tests.test_validators",),
     "plain-bounds-kept-across-inventories": ("tests.test_decide",),
     "sqlite-direct-failure-not-rolled-back": ("tests.test_build_records",),
     "failed-postgresql-cursor-kept": (

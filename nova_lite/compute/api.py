@@ -49,6 +49,7 @@ from nova_lite.exception import (
     BuildFailed, InstanceStateConflict, InvalidInput, NovaLiteError)
 from nova_lite.scheduler import HostManager, RequestSpec, Selection
 from nova_lite.scheduler.request import as_request_spec
+from nova_lite.validators import replaced
 from nova_lite.virt.driver import ComputeDriver
 from nova_lite.work import Task, WorkRequest
 
@@ -341,7 +342,7 @@ def _claim_with_alternates(
     for candidate in (selection, *selection.alternates):
         tracker = _tracker_for(trackers, candidate.host)
         here = members if zone_of is None else [
-            attrs.evolve(m, availability_zone=zone_of(candidate.host)) for m in members]
+            replaced(m, availability_zone=zone_of(candidate.host)) for m in members]
         tasks = work_for(members, candidate.host, candidate.nodename) if work_for else []
         try:
             made = _claim_group(tracker, here, candidate, tasks)

@@ -44,7 +44,6 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import attrs
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -56,6 +55,7 @@ from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
 from nova_lite.model.plans import MAX_AMOUNT, ClaimPlan, ClaimRequest
 from nova_lite.objects import DELETED, ComputeNode, Migration
+from nova_lite.validators import replaced
 
 T_NODES, T_ALLOC = models.compute_nodes, models.allocations
 T_INST, T_MIG, T_USAGE = models.instances, models.migrations, models.node_usage
@@ -650,4 +650,4 @@ def node_with_usage_row(node: ComputeNode, row: Any) -> ComputeNode:
     for rc, col in rows.STD_COLUMNS:
         if getattr(row, col):
             usage[rc] = int(getattr(row, col))
-    return attrs.evolve(node, generation=row.generation, usage=usage)
+    return replaced(node, generation=row.generation, usage=usage)
