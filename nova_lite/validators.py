@@ -14,7 +14,7 @@ character (see :func:`text_reason`).
 import types
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -286,7 +286,7 @@ def records(kind: type[T], value: Iterable[T] | None,
     return items
 
 
-def _slot_setter(kind: type, name: str) -> Callable[[Any, Any], None]:
+def slot_setter(kind: type, name: str) -> Callable[[Any, Any], None]:
     """The ``__set__`` of field ``name``'s slot in the slotted class ``kind``
     (setting through it skips a frozen class's ``__setattr__``)."""
     for klass in kind.__mro__:
@@ -294,6 +294,29 @@ def _slot_setter(kind: type, name: str) -> Callable[[Any, Any], None]:
         if isinstance(found, types.MemberDescriptorType):
             return found.__set__  # type: ignore[no-any-return]
     raise TypeError(f"{kind.__name__}.{name} is not a slot")
+
+
+def unchecked_maker(kind: type[T], name: str, params: tuple[str, ...],
+                    values: Mapping[str, str],
+                    constants: Mapping[str, Any] | None = None) -> Callable[..., T]:
+    """A function ``name(*params)`` that gives a new instance of the frozen,
+    slotted attrs class ``kind`` with each field set to the expression
+    ``values[field]`` (of ``params`` and the names of ``constants``), its
+    validators and converters not run: every value must be what they would
+    give.  For records built from parts that are records already (checked
+    when they were made), on paths that build them by the thousand.
+
+    The function is written out field by field, each field set through its
+    slot (what a loop over the fields by name costs twice as much as).
+    """
+    namespace: dict[str, Any] = {**(constants or {}), "_new": object.__new__, "_kind": kind}
+    lines = [f"def {name}({', '.join(params)}):", "    record = _new(_kind)"]
+    for i, field in enumerate(attrs.fields(cast(Any, kind))):
+        namespace[f"_set{i}"] = slot_setter(kind, field.name)
+        lines.append(f"    _set{i}(record, {values[field.name]})")
+    lines.append("    return record")
+    exec("\n".join(lines), namespace)   # noqa: S102 - names of attrs fields only
+    return namespace[name]  # type: ignore[no-any-return]
 
 
 def _replacer(kind: type, names: tuple[str, ...]) -> Callable[[Any, dict[str, Any]], Any]:
@@ -312,7 +335,7 @@ def _replacer(kind: type, names: tuple[str, ...]) -> Callable[[Any, dict[str, An
                                  "_disabled": attrs.validators.get_disabled}
     lines = ["def replace(record, changes):", "    new = _new(_kind)"]
     for i, field in enumerate(fields.values()):
-        namespace[f"_set{i}"] = _slot_setter(kind, field.name)
+        namespace[f"_set{i}"] = slot_setter(kind, field.name)
         if field.name not in names:
             value = f"record.{field.name}"
         elif field.converter is None:
@@ -324,7 +347,7 @@ def _replacer(kind: type, names: tuple[str, ...]) -> Callable[[Any, dict[str, An
     if _HASH_CACHE in getattr(kind, "__slots__", ()):
         # A cache_hash class keeps its hash in a slot of its own, which a
         # copy starts empty (its fields may differ).
-        namespace["_set_hash"] = _slot_setter(kind, _HASH_CACHE)
+        namespace["_set_hash"] = slot_setter(kind, _HASH_CACHE)
         lines.append("    _set_hash(new, None)")
     checked = [(i, field) for i, field in enumerate(fields.values())
                if field.name in names and field.validator is not None]

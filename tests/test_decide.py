@@ -12,7 +12,7 @@ from nova_lite.exception import ComputeResourcesUnavailable
 from nova_lite.model import decide as decision
 from nova_lite.model.plans import ClaimAsk
 from nova_lite.model.usage import with_allocation
-from nova_lite.objects import ComputeNode, Flavor, Instance, Overhead
+from nova_lite.objects import Allocation, ComputeNode, Flavor, Instance, Migration, Overhead
 from nova_lite.resources import DISK_GB, MEMORY_MB, VCPU, Inventory
 
 HOST = "host-a"
@@ -111,6 +111,32 @@ class TestAmountsOnly(testtools.TestCase):
         reasons, _ = self._claim(node, _ask(1, 512, 1, 1), None)
         self.assertEqual([f"MEMORY_MB: requested 512 is more than nova-lite records ({most})",
                           f"VCPU: requested 1 is more than nova-lite records ({most})"], reasons)
+
+    def test_the_allocation_of_amounts_alone_is_the_one_its_class_makes(self):
+        # Built without its converters (each part a checked record's): the
+        # same record, fields of the same types, as Allocation(...) gives.
+        node = _node({VCPU: Inventory(total=8), MEMORY_MB: Inventory(total=4096),
+                      DISK_GB: Inventory(total=100)}, {})
+        flavor = Flavor(name="small", vcpus=1, memory_mb=512, root_gb=1)
+        instance = Instance(uuid=f"{1:036d}", flavor=flavor)
+        move = Migration(uuid=f"{2:036d}", instance_uuid=instance.uuid, source_compute="b",
+                         source_node="b", dest_compute=HOST, dest_node=HOST,
+                         old_flavor=flavor, new_flavor=flavor)
+        for migration, consumer in ((None, instance.uuid), (move, move.uuid)):
+            with self.subTest(migration=migration is not None):
+                ask = ClaimAsk.build(instance, flavor, Overhead(), migration)
+                (plan,) = decision.NodeClaims(host=HOST, nodename=HOST, asks=[ask]).decide(node)
+                expected = Allocation(
+                    consumer_uuid=consumer,
+                    consumer_type="instance" if migration is None else "migration",
+                    instance_uuid=instance.uuid, node_uuid=node.uuid,
+                    resources={VCPU: 1, MEMORY_MB: 512, DISK_GB: 1}, flavor=flavor)
+                self.assertEqual(expected, plan.allocation)
+                for field in attrs.fields(Allocation):
+                    self.assertIs(type(getattr(expected, field.name)),
+                                  type(getattr(plan.allocation, field.name)), field.name)
+                with testtools.ExpectedException(TypeError):
+                    plan.allocation.resources[VCPU] = 2   # read-only, as converted
 
     def test_claims_on_one_record_share_its_bounds_until_its_inventories_change(self):
         flavor = Flavor(name="small", vcpus=1, memory_mb=512, root_gb=1)

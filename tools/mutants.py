@@ -713,6 +713,11 @@ MUTANTS = {
         "nova_lite/validators.py",
         "        if len(_REPLACERS) >= _MOST_REPLACERS:\n            _REPLACERS.clear()\n",
         ""),
+    "amounts-allocation-of-the-consumer": (
+        "a move of amounts alone records its migration as the allocation's instance",
+        "nova_lite/model/decide.py",
+        '     "instance_uuid": "instance_uuid", "node_uuid": "node_uuid", "resources": "resources",\n',
+        '     "instance_uuid": "consumer_uuid", "node_uuid": "node_uuid", "resources": "resources",\n'),
     "plain-bounds-kept-across-inventories": (
         "a request's cached bounds outlive the node inventories they were worked out on",
         "nova_lite/model/decide.py",
@@ -765,6 +770,7 @@ GUARDS = {
     "amounts-only-bound-exclusive": ("tests.test_decide",),
     "replaced-unchecked": ("tests.test_validators",),
     "replaced-copies-unbounded": ("tests.test_validators",),
+    "amounts-allocation-of-the-consumer": ("tests.test_decide",),
     "plain-bounds-kept-across-inventories": ("tests.test_decide",),
     "sqlite-direct-failure-not-rolled-back": ("tests.test_build_records",),
     "failed-postgresql-cursor-kept": (

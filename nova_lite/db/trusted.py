@@ -39,6 +39,7 @@ import attrs
 from nova_lite.exception import InvalidInput
 from nova_lite.objects import ComputeNode, InstanceNUMATopology, NodeResources, nested_amounts
 from nova_lite.resources import Inventory
+from nova_lite.validators import unchecked_maker
 
 _R = TypeVar("_R")
 _NEW = object.__new__
@@ -56,46 +57,17 @@ _NO_PROVIDER_USAGE = nested_amounts({})
 _quoted: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
-def _slot(cls: type, name: str) -> Any:
-    """The slot descriptor of field ``name`` of the slotted class ``cls``."""
-    for klass in cls.__mro__:
-        found = klass.__dict__.get(name)
-        if isinstance(found, types.MemberDescriptorType):
-            return found
-    raise TypeError(f"{cls.__name__}.{name} is not a slot")
-
-
-def _maker(cls: type[_R], name: str, params: tuple[str, ...],
-           values: Mapping[str, str]) -> Callable[..., _R]:
-    """A function ``name(*params)`` that gives a new instance of the frozen,
-    slotted attrs class ``cls`` with each field set to the expression
-    ``values[field]`` (of ``params``), its validators and converters not
-    run: every value must be what they would give.
-
-    The function is written out field by field, each field set through its
-    slot (what a loop over the fields by name costs twice as much as).
-    """
-    namespace: dict[str, Any] = {"_new": _NEW, "_cls": cls}
-    lines = [f"def {name}({', '.join(params)}):", "    record = _new(_cls)"]
-    for i, field in enumerate(_FIELDS[cls]):
-        namespace[f"_set{i}"] = _slot(cls, field).__set__
-        lines.append(f"    _set{i}(record, {values[field]})")
-    lines.append("    return record")
-    exec("\n".join(lines), namespace)   # noqa: S102 - names of attrs fields only
-    return namespace[name]  # type: ignore[no-any-return]
-
-
 _FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(a.name for a in attrs.fields(cls)) for cls in (ComputeNode, NodeResources)}
 
 #: ``new_node(**every field)``: a ComputeNode of values already in the form
 #: its converters give.
-new_node: Callable[..., ComputeNode] = _maker(
+new_node: Callable[..., ComputeNode] = unchecked_maker(
     ComputeNode, "new_node", _FIELDS[ComputeNode], {f: f for f in _FIELDS[ComputeNode]})
 #: ``_with_identity(kind, hostname, uuid)``: a copy of a kind's NodeResources
 #: with the node's own hostname and uuid.
 _IDENTITY = {"hypervisor_hostname": "hostname", "uuid": "uuid"}
-_with_identity: Callable[[NodeResources, str, str], NodeResources] = _maker(
+_with_identity: Callable[[NodeResources, str, str], NodeResources] = unchecked_maker(
     NodeResources, "_with_identity", ("kind", "hostname", "uuid"),
     {f: _IDENTITY.get(f, f"kind.{f}") for f in _FIELDS[NodeResources]})
 

@@ -22,11 +22,12 @@ from nova_lite.model.plans import MAX_AMOUNT, ClaimAsk, ClaimPlan, ClaimRequest
 from nova_lite.model.usage import with_allocation
 from nova_lite.numa import (
     NUMA_FIT_FAILED, fit_instance_to_host, numa_fit_problem, numa_usage_for)
-from nova_lite.objects import Allocation, ComputeNode, InstanceNUMATopology, PciRequest
+from nova_lite.objects import (
+    Allocation, ComputeNode, InstanceNUMATopology, PciRequest, nested_amounts)
 from nova_lite.pci import PciStats
 from nova_lite.providers import split_request
 from nova_lite.traits import TraitRequest, flavor_traits
-from nova_lite.validators import replaced
+from nova_lite.validators import replaced, unchecked_maker
 
 
 @attrs.frozen
@@ -188,13 +189,21 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
                 raise ComputeResourcesUnavailable(decision.reasons)
             bounds = plan_bounds(node, ask, limits)
         migration, instance = ask.migration, ask.instance
-        alloc = Allocation(
-            consumer_uuid=instance.uuid if migration is None else migration.uuid,
-            consumer_type="instance" if migration is None else "migration",
-            instance_uuid=instance.uuid, node_uuid=node.uuid,
-            resources=_with_nested(ask.requested, decision.providers),
-            flavor=ask.flavor, numa_topology=decision.numa_topology,
-            pci_devices=decision.pci_devices, providers=decision.providers)
+        consumer, kind = (instance.uuid, "instance") if migration is None \
+            else (migration.uuid, "migration")
+        if decision is _AMOUNTS_FIT:
+            # Amounts alone, each part a checked record's: nothing to convert.
+            requested = ask.requested
+            alloc = _amounts_allocation(
+                consumer, kind, instance.uuid, node.uuid,
+                requested if type(requested) is MappingProxyType
+                else MappingProxyType(dict(requested)), ask.flavor)
+        else:
+            alloc = Allocation(
+                consumer_uuid=consumer, consumer_type=kind, instance_uuid=instance.uuid,
+                node_uuid=node.uuid, resources=_with_nested(ask.requested, decision.providers),
+                flavor=ask.flavor, numa_topology=decision.numa_topology,
+                pci_devices=decision.pci_devices, providers=decision.providers)
         placed = None
         if migration is None:
             # Only what the decision placed is copied in (a copy checks each
@@ -215,6 +224,18 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
 
 #: The decision of a request of amounts alone that fits: nothing to place.
 _AMOUNTS_FIT = Decision()
+#: ``_amounts_allocation(consumer_uuid, consumer_type, instance_uuid,
+#: node_uuid, resources, flavor)``: the Allocation of a request of amounts
+#: alone, from values in the form its converters give (``resources`` a
+#: read-only mapping no one changes), without running them again.
+_amounts_allocation = unchecked_maker(
+    Allocation, "_amounts_allocation",
+    ("consumer_uuid", "consumer_type", "instance_uuid", "node_uuid", "resources", "flavor"),
+    {"consumer_uuid": "consumer_uuid", "consumer_type": "consumer_type",
+     "instance_uuid": "instance_uuid", "node_uuid": "node_uuid", "resources": "resources",
+     "flavor": "flavor", "numa_topology": "None", "pci_devices": "()",
+     "providers": "_NO_PROVIDERS"},
+    {"_NO_PROVIDERS": nested_amounts({})})
 
 
 #: ``{(id(inventories), id(requested), children): (inventories, requested,
