@@ -514,6 +514,9 @@ class TestCommands(testtools.TestCase):
         self.assertGreater(result["reference_per_s"], 0)
         self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
                          result["ratio"])
+        for key in ("own_rows_per_s", "own_rows_untriggered_per_s",
+                    "own_rows_without_nulls_per_s"):
+            self.assertGreater(result[key], 0, key)
 
     def test_references_on_postgresql(self):
         databases.use_postgresql(self)

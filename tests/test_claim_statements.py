@@ -482,3 +482,55 @@ class _SeenStatements:
 
     def direct_ending(self, dbapi_connection, autocommit):
         pass
+
+
+class TestLeanInsertsSQLite(base.SQLiteBackend, base.TestCase):
+    """SQLite: a claim's INSERTs leave out the columns its rows hold NULL in
+    (sqlite3 binds each None through a failed adapter lookup); a row with a
+    value in any of them is written with every column."""
+
+    NULLABLE_INSTANCE = ("task_state", "numa_topology", "pci_requests", "pci_devices",
+                         "availability_zone")
+    NULLABLE_ALLOCATION = ("other", "numa_topology", "pci_devices", "providers")
+
+    def setUp(self):
+        super().setUp()
+        self.url = self.database_url()
+        self.rt = races.RaceMixin.tracker(self)
+        self.store = self.rt.store
+
+    def inserts(self, inst):
+        """The INSERT statements of ``inst``'s claim, and its rows as recorded."""
+        from nova_lite.db.direct import observe, unobserve
+        seen = _SeenStatements()
+        observe(self.store.db.engine, seen)
+        try:
+            self.rt.instance_claim(inst, "a")
+        finally:
+            unobserve(self.store.db.engine, seen)
+        inserts = {sql.split()[2]: sql for sql, _ in seen.ran if sql.startswith("INSERT")}
+        with self.store.db.engine.connect() as conn:
+            instance_row = conn.execute(
+                sa.select(T_INST).where(T_INST.c.uuid == inst.uuid)).one()._asdict()
+            allocation_row = conn.execute(
+                sa.select(T_ALLOC).where(T_ALLOC.c.consumer_uuid == inst.uuid)).one()._asdict()
+        return inserts, instance_row, allocation_row
+
+    def test_a_plain_claim_binds_none_of_the_null_columns(self):
+        inserts, instance_row, allocation_row = self.inserts(races.instance())
+        for column in self.NULLABLE_INSTANCE:
+            self.assertNotIn(column, inserts["instances"])
+            self.assertIsNone(instance_row[column], column)
+        for column in self.NULLABLE_ALLOCATION:
+            self.assertNotIn(column, inserts["allocations"])
+            self.assertIsNone(allocation_row[column], column)
+        self.assertEqual("building", instance_row["vm_state"])
+        self.assertEqual(1, allocation_row["vcpu"])
+
+    def test_a_value_in_any_of_them_writes_every_column(self):
+        inst = races.instance(availability_zone="az1")
+        inserts, instance_row, allocation_row = self.inserts(inst)
+        for column in self.NULLABLE_INSTANCE:
+            self.assertIn(column, inserts["instances"])
+        self.assertEqual("az1", instance_row["availability_zone"])
+        self.assertNotIn("numa_topology", inserts["allocations"])   # that row's are NULL

@@ -716,8 +716,21 @@ MUTANTS = {
     "amounts-allocation-of-the-consumer": (
         "a move of amounts alone records its migration as the allocation's instance",
         "nova_lite/model/decide.py",
-        '     "instance_uuid": "instance_uuid", "node_uuid": "node_uuid", "resources": "resources",\n',
-        '     "instance_uuid": "consumer_uuid", "node_uuid": "node_uuid", "resources": "resources",\n'),
+        '     "instance_uuid": "instance_uuid", "node_uuid": "node_uuid", '
+        '"resources": "resources",\n',
+        '     "instance_uuid": "consumer_uuid", "node_uuid": "node_uuid", '
+        '"resources": "resources",\n'),
+    "lean-insert-drops-values": (
+        "a claim's INSERT leaves out the columns plain rows hold NULL in, whatever the "
+        "row holds there",
+        "nova_lite/db/claim_writes.py",
+        "        return self.lean if self._nullable(values) == self._nulls else self.full\n",
+        "        return self.lean\n"),
+    "lean-insert-never": (
+        "a claim's INSERT binds every column, the NULLs of a plain row too",
+        "nova_lite/db/claim_writes.py",
+        "        return self.lean if self._nullable(values) == self._nulls else self.full\n",
+        "        return self.full\n"),
     "plain-bounds-kept-across-inventories": (
         "a request's cached bounds outlive the node inventories they were worked out on",
         "nova_lite/model/decide.py",
@@ -771,6 +784,8 @@ GUARDS = {
     "replaced-unchecked": ("tests.test_validators",),
     "replaced-copies-unbounded": ("tests.test_validators",),
     "amounts-allocation-of-the-consumer": ("tests.test_decide",),
+    "lean-insert-drops-values": ("tests.test_claim_statements", "tests.test_claims"),
+    "lean-insert-never": ("tests.test_claim_statements",),
     "plain-bounds-kept-across-inventories": ("tests.test_decide",),
     "sqlite-direct-failure-not-rolled-back": ("tests.test_build_records",),
     "failed-postgresql-cursor-kept": (

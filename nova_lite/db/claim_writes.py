@@ -40,6 +40,7 @@ from), so the claims that lost the race to it are checked by the
 database rather than decided again under the lock.
 """
 
+import operator
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -80,11 +81,52 @@ _UPDATE_INSTANCE = T_INST.update().where(T_INST.c.uuid == sa.bindparam("key")).v
 _INSERT_ALLOCATION = T_ALLOC.insert().values(
     {c.name: sa.bindparam(c.name) for c in T_ALLOC.columns})
 _INSERT_MIGRATION = T_MIG.insert().values({c.name: sa.bindparam(c.name) for c in T_MIG.columns})
-_INSERT_NEW_INSTANCE = {
-    name: dialect.insert(T_INST).values(
-        {c.name: sa.bindparam(c.name) for c in T_INST.columns}).on_conflict_do_nothing(
+
+
+def _new_instance_insert(dialect: Any, columns: Iterable[str]) -> sa.ClauseElement:
+    """``dialect``'s INSERT of a new instance's ``columns``; nothing if its uuid is known."""
+    return dialect.insert(T_INST).values(  # type: ignore[no-any-return]
+        {c: sa.bindparam(c) for c in columns}).on_conflict_do_nothing(
         index_elements=[T_INST.c.uuid])
-    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))}
+
+
+_DIALECTS = (("postgresql", postgresql), ("sqlite", sqlite))
+_INSERT_NEW_INSTANCE = {name: _new_instance_insert(dialect, T_INST.columns.keys())
+                        for name, dialect in _DIALECTS}
+
+
+class _LeanInsert:
+    """``full``, an INSERT of every column of a row, and ``lean``, the same
+    without the columns ``nullable``, for a row that holds NULL in every one
+    of them (a plain claim's rows: no NUMA cell, no PCI device, no class
+    beyond the standard ones, no zone), which then take their NULL default.
+    ``sqlite3`` binds a None through a failed lookup of an adapter (an
+    exception made and dropped, for each): the lean statement binds none."""
+
+    __slots__ = ("full", "lean", "_nullable", "_nulls")
+
+    def __init__(self, full: sa.ClauseElement, lean: sa.ClauseElement,
+                 nullable: tuple[str, ...]) -> None:
+        self.full, self.lean = full, lean
+        self._nullable = operator.itemgetter(*nullable)
+        self._nulls = (None,) * len(nullable)
+
+    def of(self, values: Mapping[str, Any]) -> sa.ClauseElement:
+        """The statement for a row of ``values`` (every column named)."""
+        return self.lean if self._nullable(values) == self._nulls else self.full
+
+
+_INSTANCE_NULLABLE = ("task_state", "numa_topology", "pci_requests", "pci_devices",
+                      "availability_zone")
+_LEAN_INSERT_NEW_INSTANCE = {
+    name: _LeanInsert(_INSERT_NEW_INSTANCE[name], _new_instance_insert(
+        dialect, [c for c in T_INST.columns.keys() if c not in _INSTANCE_NULLABLE]),
+        _INSTANCE_NULLABLE)
+    for name, dialect in _DIALECTS}
+_ALLOCATION_NULLABLE = ("other", "numa_topology", "pci_devices", "providers")
+_LEAN_INSERT_ALLOCATION = _LeanInsert(_INSERT_ALLOCATION, T_ALLOC.insert().values(
+    {c.name: sa.bindparam(c.name) for c in T_ALLOC.columns
+     if c.name not in _ALLOCATION_NULLABLE}), _ALLOCATION_NULLABLE)
 
 _V = TypeVar("_V")
 
@@ -211,8 +253,9 @@ def write_plans(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float,
         instance = plan.instance
         if instance is None:
             continue
-        if not conn.execute(_INSERT_NEW_INSTANCE[conn.dialect.name],
-                            rows.new_instance_values(instance, now)).rowcount:
+        values = rows.new_instance_values(instance, now)
+        if not conn.execute(_LEAN_INSERT_NEW_INSTANCE[conn.dialect.name].of(values),
+                            values).rowcount:
             _guard_instance_claim(conn, instance.uuid)
             conn.execute(_UPDATE_INSTANCE, dict(rows.instance_values(instance, now),
                                                 key=instance.uuid))
@@ -223,19 +266,19 @@ def write_plans(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float,
     allocations = [rows.allocation_values(plan.allocation, now) for plan in plans]
     if usage is None:
         for values in allocations:
-            conn.execute(_INSERT_ALLOCATION, values)
+            conn.execute(_LEAN_INSERT_ALLOCATION.of(values), values)
         return
     node_uuid, generation, before = usage
     totals = usage_after(before, allocations, generation)
     if conn.dialect.name != "postgresql" or not allocations:
         for values in allocations:
-            conn.execute(_INSERT_ALLOCATION, values)
+            conn.execute(_LEAN_INSERT_ALLOCATION.of(values), values)
         rows.record_usage(conn, node_uuid, generation, totals)
         return
     # PostgreSQL: the last allocation and the usage row in one statement,
     # one round trip less while the node's lock is held.
     for values in allocations[:-1]:
-        conn.execute(_INSERT_ALLOCATION, values)
+        conn.execute(_LEAN_INSERT_ALLOCATION.of(values), values)
     conn.execute(_PG_ALLOCATION_AND_USAGE, dict(
         allocations[-1], **_prefixed(totals, "u_"), u_node_uuid=node_uuid,
         u_generation=generation))
