@@ -7,14 +7,15 @@
   ``own_rows``: a plain ``sqlite3`` loop writing exactly what a claim
   writes (the generation swap, the instance's row and the allocation's, on
   nova-lite's own schema as a Store creates it: its indexes, foreign keys
-  and the triggers that move the node's change sequence): the most any
-  claim with these records could reach.  Goal: ``own_rows_ratio`` at
-  least 60%.  Beside it, informative, ``own_rows_untriggered_per_s``: the
-  same loop on the tables alone (no change-sequence triggers), which is
-  what the change sequence costs every writer of a node; and
+  and the triggers that move the node's change sequence), binding every
+  column as a plain loop does.  Goal: ``own_rows_ratio`` at least 60%.
+  Beside it, informative, ``own_rows_untriggered_per_s``: the same loop on
+  the tables alone (no change-sequence triggers), which is what the change
+  sequence costs every writer of a node; and
   ``own_rows_without_nulls_per_s``: the same loop naming in its INSERTs
   only the columns whose values are not NULL, as a claim's statements do
-  (``sqlite3`` binds each None through a failed lookup of an adapter).
+  (``sqlite3`` binds each None through a failed lookup of an adapter): the
+  most any claim with these records could reach.
 - ``postgresql-1``: 1,000 claims from one process against ``pgbench`` with
   one client (its default tpcb-like script, 10 s, the prepared protocol
   ``-M prepared``) on a database of its own on the same server, initialised
