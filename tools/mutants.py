@@ -766,6 +766,32 @@ MUTANTS = {
         "nova_lite/db/store.py",
         "tasks=tuple(tasks), usage_row=not self._streaks.alone(node.uuid))",
         "tasks=tuple(tasks), usage_row=True)"),
+    "checkpoints-never-woken": (
+        "a commit never wakes the thread that checkpoints the SQLite log",
+        "nova_lite/db/wal_checkpoints.py",
+        "        if not self._wake.is_set():\n            self._wake.set()\n",
+        ""),
+    "checkpoint-backstop-unset": (
+        "the writers of a SQLite file keep checkpointing at SQLite's 1,000 pages beside "
+        "the thread",
+        "nova_lite/db/engine.py",
+        "            event.listen(self.engine, \"connect\", _backstop_checkpoints)\n",
+        ""),
+    "checkpoint-thread-outlives-store": (
+        "disposing of a SQLite Database leaves its checkpoints' thread running",
+        "nova_lite/db/engine.py",
+        "        if self.checkpointer is not None:\n            self.checkpointer.stop()\n",
+        ""),
+    "forked-checkpointer-keeps-parent-thread": (
+        "a forked child takes its parent's checkpoints thread for its own",
+        "nova_lite/db/wal_checkpoints.py",
+        "        checkpointer._thread = None\n",
+        ""),
+    "checkpoint-failure-logged-every-time": (
+        "every failed checkpoint logs a WARNING, not only the first of a run",
+        "nova_lite/db/wal_checkpoints.py",
+        "            if not self._failing:\n",
+        "            if True:\n"),
 }
 
 _HISTORY = "tests.reliability.test_history"
@@ -783,6 +809,11 @@ GUARDS = {
     "amounts-only-bound-exclusive": ("tests.test_decide",),
     "replaced-unchecked": ("tests.test_validators",),
     "replaced-copies-unbounded": ("tests.test_validators",),
+    "checkpoints-never-woken": ("tests.test_wal_checkpoints",),
+    "checkpoint-backstop-unset": ("tests.test_wal_checkpoints",),
+    "checkpoint-thread-outlives-store": ("tests.test_wal_checkpoints",),
+    "forked-checkpointer-keeps-parent-thread": ("tests.test_wal_checkpoints",),
+    "checkpoint-failure-logged-every-time": ("tests.test_wal_checkpoints",),
     "amounts-allocation-of-the-consumer": ("tests.test_decide",),
     "lean-insert-drops-values": ("tests.test_claim_statements", "tests.test_claims"),
     "lean-insert-never": ("tests.test_claim_statements",),

@@ -40,6 +40,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import Any, ContextManager, TypeVar
 
@@ -50,6 +51,7 @@ from sqlalchemy.pool import StaticPool
 from nova_lite.conf import DATABASE_POOLERS, redact_url
 from nova_lite.db.direct import DirectConnection, DirectObserver, new_cursor, observers_of
 from nova_lite.db.held import HeldConnections
+from nova_lite.db.wal_checkpoints import BACKSTOP_PAGES, WalCheckpointer
 from nova_lite.exception import ClaimRaceLost, DatabaseBusy, StoreError
 
 #: Default bound (s) on any wait for a database lock.
@@ -176,6 +178,13 @@ def _install_sqlite_hooks(engine: sa.Engine, wal: bool, busy_timeout_s: float,
     def _on_begin(conn: sa.Connection) -> None:
         deferred = readonly or conn.get_execution_options().get("nl_readonly")
         conn.exec_driver_sql("BEGIN DEFERRED" if deferred else "BEGIN IMMEDIATE")
+
+
+def _backstop_checkpoints(dbapi_conn: Any, record: Any) -> None:
+    """A writer's own automatic checkpoint, where a
+    :class:`~nova_lite.db.wal_checkpoints.WalCheckpointer` runs them: only
+    past :data:`~nova_lite.db.wal_checkpoints.BACKSTOP_PAGES` pages."""
+    dbapi_conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
 
 
 def make_engine(url: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, readonly: bool = False,
@@ -401,6 +410,15 @@ class Database:
         self._setup = (transaction_setup(pooler, busy_timeout_s)
                        if self.dialect == "postgresql" else None)
         self._held = HeldConnections(self.engine, lambda: IDLE_PING_S)
+        #: The thread that checkpoints a writable SQLite file's log
+        #: (:mod:`nova_lite.db.wal_checkpoints`); None for other databases.
+        self.checkpointer: WalCheckpointer | None = None
+        path, _ = sqlite_file_path(self.url)
+        if path and not readonly:
+            self.checkpointer = WalCheckpointer(path)
+            event.listen(self.engine, "connect", _backstop_checkpoints)
+            # A Database dropped without dispose() still ends its thread.
+            weakref.finalize(self, self.checkpointer.stop)
 
     def _run(self, op: str, fn: Callable[[sa.Connection], _T], readonly: bool,
              snapshot: bool = False, each_alone: bool = False) -> _T:
@@ -446,7 +464,10 @@ class Database:
         """Run ``fn(conn)`` in a writing transaction (BEGIN IMMEDIATE on SQLite)."""
         if self.readonly:
             raise StoreError(f"{op}: the database {self.redacted_url} is open read-only")
-        return self._run(op, fn, readonly=False)
+        result = self._run(op, fn, readonly=False)
+        if self.checkpointer is not None:
+            self.checkpointer.committed()
+        return result
 
     def write_direct(self, op: str, fn: Callable[[DirectConnection], _T]) -> _T:
         """:meth:`write` with ``fn`` given a :class:`~nova_lite.db.direct.DirectConnection`.
@@ -600,6 +621,8 @@ class Database:
             raise
         cursor.close()
         self._held.give_back(proxy, dbapi)
+        if mode <= _ALONE and self.checkpointer is not None:
+            self.checkpointer.committed()
         return result
 
     def _sqlite_statements(self, dbapi: Any, cursor: Any,
@@ -699,6 +722,9 @@ class Database:
             pooled.invalidate(exc)
 
     def dispose(self) -> None:
-        """Close every pooled connection, and those held for direct transactions."""
+        """Close every pooled connection, and those held for direct
+        transactions; end the checkpoints' thread."""
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         self._held.close()
         self.engine.dispose()
