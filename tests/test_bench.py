@@ -515,8 +515,15 @@ class TestCommands(testtools.TestCase):
         self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
                          result["ratio"])
         for key in ("own_rows_per_s", "own_rows_untriggered_per_s",
-                    "own_rows_without_nulls_per_s"):
+                    "own_rows_without_nulls_per_s", "own_rows_checkpoints_elsewhere_per_s"):
             self.assertGreater(result[key], 0, key)
+        rounds = result["rounds"]
+        self.assertEqual([references.ROUNDS] * 2,
+                         [len(rounds["claims"]), len(rounds["own_rows"])])
+        self.assertEqual(statistics.median(rounds["claims"]), result["claims_per_s"])
+        self.assertEqual(statistics.median(rounds["own_rows"]), result["own_rows_per_s"])
+        self.assertEqual(round(result["claims_per_s"] / result["own_rows_per_s"], 3),
+                         result["own_rows_ratio"])
 
     def test_references_on_postgresql(self):
         databases.use_postgresql(self)
