@@ -769,7 +769,7 @@ MUTANTS = {
     "checkpoints-never-woken": (
         "a commit never wakes the thread that checkpoints the SQLite log",
         "nova_lite/db/wal_checkpoints.py",
-        "        if not self._wake.is_set():\n            self._wake.set()\n",
+        "        if not running.wake.is_set():\n            running.wake.set()\n",
         ""),
     "checkpoint-backstop-unset": (
         "the writers of a SQLite file keep checkpointing at SQLite's 1,000 pages beside "
@@ -785,7 +785,7 @@ MUTANTS = {
     "forked-checkpointer-keeps-parent-thread": (
         "a forked child takes its parent's checkpoints thread for its own",
         "nova_lite/db/wal_checkpoints.py",
-        "        checkpointer._thread = None\n",
+        "        checkpointer._running = None\n",
         ""),
     "checkpoint-failure-logged-every-time": (
         "every failed checkpoint logs a WARNING, not only the first of a run",

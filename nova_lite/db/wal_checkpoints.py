@@ -45,6 +45,7 @@ import sqlite3
 import threading
 import urllib.parse
 import weakref
+from collections.abc import Callable
 
 import attrs
 
@@ -80,6 +81,18 @@ class CheckpointTotals:
     checkpointed_pages: int = 0
 
 
+class _Run:
+    """One run of a checkpointer's thread, with the events only it waits on
+    (a thread being stopped never takes the wake-up meant for the next)."""
+
+    __slots__ = ("thread", "wake", "stopping")
+
+    def __init__(self, run: Callable[["_Run"], None], name: str) -> None:
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=run, args=(self,), name=name, daemon=True)
+
+
 class WalCheckpointer:
     """Checkpoints the SQLite file at ``path`` on a thread of its own.
 
@@ -94,9 +107,7 @@ class WalCheckpointer:
     def __init__(self, path: str, gap_s: float = GAP_S) -> None:
         self.path = path
         self.gap_s = gap_s
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._running: _Run | None = None
         self._lock = threading.Lock()
         self._totals = CheckpointTotals()
         self._failing = False
@@ -108,10 +119,11 @@ class WalCheckpointer:
         Cheap enough for every commit: an event set, the thread started on
         the first call.
         """
-        if self._thread is None:
-            self._start()
-        if not self._wake.is_set():
-            self._wake.set()
+        running = self._running
+        if running is None:
+            running = self._start()
+        if not running.wake.is_set():
+            running.wake.set()
 
     def totals(self) -> CheckpointTotals:
         """What the thread has done so far."""
@@ -121,35 +133,33 @@ class WalCheckpointer:
         """End the thread (after the checkpoint it is running, if any) and
         close its connection."""
         with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is None:
+            running, self._running = self._running, None
+        if running is None:
             return
-        self._stopping.set()
-        self._wake.set()
-        if thread is not threading.current_thread():
-            thread.join()
+        running.stopping.set()
+        running.wake.set()
+        if running.thread is not threading.current_thread():
+            running.thread.join()
 
-    def _start(self) -> None:
+    def _start(self) -> _Run:
         with self._lock:
-            if self._thread is not None:
-                return
-            self._stopping = threading.Event()
-            thread = threading.Thread(target=self._run, args=(self._stopping,),
-                                      name=f"wal-checkpoints:{os.path.basename(self.path)}",
-                                      daemon=True)
-            self._thread = thread
-            thread.start()
+            if self._running is not None:
+                return self._running
+            running = _Run(self._run, f"wal-checkpoints:{os.path.basename(self.path)}")
+            self._running = running
+            running.thread.start()
+            return running
 
-    def _run(self, stopping: threading.Event) -> None:
+    def _run(self, running: _Run) -> None:
         conn: sqlite3.Connection | None = None
         try:
             while True:
-                self._wake.wait()
-                if stopping.is_set():
+                running.wake.wait()
+                if running.stopping.is_set():
                     return
-                self._wake.clear()
+                running.wake.clear()
                 conn = self._checkpoint(conn)
-                if stopping.wait(self.gap_s):
+                if running.stopping.wait(self.gap_s):
                     return
         finally:
             if conn is not None:
@@ -201,10 +211,9 @@ _LIVE: "weakref.WeakSet[WalCheckpointer]" = weakref.WeakSet()
 
 def _forget_threads() -> None:
     for checkpointer in list(_LIVE):
-        # The parent's thread may have held these at the fork.
-        checkpointer._thread = None
+        # The parent's thread, and its lock if held at the fork, are not here.
+        checkpointer._running = None
         checkpointer._lock = threading.Lock()
-        checkpointer._wake = threading.Event()
 
 
 if hasattr(os, "register_at_fork"):
