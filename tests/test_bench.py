@@ -509,6 +509,16 @@ class TestScenarios(testtools.TestCase):
 class TestCommands(testtools.TestCase):
     """The commands print one JSON object, each case run in its own process."""
 
+    def assert_medians_compared(self, result, ours, theirs, reference="reference_per_s",
+                                ratio="ratio"):
+        """``result``'s rounds ``ours`` and ``theirs`` ran :data:`references.ROUNDS`
+        times each, and its rate, ``reference`` and ``ratio`` are their medians'."""
+        rounds = result["rounds"]
+        self.assertEqual([references.ROUNDS] * 2, [len(rounds[ours]), len(rounds[theirs])])
+        self.assertEqual(statistics.median(rounds[ours]), result["claims_per_s"])
+        self.assertEqual(statistics.median(rounds[theirs]), result[reference])
+        self.assertEqual(round(result["claims_per_s"] / result[reference], 3), result[ratio])
+
     def test_references_on_a_sqlite_file(self):
         result = references.run_case({"case": "sqlite-file", "claims": 3})
         self.assertGreater(result["reference_per_s"], 0)
@@ -517,24 +527,13 @@ class TestCommands(testtools.TestCase):
         for key in ("own_rows_per_s", "own_rows_untriggered_per_s",
                     "own_rows_without_nulls_per_s", "own_rows_checkpoints_elsewhere_per_s"):
             self.assertGreater(result[key], 0, key)
-        rounds = result["rounds"]
-        self.assertEqual([references.ROUNDS] * 2,
-                         [len(rounds["claims"]), len(rounds["own_rows"])])
-        self.assertEqual(statistics.median(rounds["claims"]), result["claims_per_s"])
-        self.assertEqual(statistics.median(rounds["own_rows"]), result["own_rows_per_s"])
-        self.assertEqual(round(result["claims_per_s"] / result["own_rows_per_s"], 3),
-                         result["own_rows_ratio"])
+        self.assert_medians_compared(result, "claims", "own_rows", reference="own_rows_per_s",
+                                     ratio="own_rows_ratio")
 
     def test_references_on_postgresql(self):
         databases.use_postgresql(self)
         result = references.run_case({"case": "postgresql-shared", "claims": 3})
-        rounds = result["rounds"]
-        self.assertEqual([references.ROUNDS] * 2,
-                         [len(rounds["shared"]), len(rounds["single"])])
-        self.assertEqual(statistics.median(rounds["shared"]), result["claims_per_s"])
-        self.assertEqual(statistics.median(rounds["single"]), result["reference_per_s"])
-        self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
-                         result["ratio"])
+        self.assert_medians_compared(result, "shared", "single")
 
     def test_references_against_pgbench(self):
         databases.use_postgresql(self)
@@ -543,13 +542,7 @@ class TestCommands(testtools.TestCase):
         result = references.run_case({"case": "postgresql-1", "claims": 3})
         self.assertIn("-M prepared", result["reference"])
         self.assertGreater(result["reference_per_s"], 0)
-        rounds = result["rounds"]
-        self.assertEqual([references.ROUNDS] * 2,
-                         [len(rounds["claims"]), len(rounds["reference"])])
-        self.assertEqual(statistics.median(rounds["claims"]), result["claims_per_s"])
-        self.assertEqual(statistics.median(rounds["reference"]), result["reference_per_s"])
-        self.assertEqual(round(result["claims_per_s"] / result["reference_per_s"], 3),
-                         result["ratio"])
+        self.assert_medians_compared(result, "claims", "reference")
         self.assertEqual(round(result["claims_per_s"] / result["claims_per_cpu_s"], 3),
                          result["client_cpu_share"])
 
