@@ -18,11 +18,12 @@ writers.  What it trades:
 
 - a writer waits for a checkpoint only once per :data:`BACKSTOP_PAGES`
   pages of log (about 360 claims) instead of once per 1,000 (about 90):
-  the writers' own automatic checkpoint stays on at that bound.  While
-  commits keep coming, a checkpoint beside them never finds the whole log
-  copied when a writer starts, and only then may a writer start the log
-  again from its beginning; the writers' checkpoint at the bound finds
-  almost every page already copied, so it is short (two small flushes);
+  the writers' own automatic checkpoint stays on at that bound.  A writer
+  starts the log again from its beginning only if the whole log has been
+  copied when it starts; while commits keep coming, a checkpoint running
+  beside them never leaves it so, and the writers' checkpoint at the bound
+  is what starts it again.  That checkpoint finds almost every page
+  already copied, so it is short (two small flushes);
 - so the log file grows to about :data:`BACKSTOP_PAGES` pages (16 MiB at
   4 KiB pages) under a steady stream of writes, where it stayed near 1,000
   (4 MiB); it is reused from its start, not grown, after that;
