@@ -621,7 +621,7 @@ class Database:
             raise
         cursor.close()
         self._held.give_back(proxy, dbapi)
-        if mode <= _ALONE and self.checkpointer is not None:
+        if mode in (_WRITE, _ALONE) and self.checkpointer is not None:
             self.checkpointer.committed()
         return result
 
