@@ -66,8 +66,9 @@ class CheckpointTotals:
     """What a :class:`WalCheckpointer` has done since it was made.
 
     :ivar checkpoints: checkpoints run to the end (each one ``PASSIVE``).
-    :ivar busy: checkpoints not run because another connection (another
-        process's checkpointer, or a writer's own) was running one.
+    :ivar busy: checkpoints that did nothing: another connection (another
+        process's checkpointer, or a writer's own) was running one, or the
+        file had no write-ahead log (it is not in WAL mode).
     :ivar failures: checkpoints that raised a database error.
     :ivar log_pages: pages in the log at the last checkpoint's end.
     :ivar checkpointed_pages: of those, pages copied into the database
