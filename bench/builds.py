@@ -15,7 +15,15 @@ hosts' services, spawn and ``active`` included).  Reported:
 total builds / wall time, lost claims retried on an alternate, and whether
 the records hold exactly the builds made (instances, allocations and
 waiting build tasks), and the CPU time the workers
-themselves spent per build (the database server's is not in it).
+themselves spent per build.  Beside it, over the timed window (from the
+workers' start together to the last one's result, before any closes its
+connections): the CPU of the processes named ``postgres`` per build
+(``server_cpu_ms_per_build``; None for a SQLite file, or a server whose
+processes this machine does not show), the share of all the machine's
+CPUs that was busy (``machine_busy``), and ``cpu_ceiling_builds_per_s``:
+the rate at which the workers' and the server's CPU per build would fill
+every core, the most builds/s this machine could make while a build
+costs what it cost.
 
 Optional case keys: ``nodes_max_age`` (s) and ``host_subset_size`` (the
 HostManager's), ``warm_trackers`` (each worker's trackers read their node
@@ -27,10 +35,12 @@ them with ``pstats``; the figures are then slower than unprofiled).
 """
 
 import multiprocessing
+import os
 import sys
 import time
 
 from bench import common
+from bench.cluster_checks import machine_busy, postgres_cpu_s
 from bench.scheduler import _spread_hosts
 
 NAME = "builds"
@@ -70,7 +80,7 @@ def _settings(case=None):
                          nodes_max_age=(case or {}).get("nodes_max_age", 0.0))
 
 
-def _worker(url, case, barrier, results, index=0):
+def _worker(url, case, signals, results, index=0):
     from nova_lite import objects
     from nova_lite.compute import api
     from nova_lite.db import Store
@@ -93,7 +103,9 @@ def _worker(url, case, barrier, results, index=0):
         import cProfile
         profiler = cProfile.Profile(time.process_time)   # CPU, not waiting
     common.settle_heap()
-    barrier.wait()
+    ready, go, measured = signals
+    ready.put(index)
+    go.wait()
     start, cpu, retried = time.time(), time.process_time(), 0
     if profiler is not None:
         profiler.enable()
@@ -104,10 +116,13 @@ def _worker(url, case, barrier, results, index=0):
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(f"{case['profile']}.{index}.prof")
-    store.close()
     results.put({"start": start, "end": end, "cpu": cpu, "builds": case["builds"],
                  "retried": retried,
                  "peak_rss_mib": common.peak_rss_mib()})
+    # Connections closed after the server's CPU is read: a backend that
+    # exits takes its own figure with it.
+    measured.wait(timeout=600)
+    store.close()
 
 
 def run_case(case):
@@ -129,13 +144,20 @@ def run_case(case):
         ResourceTracker(common.HOST, driver, store=store,
                         settings=settings).update_available_resource()
         _spread_hosts(store, case["nodes"])
-        barrier = ctx.Barrier(case["processes"])
-        results = ctx.Queue()
-        workers = [ctx.Process(target=_worker, args=(url, case, barrier, results, i))
+        ready, go, measured, results = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Queue()
+        workers = [ctx.Process(target=_worker,
+                               args=(url, case, (ready, go, measured), results, i))
                    for i in range(case["processes"])]
         for w in workers:
             w.start()
-        outcomes = common.gather(results, workers)
+        try:
+            common.gather(ready, workers)   # every worker set up
+            before = postgres_cpu_s(), machine_busy()
+            go.set()
+            outcomes = common.gather(results, workers)
+            used = _used_since(*before)
+        finally:
+            measured.set()
         for w in workers:
             w.join()
         stored = len(store.list_instances())
@@ -148,14 +170,30 @@ def run_case(case):
         raise RuntimeError(f"worker exit codes {failed}")
     total = sum(o["builds"] for o in outcomes)
     wall = max(o["end"] for o in outcomes) - min(o["start"] for o in outcomes)
+    worker_ms = 1000 * sum(o["cpu"] for o in outcomes) / total
+    server_ms = 1000 * used["server_cpu_s"] / total \
+        if case["store"] == "postgresql" and used["server_cpu_s"] > 0 else None
     return {"builds_per_s": round(total / wall, 1), "total_builds": total,
             "wall_s": round(wall, 3),
-            "worker_cpu_ms_per_build": round(1000 * sum(o["cpu"] for o in outcomes) / total, 3),
+            "worker_cpu_ms_per_build": round(worker_ms, 3),
+            "server_cpu_ms_per_build": None if server_ms is None else round(server_ms, 3),
+            "machine_busy": used["machine_busy"],
+            "cpu_ceiling_builds_per_s": round(
+                1000 * (os.cpu_count() or 1) / (worker_ms + (server_ms or 0)), 1),
             "retried_on_alternate": sum(o["retried"] for o in outcomes),
             "stored_instances": stored, "stored_allocations": allocations,
             "waiting_build_tasks": waiting,
             "nodes_used": nodes_used,
             "worker_peak_rss_mib": max(o["peak_rss_mib"] for o in outcomes)}
+
+
+def _used_since(server_cpu_s, machine):
+    """``{"server_cpu_s", "machine_busy"}`` since ``postgres_cpu_s()`` gave
+    ``server_cpu_s`` and ``machine_busy()`` gave ``machine`` (busy share
+    None where /proc/stat is not there)."""
+    busy, total = (now - then for now, then in zip(machine_busy(), machine))
+    return {"server_cpu_s": postgres_cpu_s() - server_cpu_s,
+            "machine_busy": round(busy / total, 3) if total > 0 else None}
 
 
 if __name__ == "__main__":

@@ -32,8 +32,15 @@ class Clock:
 
 
 def postgres_cpu_s():
-    """CPU seconds used so far by the processes named ``postgres`` (0 if unreadable)."""
-    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    """CPU seconds used so far by the processes named ``postgres`` (0 if unreadable).
+
+    Each process's own time to the nanosecond where the kernel shows it
+    (``/proc/<pid>/schedstat``), else in clock ticks (``utime`` and
+    ``stime``); and, in clock ticks, that of its children that exited
+    (``cutime`` and ``cstime``: the server's exited backends count in the
+    postmaster's, which waited for them).
+    """
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
     for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not pid.isdigit():
             continue
@@ -43,11 +50,16 @@ def postgres_cpu_s():
         except OSError:
             continue
         name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:]
-        if name == "postgres":
-            # utime, stime, and cutime, cstime: the server's exited backends
-            # count in the postmaster's, which waited for them.
-            total += sum(int(x) for x in rest.split()[11:15])
-    return total / tick
+        if name != "postgres":
+            continue
+        utime, stime, cutime, cstime = (int(x) for x in rest.split()[11:15])
+        total += (cutime + cstime) / tick
+        try:
+            with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+                total += int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            total += (utime + stime) / tick
+    return total
 
 
 def machine_busy():

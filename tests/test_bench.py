@@ -18,8 +18,9 @@ import types
 import fixtures
 import testtools
 
-from bench import api, audit, builds, claims, cluster_work, cold_load, common, concurrency, \
-    fleet, fleet_pg, nova_compare, paging, references, run_all, scheduler, steady_pass, summary
+from bench import api, audit, builds, claims, cluster_checks, cluster_work, cold_load, common, \
+    concurrency, fleet, fleet_pg, nova_compare, paging, references, run_all, scheduler, \
+    steady_pass, summary
 from bench import metrics as metrics_bench
 from nova_lite.testing import components, databases
 
@@ -258,6 +259,14 @@ class TestScenarios(testtools.TestCase):
         self.assertEqual(4, figures["total_builds"])
         self.assertEqual((4, 4, 4), (figures["stored_instances"], figures["stored_allocations"],
                                      figures["waiting_build_tasks"]))
+        if cluster_checks.postgres_cpu_s() > 0:   # the server's processes are seen here
+            # Over the timed window, a build's statements cost the server far
+            # more than 50 us (an idle server's background work, far less).
+            self.assertGreater(figures["server_cpu_ms_per_build"], 0.05)
+            self.assertAlmostEqual(
+                1000 * os.cpu_count() / (figures["worker_cpu_ms_per_build"]
+                                         + figures["server_cpu_ms_per_build"]),
+                figures["cpu_ceiling_builds_per_s"], delta=0.5)
 
     def test_cluster_work_done_by_service_processes(self):
         # Two compute service processes woken by LISTEN/NOTIFY: builds one at
