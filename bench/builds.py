@@ -40,7 +40,7 @@ import sys
 import time
 
 from bench import common
-from bench.cluster_checks import machine_busy, postgres_cpu_s
+from bench.cluster_checks import Clock
 from bench.scheduler import _spread_hosts
 
 NAME = "builds"
@@ -152,10 +152,10 @@ def run_case(case):
             w.start()
         try:
             common.gather(ready, workers)   # every worker set up
-            before = postgres_cpu_s(), machine_busy()
+            clock = Clock()
             go.set()
             outcomes = common.gather(results, workers)
-            used = _used_since(*before)
+            used = clock.figures()
         finally:
             measured.set()
         for w in workers:
@@ -171,8 +171,8 @@ def run_case(case):
     total = sum(o["builds"] for o in outcomes)
     wall = max(o["end"] for o in outcomes) - min(o["start"] for o in outcomes)
     worker_ms = 1000 * sum(o["cpu"] for o in outcomes) / total
-    server_ms = 1000 * used["server_cpu_s"] / total \
-        if case["store"] == "postgresql" and used["server_cpu_s"] > 0 else None
+    server_ms = 1000 * used["postgres_cpu_s"] / total \
+        if case["store"] == "postgresql" and used["postgres_cpu_s"] > 0 else None
     return {"builds_per_s": round(total / wall, 1), "total_builds": total,
             "wall_s": round(wall, 3),
             "worker_cpu_ms_per_build": round(worker_ms, 3),
@@ -185,15 +185,6 @@ def run_case(case):
             "waiting_build_tasks": waiting,
             "nodes_used": nodes_used,
             "worker_peak_rss_mib": max(o["peak_rss_mib"] for o in outcomes)}
-
-
-def _used_since(server_cpu_s, machine):
-    """``{"server_cpu_s", "machine_busy"}`` since ``postgres_cpu_s()`` gave
-    ``server_cpu_s`` and ``machine_busy()`` gave ``machine`` (busy share
-    None where /proc/stat is not there)."""
-    busy, total = (now - then for now, then in zip(machine_busy(), machine))
-    return {"server_cpu_s": postgres_cpu_s() - server_cpu_s,
-            "machine_busy": round(busy / total, 3) if total > 0 else None}
 
 
 if __name__ == "__main__":

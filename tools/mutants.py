@@ -233,8 +233,8 @@ MUTANTS = {
         "the builds benchmark reports the server's CPU per build in seconds under a "
         "name that says milliseconds",
         "bench/builds.py",
-        "    server_ms = 1000 * used[\"server_cpu_s\"] / total \\\n",
-        "    server_ms = used[\"server_cpu_s\"] / total \\\n"),
+        "    server_ms = 1000 * used[\"postgres_cpu_s\"] / total \\\n",
+        "    server_ms = used[\"postgres_cpu_s\"] / total \\\n"),
     "autovacuum-stand-in-ignores-thresholds": (
         "the fleet benchmark's autovacuum stand-in analyzes every table each round, "
         "not only those autovacuum would",
