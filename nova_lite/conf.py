@@ -613,8 +613,10 @@ class Settings:
             not other schedulers' claims, and a service disabled or gone
             down may still be chosen; every claim still decides on the
             records, and a lost one moves to the next alternate.  With
-            several schedulers building at once, 0.5 and a host_subset_size
-            of 50 or so lets them build far faster.""",
+            several schedulers building at once, 0.5 lets them build far
+            faster; they then tend to pick the same nodes and take turns
+            on their rows, which a host_subset_size above 1 spreads, at
+            the cost of ranking that many more hosts per request.""",
             minimum=0, maximum=MAX_NODES_MAX_AGE, unit="seconds", nova="nova-lite only"))
     max_attempts: int = attrs.field(
         default=3, validator=_int_option(1, 100),
