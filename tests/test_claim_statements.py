@@ -527,6 +527,27 @@ class TestLeanInsertsSQLite(base.SQLiteBackend, base.TestCase):
         self.assertEqual("building", instance_row["vm_state"])
         self.assertEqual(1, allocation_row["vcpu"])
 
+    def test_the_general_steps_bind_none_of_the_null_columns_of_a_plain_row(self):
+        # A plain claim's rows go as tuples (TestPlainRowsSQLite); the general
+        # steps write the same rows with the same lean statements.
+        from nova_lite.db import claim_writes
+        from nova_lite.db.direct import observe, unobserve
+        inst = races.instance()
+        plan = _plan_for(inst, self.rt.get_node("a").uuid)
+        seen = _SeenStatements()
+        observe(self.store.db.engine, seen)
+        try:
+            self.store.db.write_direct("general", lambda conn: claim_writes.write_plans(
+                conn, (plan,), 0.0))
+        finally:
+            unobserve(self.store.db.engine, seen)
+        inserts = {sql.split()[2]: sql for sql, _ in seen.ran if sql.startswith("INSERT")}
+        self.assertEqual({"instances", "allocations"}, set(inserts))
+        for column in self.NULLABLE_INSTANCE:
+            self.assertNotIn(column, inserts["instances"])
+        for column in self.NULLABLE_ALLOCATION:
+            self.assertNotIn(column, inserts["allocations"])
+
     def test_a_value_in_any_of_them_writes_every_column(self):
         inst = races.instance(availability_zone="az1")
         inserts, instance_row, allocation_row = self.inserts(inst)
@@ -534,3 +555,141 @@ class TestLeanInsertsSQLite(base.SQLiteBackend, base.TestCase):
             self.assertIn(column, inserts["instances"])
         self.assertEqual("az1", instance_row["availability_zone"])
         self.assertNotIn("numa_topology", inserts["allocations"])   # that row's are NULL
+
+
+class TestPlainRowsSQLite(base.SQLiteBackend, base.TestCase):
+    """SQLite: a plain claim decided on the current record writes its rows as
+    tuples (:func:`~nova_lite.db.claim_writes.write_plain_rows`): the rows
+    the general steps write, in the same three statements; a record the
+    node moved on from, or a known instance, takes the general steps."""
+
+    def setUp(self):
+        super().setUp()
+        self.url = self.database_url()
+        self.a = races.RaceMixin.tracker(self)
+        self.b = races.RaceMixin.tracker(self)
+        self.store = self.a.store
+        self.plain = []
+        from nova_lite.db import claim_writes
+        real = claim_writes.write_plain_rows
+
+        def noted(conn, plan, now):
+            written = real(conn, plan, now)
+            self.plain.append(written)
+            return written
+        import fixtures
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite.db.claim_writes.write_plain_rows", noted))
+
+    def claim(self, node, inst, decided=None):
+        return self.store.claim(node, [ClaimRequest(inst.uuid)],
+                                TestOneStatementClaim.decider(inst, decided))
+
+    def rows_of(self, inst):
+        """``inst``'s instance and allocation rows as recorded, its uuid and
+        the times left out (the rows of two instances then compare)."""
+        with self.store.db.engine.connect() as conn:
+            instance_row = conn.execute(
+                sa.select(T_INST).where(T_INST.c.uuid == inst.uuid)).one()._asdict()
+            allocation_row = conn.execute(
+                sa.select(T_ALLOC).where(T_ALLOC.c.consumer_uuid == inst.uuid)).one()._asdict()
+        for row in (instance_row, allocation_row):
+            for column in ("uuid", "consumer_uuid", "instance_uuid", "created_at",
+                           "updated_at"):
+                row.pop(column, None)
+        return instance_row, allocation_row
+
+    def test_a_current_record_writes_the_rows_of_the_general_steps(self):
+        from nova_lite.db import claim_writes
+        node = self.a.get_node("a")
+        inst = races.instance()
+        seen = TestOneStatementClaim.seen(self)
+        after, _ = self.claim(node, inst)
+        self.assertEqual([True], self.plain)
+        self.assertEqual(["UPDATE compute_nodes", "INSERT INTO instances",
+                          "INSERT INTO allocations"],
+                         [" ".join(sql.split()[:3]) if sql.startswith("INSERT")
+                          else " ".join(sql.split()[:2]) for sql, _ in seen.ran])
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual(after.usage, self.store.get_compute_node(races.HOST, "a").usage)
+        self.assertIsNone(_usage_row(self.store, node.uuid))
+        # The same plan's rows written by the general steps, for a twin.
+        twin = races.instance()
+        plan = _plan_for(twin, node.uuid)
+        self.assertTrue(claim_writes.plain_rows(plan))
+        self.store.db.write_direct("general", lambda conn: claim_writes.write_plans(
+            conn, (plan,), 0.0))
+        self.assertEqual(self.rows_of(twin), self.rows_of(inst))
+        self.assertEqual(races.HOST, self.store.get_instance(inst.uuid).host)
+        self.assertEqual("a", self.store.get_instance(inst.uuid).node)
+
+    def test_a_stale_record_is_decided_on_fresh_ones_and_refused(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(races.flavor(vcpus=8)), "a")   # now full
+        del self.plain[:]   # B's claim (the noted writer is every store's)
+        inst = races.instance()
+        _assert_refused_on_fresh_records(self, stale, inst)
+        self.assertEqual([], self.plain)
+        self.assertNotIn(inst.uuid, [i.uuid for i in self.store.list_instances(live_only=False)])
+
+    def test_a_stale_record_with_room_left_is_admitted_at_the_next_generation(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(), "a")
+        inst = races.instance()
+        decided = []
+        after, _ = self.claim(stale, inst, decided)
+        self.assertEqual([stale.generation, stale.generation + 1], decided)
+        self.assertEqual(stale.generation + 2, after.generation)
+        self.assertEqual(2, after.used("VCPU"))
+        self.assertEqual(after.usage, self.store.get_compute_node(races.HOST, "a").usage)
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_known_deleted_instance_is_refused_and_nothing_is_written(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        write_instance_row(self.store, attrs.evolve(inst, vm_state=DELETED))
+        before = base.dump(self.store)
+        exc = self.assertRaises(InstanceStateConflict, self.claim, node, inst)
+        self.assertIn("deleted is final", str(exc))
+        self.assertEqual([False], self.plain)
+        self.assertEqual(before, base.dump(self.store))
+
+    def test_a_known_live_instance_is_claimed_by_the_general_steps(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        write_instance_row(self.store, inst)
+        after, _ = self.claim(node, inst)
+        self.assertEqual([False], self.plain)
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual("a", self.store.get_instance(inst.uuid).node)
+        self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
+        self.assertNoRecordProblems(self.store)
+
+    def test_only_a_plain_plan_takes_the_tuples(self):
+        from nova_lite.db import claim_writes
+        node = self.a.get_node("a")
+        plain = _plan_for(races.instance(), node.uuid)
+        self.assertTrue(claim_writes.plain_rows(plain))
+        others = {
+            "zone": attrs.evolve(plain, instance=attrs.evolve(plain.instance,
+                                                              availability_zone="az1")),
+            "task state": attrs.evolve(plain, instance=attrs.evolve(plain.instance,
+                                                                    task_state="spawning")),
+            "other class": attrs.evolve(plain, allocation=attrs.evolve(
+                plain.allocation, resources=dict(plain.allocation.resources, VGPU=1))),
+            "no instance": attrs.evolve(plain, instance=None),
+        }
+        for name, plan in others.items():
+            with self.subTest(name):
+                self.assertFalse(claim_writes.plain_rows(plan))
+
+    def test_rows_out_of_their_statement_s_order_are_refused_before_they_run(self):
+        from nova_lite.db import claim_writes
+        statement = claim_writes._LEAN_INSERT_ALLOCATION.lean
+        names = claim_writes._PLAIN_ALLOCATION_NAMES
+        swapped = (names[1], names[0], *names[2:])
+        before = base.dump(self.store)
+        exc = self.assertRaises(ValueError, self.store.db.write_direct, "rows", lambda conn:
+                                conn.execute_row(statement, swapped, (None,) * len(names)))
+        self.assertIn("in their order", str(exc))
+        self.assertEqual(before, base.dump(self.store))

@@ -8,7 +8,7 @@ import attrs
 import fixtures
 import testtools
 
-from nova_lite.exception import ComputeResourcesUnavailable
+from nova_lite.exception import ComputeResourcesUnavailable, InvalidInput
 from nova_lite.model import decide as decision
 from nova_lite.model.plans import ClaimAsk
 from nova_lite.model.usage import with_allocation
@@ -167,3 +167,57 @@ class TestAmountsOnly(testtools.TestCase):
         self.assertEqual(["VCPU: requested 1 is not a multiple of step_size 2"], reasons)
         self.assertEqual(([], {VCPU: 8, MEMORY_MB: 4096, DISK_GB: 100}),
                          self._claim(node, ask, None))
+
+
+class TestPlacedAndAfter(testtools.TestCase):
+    """A plain claim's placed instance and the node after it are built without
+    running their checks again: the same records the checked copies give."""
+
+    def test_the_placed_instance_is_the_checked_copy(self):
+        flavor = Flavor(name="small", vcpus=1, memory_mb=512, root_gb=1)
+        instance = Instance(uuid=f"{7:036d}", flavor=flavor, project_id="p",
+                            display_name="seven")
+        for _ in range(2):   # the names checked, then known
+            placed = decision._placed(instance, HOST, "node-1")
+            self.assertEqual(attrs.evolve(instance, host=HOST, node="node-1"), placed)
+        self.assertIn((HOST, "node-1"), decision._CHECKED_PLACES)
+
+    def test_a_name_that_fails_its_check_fails_every_time(self):
+        instance = Instance(uuid=f"{8:036d}", flavor=Flavor(name="s", vcpus=1, memory_mb=1,
+                                                            root_gb=0))
+        for _ in range(2):
+            exc = self.assertRaises(InvalidInput, decision._placed, instance, HOST, "bad\nname")
+            self.assertIn("Instance.node", str(exc))
+        self.assertNotIn((HOST, "bad\nname"), decision._CHECKED_PLACES)
+
+    def test_the_names_checked_are_bounded(self):
+        self.useFixture(fixtures.MonkeyPatch("nova_lite.model.decide._CHECKED_PLACES_MOST", 3))
+        self.useFixture(fixtures.MonkeyPatch("nova_lite.model.decide._CHECKED_PLACES", set()))
+        instance = Instance(uuid=f"{9:036d}", flavor=Flavor(name="s", vcpus=1, memory_mb=1,
+                                                            root_gb=0))
+        for n in range(10):
+            decision._placed(instance, HOST, f"node-{n}")
+            self.assertLessEqual(len(decision._CHECKED_PLACES), 3)
+
+    def test_the_node_after_amounts_is_the_one_the_checked_copy_gives(self):
+        from nova_lite.model import usage
+        from nova_lite.validators import replaced
+        node = _node({VCPU: Inventory(total=8), MEMORY_MB: Inventory(total=4096),
+                      DISK_GB: Inventory(total=100)}, {VCPU: 2, MEMORY_MB: 512})
+        flavor = Flavor(name="small", vcpus=1, memory_mb=512, root_gb=1)
+        allocations = [Allocation(consumer_uuid=f"{n:036d}", consumer_type="instance",
+                                  instance_uuid=f"{n:036d}", node_uuid=node.uuid, flavor=flavor,
+                                  resources=resources)
+                       for n, resources in enumerate(({VCPU: 1, MEMORY_MB: 512, DISK_GB: 1},
+                                                      {VCPU: 3, DISK_GB: 0}))]
+        after = usage.with_allocations(node, allocations, 9)
+        expected = replaced(node, generation=9, **usage._changed(node, allocations))
+        self.assertEqual(expected, after)
+        self.assertEqual({VCPU: 6, MEMORY_MB: 1024, DISK_GB: 1}, dict(after.usage))
+        self.assertEqual(9, after.generation)
+        for field in attrs.fields(ComputeNode):
+            self.assertIs(type(getattr(expected, field.name)), type(getattr(after, field.name)),
+                          field.name)
+        with testtools.ExpectedException(TypeError):
+            after.usage[VCPU] = 0   # read-only, as converted
+        self.assertEqual({VCPU: 2, MEMORY_MB: 512}, dict(node.usage))   # not changed

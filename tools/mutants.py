@@ -770,8 +770,39 @@ MUTANTS = {
     "usage-row-on-every-sqlite-swap": (
         "on SQLite every compare-and-swap records the usage row, raced or not",
         "nova_lite/db/store.py",
-        "tasks=tuple(tasks), usage_row=not self._streaks.alone(node.uuid))",
-        "tasks=tuple(tasks), usage_row=True)"),
+        "        usage_row = not self._streaks.alone(node.uuid)\n",
+        "        usage_row = True\n"),
+    "sqlite-plain-cas-ignored": (
+        "SQLite's plain claim writes the rows it decided before the transaction, whatever "
+        "the generation",
+        "nova_lite/db/store.py",
+        "    if generation != node.generation + 1:\n        after, written = _decide_locked(",
+        "    if False:\n        after, written = _decide_locked("),
+    "plain-rows-over-a-known-instance": (
+        "SQLite's plain claim of an instance recorded already writes its allocation "
+        "without the guard of a known instance",
+        "nova_lite/db/claim_writes.py",
+        "                             else ser.flavor_to_json(instance.flavor), now, now)):\n"
+        "        return False\n",
+        "                             else ser.flavor_to_json(instance.flavor), now, now)):\n"
+        "        pass\n"),
+    "plain-rows-drop-the-zone": (
+        "a claim of an instance in a zone is taken for a plain one, and its zone is not "
+        "recorded",
+        "nova_lite/db/claim_writes.py",
+        "            and instance.availability_zone is None)\n",
+        "            )\n"),
+    "placed-names-never-checked": (
+        "a placed instance's host and node names are never checked",
+        "nova_lite/model/decide.py",
+        "    if place in _CHECKED_PLACES:\n",
+        "    if True:\n"),
+    "node-after-amounts-unsummed": (
+        "the node after a plain claim holds the claim's amounts in place of its usage plus "
+        "them",
+        "nova_lite/model/usage.py",
+        "                total = amounts.get(rc, 0) + n\n",
+        "                total = n\n"),
     "checkpoints-never-woken": (
         "a commit never wakes the thread that checkpoints the SQLite log",
         "nova_lite/db/wal_checkpoints.py",
@@ -834,6 +865,12 @@ GUARDS = {
         "tests.test_held.TestHeldConnectionsPostgreSQL.test_a_connection_keeps_its_cursor_"
         "until_a_write_on_it_fails",),
     "usage-row-on-every-sqlite-swap": ("tests.test_claim_usage.TestUsageRowsSQLite",),
+    "sqlite-plain-cas-ignored": ("tests.test_claim_statements.TestPlainRowsSQLite",),
+    "plain-rows-over-a-known-instance": ("tests.test_claim_statements.TestPlainRowsSQLite",),
+    "plain-rows-drop-the-zone": ("tests.test_claim_statements.TestPlainRowsSQLite",
+                                 "tests.test_claim_statements.TestLeanInsertsSQLite"),
+    "placed-names-never-checked": ("tests.test_decide",),
+    "node-after-amounts-unsummed": ("tests.test_decide",),
     "build-claim-with-task-in-a-transaction": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_with_one_task_is_"
         "one_round_trip",),

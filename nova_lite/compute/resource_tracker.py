@@ -454,7 +454,12 @@ class ResourceTracker:
             no record of.
         :raises nova_lite.exception.InvalidInput: for a wrong argument.
         """
-        return self.build_claims((instance,), nodename, limits).claims[0]
+        # build_claims of one instance, without its checks of a list.
+        _check_instance(instance)
+        (plan,), after, _ = self._claim(nodename, limits,
+                                        [self._request(instance, instance.flavor, None)])
+        assert plan.instance is not None   # a build's plan places its instance
+        return Claim(self, plan.instance, nodename, plan.allocation, after.generation)
 
     def instance_claims(self, instances: Iterable[Instance], nodename: str,
                         limits: object = None) -> list[Claim]:

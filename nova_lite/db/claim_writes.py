@@ -284,6 +284,59 @@ def write_plans(conn: DirectConnection, plans: Sequence[ClaimPlan], now: float,
         u_generation=generation))
 
 
+#: The standard classes, each with a column of its own in an allocation's row.
+_STD_CLASSES = frozenset(models.ALLOCATION_COLUMNS)
+#: The parameters of the lean INSERTs (:class:`_LeanInsert`), in their
+#: compiled order, as :func:`write_plain_rows` gives them.
+_PLAIN_INSTANCE_NAMES = ("uuid", "host", "node", "vm_state", "project_id", "user_id", "flavor",
+                         "created_at", "updated_at")
+_PLAIN_ALLOCATION_NAMES = ("consumer_uuid", "node_uuid", "consumer_type", "instance_uuid",
+                           *(col for _, col in rows.STD_COLUMNS), "flavor", "created_at")
+
+
+def plain_rows(plan: ClaimPlan) -> bool:
+    """Whether ``plan`` is a plain claim: a build's amounts of the standard
+    classes (VCPU, PCPU, MEMORY_MB, DISK_GB) on the node itself, for an
+    instance with no task state, NUMA cell, PCI request or device, nor zone.
+    Every nullable column of its two rows is then NULL, and
+    :func:`write_plain_rows` may write them."""
+    instance, alloc = plan.instance, plan.allocation
+    return (instance is not None and plan.migration is None and not alloc.providers
+            and alloc.numa_topology is None and not alloc.pci_devices
+            and _STD_CLASSES.issuperset(alloc.resources)
+            and instance.task_state is None and instance.numa_topology is None
+            and not instance.pci_requests and not instance.pci_devices
+            and instance.availability_zone is None)
+
+
+def write_plain_rows(conn: DirectConnection, plan: ClaimPlan, now: float) -> bool:
+    """The rows of a plain claim (:func:`plain_rows`), as :func:`write_plans`
+    writes them with no usage row, built as tuples: its new instance's row,
+    then its allocation's.  Returns False, having written nothing, if the
+    instance is recorded already: :func:`write_plans` then guards and
+    updates it.
+
+    The rows are the lean INSERTs' (:class:`_LeanInsert`); a test holds
+    them equal to :func:`write_plans`' rows.
+    """
+    instance, alloc = plan.instance, plan.allocation
+    assert instance is not None   # see plain_rows
+    flavor = ser.flavor_to_json(alloc.flavor)
+    if not conn.execute_row(_LEAN_INSERT_NEW_INSTANCE[conn.dialect.name].lean,
+                            _PLAIN_INSTANCE_NAMES,
+                            (instance.uuid, instance.host, instance.node, instance.vm_state,
+                             instance.project_id, instance.user_id,
+                             flavor if instance.flavor is alloc.flavor
+                             else ser.flavor_to_json(instance.flavor), now, now)):
+        return False
+    amounts = alloc.resources
+    conn.execute_row(_LEAN_INSERT_ALLOCATION.lean, _PLAIN_ALLOCATION_NAMES,
+                     (alloc.consumer_uuid, alloc.node_uuid, alloc.consumer_type,
+                      alloc.instance_uuid, *[amounts.get(rc, 0) for rc, _ in rows.STD_COLUMNS],
+                      flavor, now))
+    return True
+
+
 _PG_INSERT_ALLOCATION_IF_NEW = postgresql.insert(T_ALLOC).values(
     {c.name: sa.bindparam(c.name) for c in T_ALLOC.columns}).on_conflict_do_nothing(
     index_elements=[T_ALLOC.c.consumer_uuid, T_ALLOC.c.node_uuid])

@@ -335,6 +335,33 @@ class DirectConnection:
                 observer.direct_done(compiled.sql, cursor)
         return result
 
+    def execute_row(self, statement: sa.ClauseElement, names: tuple[str, ...],
+                    row: tuple[Any, ...]) -> int:
+        """Run ``statement``, which returns no rows, with ``row``: its values
+        in the order of ``names``; returns the rowcount.
+
+        For a writer that builds its row as a tuple (no dictionary of column
+        names to order): ``names`` must be exactly the statement's
+        parameters, in their compiled order, with no default to fill in
+        (else ValueError, and nothing runs).
+        """
+        entry = self._compiled.get((id(statement), self.dialect.name))
+        compiled = entry[1] if entry is not None and entry[0] is statement \
+            else self._compile(statement)
+        if compiled.order != names or compiled.defaults:
+            raise ValueError(f"execute_row: {names} are not the parameters of "
+                             f"{compiled.sql!r} ({compiled.order}) in their order")
+        cursor = self.cursor
+        if self.opening:
+            self._open(cursor)
+        observers = self.observers
+        for observer in observers:
+            observer.direct_statement(compiled.sql)
+        cursor.execute(compiled.sql, row)
+        for observer in observers:
+            observer.direct_done(compiled.sql, cursor)
+        return int(cursor.rowcount)
+
     @staticmethod
     def _result(compiled: _Compiled, cursor: DBAPICursor) -> DirectResult:
         # A statement returns rows every time or never: its columns are read

@@ -732,6 +732,16 @@ class Store:
                 # The instance was recorded by another request while the
                 # statement ran, and nothing was written: decided below.
             single = None
+        # On SQLite a claim's swap records the node's usage row unless this
+        # store alone has written the node of late (see SwapStreaks).
+        usage_row = not self._streaks.alone(node.uuid)
+        if done is None and sqlite and not usage_row and plans is not None \
+                and len(plans) == 1 and not tasks and claim_writes.plain_rows(plans[0]):
+            # A plain claim decided on the record, with no usage row to record:
+            # its rows written as tuples (the claim's Python is most of its
+            # cost on SQLite).
+            done = self._write_direct(op, functools.partial(
+                _sqlite_plain_claim, node=node, plan=plans[0], decide=decide))
         if done is not None:
             after, written, made = done
         else:
@@ -746,7 +756,7 @@ class Store:
                 self._streaks.count(node.uuid, swapped=False)
             transaction = functools.partial(
                 _claim_transaction, node=node, requests=requests, decide=decide, plans=plans,
-                tasks=tuple(tasks), usage_row=not self._streaks.alone(node.uuid))
+                tasks=tuple(tasks), usage_row=usage_row or not sqlite)
             try:
                 after, written, made = self._write_direct(
                     op, functools.partial(transaction, single=single))
@@ -1292,6 +1302,24 @@ def _claim_transaction(conn: DirectConnection, *, node: ComputeNode,
     if made is None:
         made = task_writes.insert(conn, tasks, time.time()) if tasks else []
     return after, written, made
+
+
+def _sqlite_plain_claim(conn: DirectConnection, *, node: ComputeNode, plan: ClaimPlan,
+                        decide: Decide) -> tuple[ComputeNode, tuple[ClaimPlan, ...], list[Task]]:
+    """:func:`_claim_transaction` of one plain claim (see
+    :func:`~nova_lite.db.claim_writes.plain_rows`) on SQLite, decided on
+    ``node``: the same statements, its rows written by
+    :func:`~nova_lite.db.claim_writes.write_plain_rows`.  A node moved on
+    since ``node``, or an instance recorded already, takes the general steps
+    (in the same transaction: nothing was written yet)."""
+    generation = claim_writes.bump_and_lock(conn, node.uuid)
+    if generation != node.generation + 1:
+        after, written = _decide_locked(conn, node, decide, generation)
+        return after, written, []
+    now = time.time()
+    if not claim_writes.write_plain_rows(conn, plan, now):
+        claim_writes.write_plans(conn, (plan,), now)
+    return with_allocations(node, (plan.allocation,), generation), (plan,), []
 
 
 def _one_statement_claim(conn: DirectConnection, *, single: dict[str, Any],

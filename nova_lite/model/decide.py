@@ -23,7 +23,7 @@ from nova_lite.model.usage import with_allocation
 from nova_lite.numa import (
     NUMA_FIT_FAILED, fit_instance_to_host, numa_fit_problem, numa_usage_for)
 from nova_lite.objects import (
-    Allocation, ComputeNode, InstanceNUMATopology, PciRequest, nested_amounts)
+    Allocation, ComputeNode, Instance, InstanceNUMATopology, PciRequest, nested_amounts)
 from nova_lite.pci import PciStats
 from nova_lite.providers import split_request
 from nova_lite.traits import TraitRequest, flavor_traits
@@ -205,7 +205,9 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
                 flavor=ask.flavor, numa_topology=decision.numa_topology,
                 pci_devices=decision.pci_devices, providers=decision.providers)
         placed = None
-        if migration is None:
+        if migration is None and decision is _AMOUNTS_FIT and not instance.pci_devices:
+            placed = _placed(instance, host, nodename)
+        elif migration is None:
             # Only what the decision placed is copied in (a copy checks each
             # field it is given): NUMA cells if any, and the PCI devices if
             # the instance had any or gets some.
@@ -224,6 +226,32 @@ def decide_claims(node: ComputeNode, host: str, nodename: str, asks: Sequence[Cl
 
 #: The decision of a request of amounts alone that fits: nothing to place.
 _AMOUNTS_FIT = Decision()
+#: ``_place_checked(source, host, node)``: ``source`` (an Instance) with its
+#: host and node set to names that passed the Instance's checks before.
+_place_checked = unchecked_maker(
+    Instance, "_place_checked", ("source", "host", "node"),
+    {f.name: (f.name if f.name in ("host", "node") else f"source.{f.name}")
+     for f in attrs.fields(Instance)})
+#: The ``(host, node)`` names an Instance was placed on, so checked, lately.
+_CHECKED_PLACES: set[tuple[str, str]] = set()
+#: The most pairs :data:`_CHECKED_PLACES` keeps (all are dropped when it is full).
+_CHECKED_PLACES_MOST = 4096
+
+
+def _placed(instance: Instance, host: str, nodename: str) -> Instance:
+    """``instance`` on ``host``/``nodename``: ``replaced(instance, host=host,
+    node=nodename)``, the names' checks run once per pair (they depend on
+    the names alone, and every other field is the checked record's)."""
+    place = (host, nodename)
+    if place in _CHECKED_PLACES:
+        return _place_checked(instance, host, nodename)
+    placed = replaced(instance, host=host, node=nodename)
+    if len(_CHECKED_PLACES) >= _CHECKED_PLACES_MOST:
+        _CHECKED_PLACES.clear()
+    _CHECKED_PLACES.add(place)
+    return placed
+
+
 #: ``_amounts_allocation(consumer_uuid, consumer_type, instance_uuid,
 #: node_uuid, resources, flavor)``: the Allocation of a request of amounts
 #: alone, from values in the form its converters give (``resources`` a

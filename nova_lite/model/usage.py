@@ -6,13 +6,14 @@ read is needed to know it.
 """
 
 from collections.abc import Iterable
+from types import MappingProxyType
 from typing import Any
 
 import attrs
 
 from nova_lite.objects import Allocation, ComputeNode
 from nova_lite.providers import add_usage
-from nova_lite.validators import replaced
+from nova_lite.validators import replaced, unchecked_maker
 
 
 def with_allocation(node: ComputeNode, allocation: Allocation, sign: int = 1) -> ComputeNode:
@@ -71,7 +72,30 @@ def with_allocations(node: ComputeNode, allocations: Iterable[Allocation],
                      generation: int) -> ComputeNode:
     """``node`` at ``generation`` with every one of ``allocations`` added: the
     node as recorded once the claims that hold them commit at ``generation``."""
+    allocations = tuple(allocations)
+    if all(not a.providers and a.numa_topology is None and not a.pci_devices
+           for a in allocations):
+        # Amounts on the node itself alone (a plain claim's): only the usage
+        # moves, and the sums of a checked record's amounts need no check.
+        amounts = dict(node.usage)
+        for allocation in allocations:
+            for rc, n in allocation.resources.items():
+                total = amounts.get(rc, 0) + n
+                if total:
+                    amounts[rc] = total
+                else:
+                    amounts.pop(rc, None)
+        return _with_usage(node, MappingProxyType(amounts), generation)
     return replaced(node, generation=generation, **_changed(node, allocations))
+
+
+#: ``_with_usage(source, usage, generation)``: ``source`` (a ComputeNode) with
+#: that usage (a read-only mapping, as the field's converter makes it) and
+#: generation, nothing converted or checked again.
+_with_usage = unchecked_maker(
+    ComputeNode, "_with_usage", ("source", "usage", "generation"),
+    {f.name: (f.name if f.name in ("usage", "generation") else f"source.{f.name}")
+     for f in attrs.fields(ComputeNode)})
 
 
 def synced(node: ComputeNode) -> ComputeNode:
