@@ -97,8 +97,12 @@ class TestDirectConnectionPostgreSQL(DirectConnectionMixin, base.PostgreSQLBacke
     pass
 
 
-class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
-    """PostgreSQL: the claim decided on a current record is one statement."""
+class StaleAndKnownMixin:
+    """A claim decided on a record the node moved on from is decided again on
+    fresh records, and a claim of a known instance is guarded, whichever
+    path the backend's claim takes first: ``a`` and ``b`` are trackers of
+    one node ``a`` on stores of their own, ``store`` is ``a``'s; a class
+    gives ``claim(node, inst, decided=None)``."""
 
     def setUp(self):
         super().setUp()
@@ -106,6 +110,63 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
         self.a = races.RaceMixin.tracker(self)
         self.b = races.RaceMixin.tracker(self)
         self.store = self.a.store
+
+    def assert_plain_rows(self, written):
+        """The backend's check of what its plain path wrote (see
+        :class:`TestPlainRowsSQLite`): ``written``, one bool per time it
+        ran since the last :meth:`forget_plain_rows`."""
+
+    def forget_plain_rows(self):
+        """Forget what the plain path wrote so far (another store's claims)."""
+
+    def test_a_stale_record_writes_nothing_and_the_transaction_decides_on_fresh_ones(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(races.flavor(vcpus=8)), "a")   # now full
+        self.forget_plain_rows()
+        inst = races.instance()
+        _assert_refused_on_fresh_records(self, stale, inst)
+        self.assert_plain_rows([])
+        self.assertNotIn(inst.uuid, [i.uuid for i in self.store.list_instances(live_only=False)])
+
+    def test_a_stale_record_with_room_left_is_admitted_at_the_next_generation(self):
+        stale = self.a.get_node("a")
+        self.b.instance_claim(races.instance(), "a")
+        self.forget_plain_rows()
+        inst = races.instance()
+        decided = []
+        after, _ = self.claim(stale, inst, decided)
+        self.assertEqual([stale.generation, stale.generation + 1], decided)
+        self.assertEqual(stale.generation + 2, after.generation)
+        self.assertEqual(2, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
+        self.assertEqual(2, after.used("VCPU"))
+        self.assertEqual(after.usage, self.store.get_compute_node(races.HOST, "a").usage)
+        self.assert_plain_rows([])
+        self.assertNoRecordProblems(self.store)
+
+    def test_a_known_instance_is_guarded_by_the_transaction(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        write_instance_row(self.store, attrs.evolve(inst, vm_state=DELETED))
+        before = base.dump(self.store)
+        exc = self.assertRaises(InstanceStateConflict, self.claim, node, inst)
+        self.assertIn("deleted is final", str(exc))
+        self.assert_plain_rows([False])
+        self.assertEqual(before, base.dump(self.store))
+
+    def test_a_known_live_instance_is_claimed_by_the_transaction(self):
+        node = self.a.get_node("a")
+        inst = races.instance()
+        write_instance_row(self.store, inst)
+        after, _ = self.claim(node, inst)
+        self.assert_plain_rows([False])
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual("a", self.store.get_instance(inst.uuid).node)
+        self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
+        self.assertNoRecordProblems(self.store)
+
+
+class TestOneStatementClaim(StaleAndKnownMixin, base.PostgreSQLBackend, base.TestCase):
+    """PostgreSQL: the claim decided on a current record is one statement."""
 
     @staticmethod
     def decider(inst, decided):
@@ -143,44 +204,6 @@ class TestOneStatementClaim(base.PostgreSQLBackend, base.TestCase):
                          (row.generation, row.vcpu, row.pcpu, row.memory_mb, row.disk_gb,
                           row.extras, row.since))
         self.assertEqual([], base.usage_row_problems(self.store))
-        self.assertNoRecordProblems(self.store)
-
-    def test_a_stale_record_writes_nothing_and_the_transaction_decides_on_fresh_ones(self):
-        stale = self.a.get_node("a")
-        self.b.instance_claim(races.instance(races.flavor(vcpus=8)), "a")   # now full
-        inst = races.instance()
-        _assert_refused_on_fresh_records(self, stale, inst)
-        self.assertNotIn(inst.uuid, [i.uuid for i in self.store.list_instances(live_only=False)])
-
-    def test_a_stale_record_with_room_left_is_admitted_at_the_next_generation(self):
-        stale = self.a.get_node("a")
-        self.b.instance_claim(races.instance(), "a")
-        inst = races.instance()
-        decided = []
-        after, _ = self.claim(stale, inst, decided)
-        self.assertEqual([stale.generation, stale.generation + 1], decided)
-        self.assertEqual(stale.generation + 2, after.generation)
-        self.assertEqual(2, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
-        self.assertEqual(2, after.used("VCPU"))
-        self.assertNoRecordProblems(self.store)
-
-    def test_a_known_instance_is_guarded_by_the_transaction(self):
-        node = self.a.get_node("a")
-        inst = races.instance()
-        write_instance_row(self.store, attrs.evolve(inst, vm_state=DELETED))
-        before = base.dump(self.store)
-        exc = self.assertRaises(InstanceStateConflict, self.claim, node, inst)
-        self.assertIn("deleted is final", str(exc))
-        self.assertEqual(before, base.dump(self.store))
-
-    def test_a_known_live_instance_is_claimed_by_the_transaction(self):
-        node = self.a.get_node("a")
-        inst = races.instance()
-        write_instance_row(self.store, inst)
-        after, _ = self.claim(node, inst)
-        self.assertEqual(node.generation + 1, after.generation)
-        self.assertEqual("a", self.store.get_instance(inst.uuid).node)
-        self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
         self.assertNoRecordProblems(self.store)
 
     # -- the tasks recorded with the claim travel with the one statement ----
@@ -557,7 +580,7 @@ class TestLeanInsertsSQLite(base.SQLiteBackend, base.TestCase):
         self.assertNotIn("numa_topology", inserts["allocations"])   # that row's are NULL
 
 
-class TestPlainRowsSQLite(base.SQLiteBackend, base.TestCase):
+class TestPlainRowsSQLite(StaleAndKnownMixin, base.SQLiteBackend, base.TestCase):
     """SQLite: a plain claim decided on the current record writes its rows as
     tuples (:func:`~nova_lite.db.claim_writes.write_plain_rows`): the rows
     the general steps write, in the same three statements; a record the
@@ -565,10 +588,6 @@ class TestPlainRowsSQLite(base.SQLiteBackend, base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.url = self.database_url()
-        self.a = races.RaceMixin.tracker(self)
-        self.b = races.RaceMixin.tracker(self)
-        self.store = self.a.store
         self.plain = []
         from nova_lite.db import claim_writes
         real = claim_writes.write_plain_rows
@@ -623,47 +642,11 @@ class TestPlainRowsSQLite(base.SQLiteBackend, base.TestCase):
         self.assertEqual(races.HOST, self.store.get_instance(inst.uuid).host)
         self.assertEqual("a", self.store.get_instance(inst.uuid).node)
 
-    def test_a_stale_record_is_decided_on_fresh_ones_and_refused(self):
-        stale = self.a.get_node("a")
-        self.b.instance_claim(races.instance(races.flavor(vcpus=8)), "a")   # now full
-        del self.plain[:]   # B's claim (the noted writer is every store's)
-        inst = races.instance()
-        _assert_refused_on_fresh_records(self, stale, inst)
-        self.assertEqual([], self.plain)
-        self.assertNotIn(inst.uuid, [i.uuid for i in self.store.list_instances(live_only=False)])
+    def assert_plain_rows(self, written):
+        self.assertEqual(written, self.plain)
 
-    def test_a_stale_record_with_room_left_is_admitted_at_the_next_generation(self):
-        stale = self.a.get_node("a")
-        self.b.instance_claim(races.instance(), "a")
-        inst = races.instance()
-        decided = []
-        after, _ = self.claim(stale, inst, decided)
-        self.assertEqual([stale.generation, stale.generation + 1], decided)
-        self.assertEqual(stale.generation + 2, after.generation)
-        self.assertEqual(2, after.used("VCPU"))
-        self.assertEqual(after.usage, self.store.get_compute_node(races.HOST, "a").usage)
-        self.assertNoRecordProblems(self.store)
-
-    def test_a_known_deleted_instance_is_refused_and_nothing_is_written(self):
-        node = self.a.get_node("a")
-        inst = races.instance()
-        write_instance_row(self.store, attrs.evolve(inst, vm_state=DELETED))
-        before = base.dump(self.store)
-        exc = self.assertRaises(InstanceStateConflict, self.claim, node, inst)
-        self.assertIn("deleted is final", str(exc))
-        self.assertEqual([False], self.plain)
-        self.assertEqual(before, base.dump(self.store))
-
-    def test_a_known_live_instance_is_claimed_by_the_general_steps(self):
-        node = self.a.get_node("a")
-        inst = races.instance()
-        write_instance_row(self.store, inst)
-        after, _ = self.claim(node, inst)
-        self.assertEqual([False], self.plain)
-        self.assertEqual(node.generation + 1, after.generation)
-        self.assertEqual("a", self.store.get_instance(inst.uuid).node)
-        self.assertEqual(1, self.store.get_compute_node(races.HOST, "a").used("VCPU"))
-        self.assertNoRecordProblems(self.store)
+    def forget_plain_rows(self):
+        del self.plain[:]   # the noted writer is every store's
 
     def test_only_a_plain_plan_takes_the_tuples(self):
         from nova_lite.db import claim_writes
