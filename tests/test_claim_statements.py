@@ -415,6 +415,38 @@ class TestPlainClaim(base.PostgreSQLBackend, base.TestCase):
                                        self.store.tasks.find(kinds=(work.BUILD,))])
         self.assertNoRecordProblems(self.store)
 
+    def test_its_values_go_as_a_row_or_by_name_and_write_the_general_steps_rows(self):
+        from nova_lite.db import claim_writes
+        from nova_lite.db.direct import DirectConnection as Direct
+        node = self.swapped_twice()
+        taken, by_name_only = [], []
+        real = Direct.takes_row
+
+        def noted(conn, statement, names):
+            taken.append(real(conn, statement, names))
+            return taken[-1] and not by_name_only
+        import fixtures
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova_lite.db.direct.DirectConnection.takes_row", noted))
+        # Every nullable column a one-statement claim may fill, filled.
+        rich = races.instance(task_state="spawning", availability_zone="az1")
+        node, ran = self.claim(node, rich)
+        self.assertNotIn("node_usage", ran[0])
+        self.assertEqual([True], taken)
+        # The same plan's rows written by the general steps, for a twin.
+        twin = attrs.evolve(rich, uuid=races.instance().uuid)
+        self.store.db.write_direct("general", lambda conn: claim_writes.write_plans(
+            conn, (_plan_for(twin, node.uuid),), 0.0))
+        self.assertEqual(_rows_of(self.store, twin), _rows_of(self.store, rich))
+        # Named parameters (a psycopg with no RawCursor): the same row, by name.
+        by_name_only.append(True)
+        by_name = attrs.evolve(rich, uuid=races.instance().uuid)
+        after, ran = self.claim(node, by_name)
+        self.assertNotIn("node_usage", ran[0])
+        self.assertEqual(node.generation + 1, after.generation)
+        self.assertEqual(_rows_of(self.store, twin), _rows_of(self.store, by_name))
+        self.assertNoRecordProblems(self.store)
+
     def test_a_stale_record_writes_nothing_and_the_transaction_refuses(self):
         stale = self.swapped_twice()
         self.b.instance_claim(races.instance(races.flavor(vcpus=5)), "a")   # 1 vCPU left
@@ -458,6 +490,20 @@ def _refuse(node):
     raise ComputeResourcesUnavailable([f"node {node.nodename} has no vCPU left"])
 
 
+def _rows_of(store, inst):
+    """``inst``'s instance and allocation rows as recorded, its uuid and the
+    times left out (the rows of two instances then compare)."""
+    with store.db.engine.connect() as conn:
+        instance_row = conn.execute(
+            sa.select(T_INST).where(T_INST.c.uuid == inst.uuid)).one()._asdict()
+        allocation_row = conn.execute(
+            sa.select(T_ALLOC).where(T_ALLOC.c.consumer_uuid == inst.uuid)).one()._asdict()
+    for row in (instance_row, allocation_row):
+        for column in ("uuid", "consumer_uuid", "instance_uuid", "created_at", "updated_at"):
+            row.pop(column, None)
+    return instance_row, allocation_row
+
+
 def _usage_row(store, node_uuid):
     return store.db.read("read node_usage", lambda conn: conn.execute(
         sa.select(T_USAGE).where(T_USAGE.c.node_uuid == node_uuid)).first())
@@ -486,6 +532,20 @@ class TestStatementsSentAsTheyAre(base.TestCase):
         self.assertGreater(len(_Compiled(claim_writes.PG_SINGLE_CLAIM_WITH_TASK,
                                          dialect).sql.encode()),
                            _queries.MAX_CACHED_STATEMENT_LENGTH)
+
+
+    def test_the_plain_claims_take_their_values_in_the_order_their_rows_are_built(self):
+        from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
+
+        from nova_lite.db import claim_writes
+        from nova_lite.db.direct import _Compiled
+        dialect = pg_psycopg.dialect()
+        for statement, names in (
+                (claim_writes.PG_PLAIN_CLAIM, claim_writes.PG_PLAIN_NAMES),
+                (claim_writes.PG_PLAIN_CLAIM_WITH_TASK, claim_writes.PG_PLAIN_WITH_TASK_NAMES)):
+            compiled = _Compiled(statement, dialect)
+            self.assertEqual(names, compiled.order)
+            self.assertEqual({}, compiled.defaults)
 
 
 class _SeenStatements:
@@ -604,20 +664,6 @@ class TestPlainRowsSQLite(StaleAndKnownMixin, base.SQLiteBackend, base.TestCase)
         return self.store.claim(node, [ClaimRequest(inst.uuid)],
                                 TestOneStatementClaim.decider(inst, decided))
 
-    def rows_of(self, inst):
-        """``inst``'s instance and allocation rows as recorded, its uuid and
-        the times left out (the rows of two instances then compare)."""
-        with self.store.db.engine.connect() as conn:
-            instance_row = conn.execute(
-                sa.select(T_INST).where(T_INST.c.uuid == inst.uuid)).one()._asdict()
-            allocation_row = conn.execute(
-                sa.select(T_ALLOC).where(T_ALLOC.c.consumer_uuid == inst.uuid)).one()._asdict()
-        for row in (instance_row, allocation_row):
-            for column in ("uuid", "consumer_uuid", "instance_uuid", "created_at",
-                           "updated_at"):
-                row.pop(column, None)
-        return instance_row, allocation_row
-
     def test_a_current_record_writes_the_rows_of_the_general_steps(self):
         from nova_lite.db import claim_writes
         node = self.a.get_node("a")
@@ -638,7 +684,7 @@ class TestPlainRowsSQLite(StaleAndKnownMixin, base.SQLiteBackend, base.TestCase)
         self.assertTrue(claim_writes.plain_rows(plan))
         self.store.db.write_direct("general", lambda conn: claim_writes.write_plans(
             conn, (plan,), 0.0))
-        self.assertEqual(self.rows_of(twin), self.rows_of(inst))
+        self.assertEqual(_rows_of(self.store, twin), _rows_of(self.store, inst))
         self.assertEqual(races.HOST, self.store.get_instance(inst.uuid).host)
         self.assertEqual("a", self.store.get_instance(inst.uuid).node)
 

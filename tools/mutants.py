@@ -505,10 +505,9 @@ MUTANTS = {
     "lost-connection-put-back": (
         "a connection lost in the middle of a direct transaction is kept for the next",
         "nova_lite/db/engine.py",
-        "            if self._rolled_back(dbapi, cursor, exc) and self._restored(dbapi, "
-        "autocommit):\n",
-        "            if (self._rolled_back(dbapi, cursor, exc) or True) and self._restored("
-        "dbapi, autocommit):\n"),
+        "                cursor.close()\n            if self._rolled_back(dbapi, cursor, exc):\n",
+        "                cursor.close()\n            if self._rolled_back(dbapi, cursor, exc) "
+        "or True:\n"),
     "held-connections-outlive-dispose": (
         "connections held for direct transactions are used after the engine's dispose()",
         "nova_lite/db/held.py",
@@ -527,11 +526,11 @@ MUTANTS = {
         "_PG_SNAPSHOT_BEGIN = \"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY\"\n",
         "_PG_SNAPSHOT_BEGIN = \"BEGIN READ ONLY\"\n"),
     "snapshot-settings-left-on-connection": (
-        "a held connection stays in the autocommit mode of a snapshot read: the claims "
-        "after it run each statement as a transaction of its own",
+        "a held connection stays in the autocommit mode of a snapshot read or a claim "
+        "sent alone: the writes after it run each statement as a transaction of its own",
         "nova_lite/db/engine.py",
-        "            if autocommit:\n                dbapi.autocommit = False\n",
-        "            if False:\n                dbapi.autocommit = False\n"),
+        "            if dbapi.autocommit is not autocommit:\n",
+        "            if dbapi.autocommit is not autocommit and autocommit:\n"),
     "direct-transactions-unseen": (
         "DatabaseCost does not see the direct transactions (claims, a pass's read, the "
         "heartbeat)",
@@ -633,8 +632,8 @@ MUTANTS = {
         "a build's claim with its one task runs in a transaction (BEGIN, the statements, "
         "COMMIT), not as the one statement alone",
         "nova_lite/db/store.py",
-        "        if single is not None and plans is not None and len(tasks) <= 1:\n",
-        "        if single is not None and plans is not None and len(tasks) < 1:\n"),
+        "        if one and plans is not None and len(tasks) <= 1:\n",
+        "        if one and plans is not None and len(tasks) < 1:\n"),
     "one-statement-task-without-its-claim": (
         "the one statement of a build's claim records the task whether or not it writes "
         "the claim",
@@ -663,7 +662,7 @@ MUTANTS = {
     "plain-claim-never": (
         "a PostgreSQL store's claims on a node it alone writes keep recording the usage row",
         "nova_lite/db/store.py",
-        "        plain = not sqlite and len(tasks) <= 1 and self._streaks.alone(node.uuid)\n",
+        "        plain = not sqlite and len(tasks) <= 1 and alone\n",
         "        plain = False\n"),
     "swap-streak-kept-after-a-lost-race": (
         "a store whose claim on a node lost its race still takes itself for the node's only "
@@ -770,7 +769,7 @@ MUTANTS = {
     "usage-row-on-every-sqlite-swap": (
         "on SQLite every compare-and-swap records the usage row, raced or not",
         "nova_lite/db/store.py",
-        "        usage_row = not self._streaks.alone(node.uuid)\n",
+        "        usage_row = not alone\n",
         "        usage_row = True\n"),
     "sqlite-plain-cas-ignored": (
         "SQLite's plain claim writes the rows it decided before the transaction, whatever "
@@ -798,11 +797,22 @@ MUTANTS = {
         "    if place in _CHECKED_PLACES:\n",
         "    if True:\n"),
     "node-after-amounts-unsummed": (
-        "the node after a plain claim holds the claim's amounts in place of its usage plus "
-        "them",
+        "the node after a claim holds the claim's amounts in place of its usage plus them",
         "nova_lite/model/usage.py",
-        "                total = amounts.get(rc, 0) + n\n",
-        "                total = n\n"),
+        "        total = amounts.get(rc, 0) + sign * n\n",
+        "        total = sign * n\n"),
+    "instance-row-drops-the-zone": (
+        "an instance's row as a tuple records its task state in place of its zone",
+        "nova_lite/db/rows.py",
+        "            now, now, inst.availability_zone)\n",
+        "            now, now, inst.task_state)\n"),
+    "plain-claim-values-by-name-only": (
+        "PostgreSQL's plain claim always builds its values as a dict by name, though the "
+        "statement takes its row as it is",
+        "nova_lite/db/store.py",
+        "        result = conn.execute_row(statement, names, row) if conn.takes_row(statement, "
+        "names) \\\n",
+        "        result = conn.execute_row(statement, names, row) if False \\\n"),
     "checkpoints-never-woken": (
         "a commit never wakes the thread that checkpoints the SQLite log",
         "nova_lite/db/wal_checkpoints.py",
@@ -871,6 +881,10 @@ GUARDS = {
                                  "tests.test_claim_statements.TestLeanInsertsSQLite"),
     "placed-names-never-checked": ("tests.test_decide",),
     "node-after-amounts-unsummed": ("tests.test_decide",),
+    "instance-row-drops-the-zone": ("tests.test_rows",),
+    "plain-claim-values-by-name-only": (
+        "tests.test_claim_statements.TestPlainClaim.test_its_values_go_as_a_row_or_by_name_"
+        "and_write_the_general_steps_rows",),
     "build-claim-with-task-in-a-transaction": (
         "tests.test_claim_statements.TestOneStatementClaim.test_a_claim_with_one_task_is_"
         "one_round_trip",),

@@ -327,7 +327,7 @@ def write_plain_rows(conn: DirectConnection, plan: ClaimPlan, now: float) -> boo
                             (instance.uuid, instance.host, instance.node, instance.vm_state,
                              instance.project_id, instance.user_id,
                              flavor if instance.flavor is alloc.flavor
-                             else ser.flavor_to_json(instance.flavor), now, now)):
+                             else ser.flavor_to_json(instance.flavor), now, now)).rowcount:
         return False
     amounts = alloc.resources
     conn.execute_row(_LEAN_INSERT_ALLOCATION.lean, _PLAIN_ALLOCATION_NAMES,
@@ -655,11 +655,11 @@ PG_SINGLE_CLAIM = _build_pg_single_claim()
 PG_SINGLE_CLAIM_WITH_TASK = _build_pg_single_claim(with_task=True)
 
 #: See :func:`_build_pg_plain_claim`: :data:`PG_SINGLE_CLAIM` for a node
-#: this store alone writes of late; its values: :func:`plain_claim_values`.
+#: this store alone writes of late; its values: :func:`plain_claim_row`.
 PG_PLAIN_CLAIM = _build_pg_plain_claim()
 
 #: :data:`PG_PLAIN_CLAIM` with one waiting task recorded in it; its values:
-#: :func:`plain_claim_values` and :func:`nova_lite.db.task_writes.one_values`.
+#: :func:`plain_claim_row` and :func:`nova_lite.db.task_writes.one_row`.
 PG_PLAIN_CLAIM_WITH_TASK = _build_pg_plain_claim(with_task=True)
 
 
@@ -698,14 +698,29 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
                             ("a_", allocation), ("u_", after)))
 
 
-def plain_claim_values(node: ComputeNode, plan: ClaimPlan, now: float) -> dict[str, Any] | None:
+#: The parameters of :data:`PG_PLAIN_CLAIM` in their compiled order (with
+#: PostgreSQL's numbered parameters), as :func:`plain_claim_row` gives them.
+PG_PLAIN_NAMES = (*(f"i_{col}" for col in rows.INSTANCE_ROW_COLUMNS), "node", "expected",
+                  *(f"a_{col}" for col in rows.ALLOCATION_ROW_COLUMNS))
+#: The parameters of :data:`PG_PLAIN_CLAIM_WITH_TASK`, in their compiled order:
+#: :func:`plain_claim_row`'s, then :func:`nova_lite.db.task_writes.one_row`'s.
+PG_PLAIN_WITH_TASK_NAMES = PG_PLAIN_NAMES + task_writes.ONE_NAMES
+
+
+def plain_claim_row(node: ComputeNode, plan: ClaimPlan, now: float) -> tuple[Any, ...]:
     """The values of :data:`PG_PLAIN_CLAIM` for ``plan`` decided on ``node``,
-    or None if the plan is not a case it covers (one new instance, no move)."""
-    if plan.instance is None or plan.migration is not None:
-        return None
-    return _filled({"node": node.uuid, "expected": node.generation},
-                   (("i_", rows.new_instance_values(plan.instance, now)),
-                    ("a_", rows.allocation_values(plan.allocation, now))))
+    as a tuple in the order of :data:`PG_PLAIN_NAMES`: the new instance's
+    row, the node and its generation, the allocation's row.  Only for a
+    plan of one new instance and no move (:func:`one_statement_plan`)."""
+    assert plan.instance is not None
+    return (*rows.new_instance_row(plan.instance, now), node.uuid, node.generation,
+            *rows.allocation_row(plan.allocation, now))
+
+
+def one_statement_plan(plan: ClaimPlan) -> bool:
+    """Whether PostgreSQL's one statement of a claim covers ``plan``: one
+    new instance, no move, nothing on child providers."""
+    return plan.instance is not None and plan.migration is None and not plan.allocation.providers
 
 
 def _filled(values: dict[str, Any], parts: Sequence[tuple[str, Mapping[str, Any]]]

@@ -335,15 +335,23 @@ class DirectConnection:
                 observer.direct_done(compiled.sql, cursor)
         return result
 
+    def takes_row(self, statement: sa.ClauseElement, names: tuple[str, ...]) -> bool:
+        """Whether :meth:`execute_row` takes ``statement``'s values in the
+        order of ``names``: they are exactly its parameters, in their
+        compiled order, with no default to fill in.  False where parameters
+        are named, not numbered (psycopg before 3.2, with no ``RawCursor``):
+        there the values go as a dict."""
+        compiled = self._compile(statement)
+        return compiled.order == names and not compiled.defaults
+
     def execute_row(self, statement: sa.ClauseElement, names: tuple[str, ...],
-                    row: tuple[Any, ...]) -> int:
-        """Run ``statement``, which returns no rows, with ``row``: its values
-        in the order of ``names``; returns the rowcount.
+                    row: tuple[Any, ...]) -> DirectResult:
+        """Run ``statement`` with ``row``: its values in the order of ``names``.
 
         For a writer that builds its row as a tuple (no dictionary of column
         names to order): ``names`` must be exactly the statement's
         parameters, in their compiled order, with no default to fill in
-        (else ValueError, and nothing runs).
+        (else ValueError, and nothing runs; see :meth:`takes_row`).
         """
         entry = self._compiled.get((id(statement), self.dialect.name))
         compiled = entry[1] if entry is not None and entry[0] is statement \
@@ -358,9 +366,10 @@ class DirectConnection:
         for observer in observers:
             observer.direct_statement(compiled.sql)
         cursor.execute(compiled.sql, row)
+        result = self._result(compiled, cursor)
         for observer in observers:
             observer.direct_done(compiled.sql, cursor)
-        return int(cursor.rowcount)
+        return result
 
     @staticmethod
     def _result(compiled: _Compiled, cursor: DBAPICursor) -> DirectResult:

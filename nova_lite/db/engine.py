@@ -542,34 +542,39 @@ class Database:
             self._held.discard(proxy)
             raise
         observers = observers_of(self.engine)
-        autocommit = alone = False
+        alone = False
         opening: tuple[str, ...] = ()
         closing = None
         begin_explicitly: Callable[[], None] | None = None
-        conn: DirectConnection | None = None
         try:
             for observer in observers:
                 observer.direct_begin()
             if mode == _EACH and self._setup is None:
-                autocommit = alone = dbapi.autocommit = True
+                alone = autocommit = True
             elif mode in (_SNAPSHOT, _EACH):
                 # BEGIN and COMMIT are ours, sent in the round trips of the
                 # statements (see DirectConnection): a read whose answer is
                 # lost wrote nothing, so it may end in the round trip of its
                 # statements.
-                autocommit = dbapi.autocommit = True
+                autocommit = True
                 opening = (_PG_SNAPSHOT_BEGIN if mode == _SNAPSHOT else _PG_READ_BEGIN,) + (
                     (self._setup,) if self._setup else ())
                 closing = "COMMIT"
             elif mode == _ALONE and self._setup is None:
-                autocommit = alone = dbapi.autocommit = True
+                alone = autocommit = True
             else:
                 # psycopg begins before a statement sent alone first (the same
                 # round trip as a BEGIN of ours, and cheaper); statements sent
                 # together first go with a BEGIN of ours, in autocommit mode
                 # (psycopg's own, in a pipeline, waits for its answer first).
+                autocommit = False
                 opening = (_PG_WRITE_BEGIN,) + ((self._setup,) if self._setup else ())
                 begin_explicitly = functools.partial(setattr, dbapi, "autocommit", True)
+            # A held connection keeps the mode its last transaction left it
+            # in: it is changed only when this one needs the other (psycopg's
+            # setter is several microseconds, and claims in a row need none).
+            if dbapi.autocommit is not autocommit:
+                dbapi.autocommit = autocommit
             conn = DirectConnection(cursor, self.engine.dialect, observers, opening, closing,
                                     begin_explicitly)
             result = fn(conn)
@@ -586,18 +591,14 @@ class Database:
                 self._held.drop_cursor(proxy)
             else:
                 cursor.close()
-            autocommit = autocommit or (conn is not None and conn.began_explicitly)
-            if self._rolled_back(dbapi, cursor, exc) and self._restored(dbapi, autocommit):
+            if self._rolled_back(dbapi, cursor, exc):
                 self._held.give_back(proxy, dbapi)
             else:
                 self._held.discard(proxy)
             raise
         if not keep:
             cursor.close()
-        if self._restored(dbapi, autocommit or conn.began_explicitly):
-            self._held.give_back(proxy, dbapi)
-        else:
-            self._held.discard(proxy)
+        self._held.give_back(proxy, dbapi)
         return result
 
     def _sqlite_direct_transaction(self, fn: Callable[[DirectConnection], _T],
@@ -638,17 +639,6 @@ class Database:
             observer.direct_ending(dbapi, False)
         dbapi.commit()
         return result
-
-    def _restored(self, dbapi: Any, autocommit: bool) -> bool:
-        """Take ``dbapi`` out of autocommit mode if a direct transaction put it
-        there (the next one on it expects psycopg to begin its transaction);
-        False if that failed."""
-        try:
-            if autocommit:
-                dbapi.autocommit = False
-        except self._dbapi_error:
-            return False
-        return True
 
     def _pooled_direct_transaction(self, fn: Callable[[DirectConnection], _T], mode: int) -> _T:
         # In-memory SQLite: the one shared connection, one transaction at a time.

@@ -15,6 +15,11 @@ restart costs no claim); one whose transaction failed on a lost connection
 is closed, never put back.  After the engine's ``dispose()`` (a new pool),
 no connection made before it is used again.
 
+A PostgreSQL connection is put back in the autocommit mode its
+transaction left it in; the next transaction on it changes the mode only
+if it needs the other (see ``Database._direct_transaction``), so claims
+sent alone, one after another, change none.
+
 On PostgreSQL each connection keeps the cursor its writing direct
 transactions run on (:meth:`HeldConnections.cursor`): making one was
 about a twentieth of the instructions of a claim's client (psycopg copies

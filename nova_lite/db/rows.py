@@ -85,24 +85,34 @@ def allocation_from_row(row: Any) -> Allocation:
         providers=json.loads(row.providers) if row.providers else None)
 
 
+#: The columns of an allocation's row, in the order :func:`allocation_row` gives them.
+ALLOCATION_ROW_COLUMNS = ("consumer_uuid", "node_uuid", "consumer_type", "instance_uuid",
+                          *(col for _, col in STD_COLUMNS), "other", "flavor",
+                          "numa_topology", "pci_devices", "created_at", "providers")
+
+
+def allocation_row(alloc: Allocation, now: float) -> tuple[Any, ...]:
+    """An allocation's row, recorded at ``now``, as a tuple of the columns
+    :data:`ALLOCATION_ROW_COLUMNS` names, in their order."""
+    resources = alloc.resources
+    providers = alloc.providers
+    if providers:
+        nested = {rc for per in providers.values() for rc in per}
+        other = {rc: n for rc, n in resources.items()
+                 if rc not in models.ALLOCATION_COLUMNS and rc not in nested}
+    else:
+        other = {rc: n for rc, n in resources.items() if rc not in models.ALLOCATION_COLUMNS}
+    return (alloc.consumer_uuid, alloc.node_uuid, alloc.consumer_type, alloc.instance_uuid,
+            *[resources.get(rc, 0) for rc, _ in STD_COLUMNS],
+            ser.dumps(other) if other else None, ser.flavor_to_json(alloc.flavor),
+            ser.numa_to_json(alloc.numa_topology), ser.strings_to_json(alloc.pci_devices), now,
+            ser.dumps({name: dict(per) for name, per in providers.items()})
+            if providers else None)
+
+
 def allocation_values(alloc: Allocation, now: float) -> dict[str, Any]:
     """An allocation's row, recorded at ``now``, as a dict by column name."""
-    resources = alloc.resources
-    nested = {rc for per in alloc.providers.values() for rc in per}
-    other = {rc: n for rc, n in resources.items()
-             if rc not in models.ALLOCATION_COLUMNS and rc not in nested}
-    values = dict(consumer_uuid=alloc.consumer_uuid, node_uuid=alloc.node_uuid,
-                  consumer_type=alloc.consumer_type, instance_uuid=alloc.instance_uuid,
-                  other=ser.dumps(other) if other else None,
-                  flavor=ser.flavor_to_json(alloc.flavor),
-                  numa_topology=ser.numa_to_json(alloc.numa_topology),
-                  pci_devices=ser.strings_to_json(alloc.pci_devices),
-                  providers=ser.dumps({name: dict(per) for name, per in
-                                       alloc.providers.items()}) if alloc.providers else None,
-                  created_at=now)
-    for rc, column in STD_COLUMNS:
-        values[column] = resources.get(rc, 0)
-    return values
+    return dict(zip(ALLOCATION_ROW_COLUMNS, allocation_row(alloc, now)))
 
 
 #: The columns :func:`instance_values` sets.
@@ -111,20 +121,31 @@ INSTANCE_UPDATE_COLUMNS = ("host", "node", "vm_state", "task_state", "project_id
                            "availability_zone", "updated_at")
 
 
-def instance_values(inst: Instance, now: float) -> dict[str, Any]:
-    """The columns an update of ``inst``'s row at ``now`` sets (not its uuid nor created_at)."""
-    return dict(host=inst.host, node=inst.node, vm_state=inst.vm_state,
-                task_state=inst.task_state, project_id=inst.project_id,
-                user_id=inst.user_id, flavor=ser.flavor_to_json(inst.flavor),
-                numa_topology=ser.numa_to_json(inst.numa_topology),
-                pci_requests=ser.pci_requests_to_json(inst.pci_requests),
-                pci_devices=ser.strings_to_json(inst.pci_devices),
-                availability_zone=inst.availability_zone, updated_at=now)
+#: The columns of an instance's row, in the order :func:`new_instance_row` gives them.
+INSTANCE_ROW_COLUMNS = ("uuid", "host", "node", "vm_state", "task_state", "project_id",
+                        "user_id", "flavor", "numa_topology", "pci_requests", "pci_devices",
+                        "created_at", "updated_at", "availability_zone")
+
+
+def new_instance_row(inst: Instance, now: float) -> tuple[Any, ...]:
+    """The whole row of an instance first recorded at ``now``, as a tuple of
+    the columns :data:`INSTANCE_ROW_COLUMNS` names, in their order."""
+    return (inst.uuid, inst.host, inst.node, inst.vm_state, inst.task_state, inst.project_id,
+            inst.user_id, ser.flavor_to_json(inst.flavor), ser.numa_to_json(inst.numa_topology),
+            ser.pci_requests_to_json(inst.pci_requests), ser.strings_to_json(inst.pci_devices),
+            now, now, inst.availability_zone)
 
 
 def new_instance_values(inst: Instance, now: float) -> dict[str, Any]:
-    """The whole row of an instance first recorded at ``now``."""
-    return dict(instance_values(inst, now), uuid=inst.uuid, created_at=now)
+    """The whole row of an instance first recorded at ``now``, as a dict by column name."""
+    return dict(zip(INSTANCE_ROW_COLUMNS, new_instance_row(inst, now)))
+
+
+def instance_values(inst: Instance, now: float) -> dict[str, Any]:
+    """The columns an update of ``inst``'s row at ``now`` sets (not its uuid nor created_at)."""
+    values = new_instance_values(inst, now)
+    del values["uuid"], values["created_at"]
+    return values
 
 
 def upsert_instance(conn: sa.Connection, inst: Instance, now: float) -> None:

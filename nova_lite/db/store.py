@@ -707,34 +707,33 @@ class Store:
                 plans = tuple(decide(node))
             except ComputeResourcesUnavailable:   # perhaps stale: decided again on fresh records
                 plans = None
-        single = None
         sqlite = self.db.dialect == "sqlite"
-        # The one statement without the node's usage row, for a node this
-        # store alone has written of late (see PLAIN_CLAIM_AFTER_SWAPS).
-        plain = not sqlite and len(tasks) <= 1 and self._streaks.alone(node.uuid)
-        if plans is not None and len(plans) == 1 and not sqlite \
-                and self.schema.current and not plans[0].allocation.providers:
-            single = (claim_writes.plain_claim_values if plain else
-                      claim_writes.single_claim_values)(node, plans[0], time.time())
+        # Whether this store alone has written the node of late (see
+        # SwapStreaks): then PostgreSQL's one statement leaves out the node's
+        # usage row, and so does SQLite's swap.
+        alone = self._streaks.alone(node.uuid)
+        plain = not sqlite and len(tasks) <= 1 and alone
+        one = plans is not None and len(plans) == 1 and not sqlite and self.schema.current \
+            and claim_writes.one_statement_plan(plans[0])
+        single = claim_writes.single_claim_values(node, plans[0], time.time()) \
+            if one and plans is not None and not plain else None
         op = f"claim on node {node.host}/{node.nodename}"
         done = None
-        if single is not None and plans is not None and len(tasks) <= 1:
+        if one and plans is not None and len(tasks) <= 1:
             # The one statement writes the claim or nothing: alone in its
             # transaction, in autocommit mode (one round trip where BEGIN
             # and COMMIT around it made three).
             try:
                 done = self.db.write_alone(op, functools.partial(
-                    _one_statement_claim, single=single, plans=plans, tasks=tuple(tasks),
-                    plain=plain))
+                    _one_statement_claim, node=node, plans=plans, tasks=tuple(tasks),
+                    single=single))
             except StoreError as exc:
                 if not is_unique_violation(exc):
                     raise
                 # The instance was recorded by another request while the
                 # statement ran, and nothing was written: decided below.
             single = None
-        # On SQLite a claim's swap records the node's usage row unless this
-        # store alone has written the node of late (see SwapStreaks).
-        usage_row = not self._streaks.alone(node.uuid)
+        usage_row = not alone
         if done is None and sqlite and not usage_row and plans is not None \
                 and len(plans) == 1 and not tasks and claim_writes.plain_rows(plans[0]):
             # A plain claim decided on the record, with no usage row to record:
@@ -1322,28 +1321,40 @@ def _sqlite_plain_claim(conn: DirectConnection, *, node: ComputeNode, plan: Clai
     return with_allocations(node, (plan.allocation,), generation), (plan,), []
 
 
-def _one_statement_claim(conn: DirectConnection, *, single: dict[str, Any],
+def _one_statement_claim(conn: DirectConnection, *, node: ComputeNode,
                          plans: tuple[ClaimPlan, ...], tasks: Sequence[WorkRequest],
-                         plain: bool = False
+                         single: dict[str, Any] | None
                          ) -> tuple[Any, tuple[ClaimPlan, ...], list[Task]] | None:
-    """PostgreSQL's one statement of a claim
-    (:data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM`, or with ``plain``
-    :data:`~nova_lite.db.claim_writes.PG_PLAIN_CLAIM`, with values
-    ``single``), with its one task if ``tasks`` holds one (a build's: its
-    INSERT and NOTIFY are part of the statement).  Returns ``(row, plans,
-    tasks)`` as :func:`_claim_transaction` does if the statement wrote the
-    claim, else None: it wrote nothing, and the claim is decided by
+    """PostgreSQL's one statement of a claim of ``plans`` (one plan) decided
+    on ``node``: :data:`~nova_lite.db.claim_writes.PG_SINGLE_CLAIM` with
+    values ``single``, or, if ``single`` is None (a node this store alone
+    writes of late), :data:`~nova_lite.db.claim_writes.PG_PLAIN_CLAIM`, its
+    values built as a row (:func:`~nova_lite.db.claim_writes.plain_claim_row`);
+    with its one task if ``tasks`` holds one (a build's: its INSERT and
+    NOTIFY are part of the statement).  Returns ``(row, plans, tasks)`` as
+    :func:`_claim_transaction` does if the statement wrote the claim, else
+    None: it wrote nothing, and the claim is decided by
     :func:`_claim_transaction` without it."""
-    if tasks:
-        values = dict(single, **task_writes.one_values(tasks[0], time.time()))
-        result = conn.execute(claim_writes.PG_PLAIN_CLAIM_WITH_TASK if plain else
-                              claim_writes.PG_SINGLE_CLAIM_WITH_TASK, values)
-        if not result.rows:
-            return None
-        return result.rows[0], plans, task_writes.inserted(tasks, [result], prefix="t_")
-    row = conn.execute(claim_writes.PG_PLAIN_CLAIM if plain else claim_writes.PG_SINGLE_CLAIM,
-                       single).first()
-    return None if row is None else (row, plans, [])
+    now = time.time()
+    if single is not None:
+        result = conn.execute(
+            claim_writes.PG_SINGLE_CLAIM_WITH_TASK if tasks else claim_writes.PG_SINGLE_CLAIM,
+            dict(single, **task_writes.one_values(tasks[0], now)) if tasks else single)
+    else:
+        row = claim_writes.plain_claim_row(node, plans[0], now)
+        if tasks:
+            statement, names = (claim_writes.PG_PLAIN_CLAIM_WITH_TASK,
+                                claim_writes.PG_PLAIN_WITH_TASK_NAMES)
+            row += task_writes.one_row(tasks[0], now)
+        else:
+            statement, names = claim_writes.PG_PLAIN_CLAIM, claim_writes.PG_PLAIN_NAMES
+        # Numbered parameters take the row as it is; named ones, a dict.
+        result = conn.execute_row(statement, names, row) if conn.takes_row(statement, names) \
+            else conn.execute(statement, dict(zip(names, row)))
+    if not result.rows:
+        return None
+    return result.rows[0], plans, task_writes.inserted(tasks, [result], prefix="t_") \
+        if tasks else []
 
 
 def _decide_locked(conn: DirectConnection, node: ComputeNode, decide: Decide, generation: int,

@@ -170,17 +170,22 @@ def _row_names(i: int) -> tuple[str, ...]:
 
 def _row_values(i: int, request: WorkRequest, now: float) -> dict[str, Any]:
     """The parameters of row ``i`` of :func:`_insert`'s statement: ``request``, waiting."""
-    host, kind, instance_uuid, migration_uuid, params, state, attempts, created_at = \
-        _row_names(i)
-    return {host: request.host, kind: request.kind, instance_uuid: request.instance_uuid,
-            migration_uuid: request.migration_uuid,
-            params: json.dumps(request.params, sort_keys=True),
-            state: work.WAITING, attempts: 0, created_at: now}
+    return dict(zip(_row_names(i), one_row(request, now)))
+
+
+#: The parameters of :func:`insert_one_with`, in the order :func:`one_row` gives them.
+ONE_NAMES = _row_names(0)
 
 
 def one_values(request: WorkRequest, now: float) -> dict[str, Any]:
     """The values of :func:`insert_one_with` recording ``request`` at ``now``."""
     return _row_values(0, request, now)
+
+
+def one_row(request: WorkRequest, now: float) -> tuple[Any, ...]:
+    """:func:`one_values` as a tuple, in the order of :data:`ONE_NAMES`."""
+    return (request.host, request.kind, request.instance_uuid, request.migration_uuid,
+            json.dumps(request.params, sort_keys=True), work.WAITING, 0, now)
 
 
 #: The columns of a task row that make its :class:`~nova_lite.work.Task`, in order.

@@ -5,7 +5,7 @@ the node is exactly the one it decided on plus the claim's allocations: no
 read is needed to know it.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -43,10 +43,7 @@ def _changed(node: ComputeNode, allocations: Iterable[Allocation],
                 for rc, n in per.items():
                     held[rc] = held.get(rc, 0) + n
             own = {rc: n - held.get(rc, 0) for rc, n in own.items() if n - held.get(rc, 0)}
-        for rc, n in own.items():
-            amounts[rc] = amounts.get(rc, 0) + sign * n
-            if not amounts[rc]:
-                del amounts[rc]
+        _add_amounts(amounts, own, sign)
         if allocation.numa_topology is not None:
             placed = list(numa)
             if sign > 0:
@@ -68,6 +65,17 @@ def _changed(node: ComputeNode, allocations: Iterable[Allocation],
     return changed
 
 
+def _add_amounts(amounts: dict[str, int], own: Mapping[str, int], sign: int) -> None:
+    """Add ``own`` (amounts by class) to ``amounts`` in place, times ``sign``;
+    a class whose total comes to 0 is dropped."""
+    for rc, n in own.items():
+        total = amounts.get(rc, 0) + sign * n
+        if total:
+            amounts[rc] = total
+        else:
+            amounts.pop(rc, None)
+
+
 def with_allocations(node: ComputeNode, allocations: Iterable[Allocation],
                      generation: int) -> ComputeNode:
     """``node`` at ``generation`` with every one of ``allocations`` added: the
@@ -79,12 +87,7 @@ def with_allocations(node: ComputeNode, allocations: Iterable[Allocation],
         # moves, and the sums of a checked record's amounts need no check.
         amounts = dict(node.usage)
         for allocation in allocations:
-            for rc, n in allocation.resources.items():
-                total = amounts.get(rc, 0) + n
-                if total:
-                    amounts[rc] = total
-                else:
-                    amounts.pop(rc, None)
+            _add_amounts(amounts, allocation.resources, 1)
         return _with_usage(node, MappingProxyType(amounts), generation)
     return replaced(node, generation=generation, **_changed(node, allocations))
 
