@@ -748,8 +748,8 @@ MUTANTS = {
     "sqlite-direct-failure-not-rolled-back": (
         "a SQLite direct transaction that fails gives its connection back without a rollback",
         "nova_lite/db/engine.py",
-        "            cursor.close()\n            if self._rolled_back(dbapi, cursor, exc):\n",
-        "            cursor.close()\n            if True:\n"),
+        "exc:\n            cursor.close()\n            if self._rolled_back(dbapi, cursor, exc):\n",
+        "exc:\n            cursor.close()\n            if True:\n"),
     "failed-postgresql-cursor-kept": (
         "a PostgreSQL direct transaction that fails leaves its cursor kept for the next",
         "nova_lite/db/engine.py",
@@ -781,10 +781,8 @@ MUTANTS = {
         "SQLite's plain claim of an instance recorded already writes its allocation "
         "without the guard of a known instance",
         "nova_lite/db/claim_writes.py",
-        "                             else ser.flavor_to_json(instance.flavor), now, now)):\n"
-        "        return False\n",
-        "                             else ser.flavor_to_json(instance.flavor), now, now)):\n"
-        "        pass\n"),
+        "ser.flavor_to_json(instance.flavor), now, now)).rowcount:\n        return False\n",
+        "ser.flavor_to_json(instance.flavor), now, now)).rowcount:\n        pass\n"),
     "plain-rows-drop-the-zone": (
         "a claim of an instance in a zone is taken for a plain one, and its zone is not "
         "recorded",

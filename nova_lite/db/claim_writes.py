@@ -457,6 +457,10 @@ class _PrefixedNames(dict[str, str]):
 
 
 _NAMES = {prefix: _PrefixedNames(prefix) for prefix in ("a_", "i_", "u_")}
+#: The one-statement claims' names of the instance's and the allocation's
+#: columns, in the order of their rows (``rows.new_instance_row``, ``rows.allocation_row``).
+_INSTANCE_NAMES = tuple(_NAMES["i_"][col] for col in rows.INSTANCE_ROW_COLUMNS)
+_ALLOCATION_NAMES = tuple(_NAMES["a_"][col] for col in rows.ALLOCATION_ROW_COLUMNS)
 #: ``(class, "most_<column>")`` of each class with a column of its own.
 _MOST_NAMES = tuple((rc, f"most_{col}") for rc, col in rows.STD_COLUMNS)
 
@@ -675,7 +679,8 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
     """
     if plan.instance is None or plan.migration is not None:
         return None
-    allocation = rows.allocation_values(plan.allocation, now)
+    allocation_row = rows.allocation_row(plan.allocation, now)
+    allocation = dict(zip(rows.ALLOCATION_ROW_COLUMNS, allocation_row))
     bounds = plan.bounds
     plain = bounds is not None and allocation["other"] is None \
         and allocation["numa_topology"] is None and allocation["pci_devices"] is None \
@@ -691,17 +696,21 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
     # The usage row at the next generation if the compare-and-swap holds:
     # ``node``'s usage plus the allocation, as ``usage_after`` counts it.
     after = usage_after(recorded_usage(node), [allocation], node.generation + 1)
-    # One dict, filled in place: the statement's 40-odd values are copied once.
+    # One dict, filled in place: the statement's 40-odd values are copied once,
+    # the rows' by their prefixed names in column order.
     values = dict(most, node=node.uuid, expected=node.generation, plain=plain,
                   known=usage_known(node), extra=extra)
-    return _filled(values, (("i_", rows.new_instance_values(plan.instance, now)),
-                            ("a_", allocation), ("u_", after)))
+    values.update(zip(_INSTANCE_NAMES, rows.new_instance_row(plan.instance, now)))
+    values.update(zip(_ALLOCATION_NAMES, allocation_row))
+    names = _NAMES["u_"]
+    for name, value in after.items():
+        values[names[name]] = value
+    return values
 
 
 #: The parameters of :data:`PG_PLAIN_CLAIM` in their compiled order (with
 #: PostgreSQL's numbered parameters), as :func:`plain_claim_row` gives them.
-PG_PLAIN_NAMES = (*(f"i_{col}" for col in rows.INSTANCE_ROW_COLUMNS), "node", "expected",
-                  *(f"a_{col}" for col in rows.ALLOCATION_ROW_COLUMNS))
+PG_PLAIN_NAMES = (*_INSTANCE_NAMES, "node", "expected", *_ALLOCATION_NAMES)
 #: The parameters of :data:`PG_PLAIN_CLAIM_WITH_TASK`, in their compiled order:
 #: :func:`plain_claim_row`'s, then :func:`nova_lite.db.task_writes.one_row`'s.
 PG_PLAIN_WITH_TASK_NAMES = PG_PLAIN_NAMES + task_writes.ONE_NAMES
@@ -721,17 +730,6 @@ def one_statement_plan(plan: ClaimPlan) -> bool:
     """Whether PostgreSQL's one statement of a claim covers ``plan``: one
     new instance, no move, nothing on child providers."""
     return plan.instance is not None and plan.migration is None and not plan.allocation.providers
-
-
-def _filled(values: dict[str, Any], parts: Sequence[tuple[str, Mapping[str, Any]]]
-            ) -> dict[str, Any]:
-    """``values`` with each row of ``parts``, ``(prefix, {column: value})``,
-    copied in under the statement's names for that prefix's columns."""
-    for prefix, part in parts:
-        names = _NAMES[prefix]
-        for name, value in part.items():
-            values[names[name]] = value
-    return values
 
 
 def recorded_usage(node: ComputeNode) -> dict[str, int]:
