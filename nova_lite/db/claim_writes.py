@@ -702,9 +702,7 @@ def single_claim_values(node: ComputeNode, plan: ClaimPlan,
                   known=usage_known(node), extra=extra)
     values.update(zip(_INSTANCE_NAMES, rows.new_instance_row(plan.instance, now)))
     values.update(zip(_ALLOCATION_NAMES, allocation_row))
-    names = _NAMES["u_"]
-    for name, value in after.items():
-        values[names[name]] = value
+    values.update(_prefixed(after, "u_"))
     return values
 
 
