@@ -428,7 +428,7 @@ class TestPlainClaim(base.PostgreSQLBackend, base.TestCase):
         import fixtures
         self.useFixture(fixtures.MonkeyPatch(
             "nova_lite.db.direct.DirectConnection.takes_row", noted))
-        # Every nullable column a one-statement claim may fill, filled.
+        # A zone and a task state: columns a plain row of SQLite's leaves NULL.
         rich = races.instance(task_state="spawning", availability_zone="az1")
         node, ran = self.claim(node, rich)
         self.assertNotIn("node_usage", ran[0])
@@ -532,7 +532,6 @@ class TestStatementsSentAsTheyAre(base.TestCase):
         self.assertGreater(len(_Compiled(claim_writes.PG_SINGLE_CLAIM_WITH_TASK,
                                          dialect).sql.encode()),
                            _queries.MAX_CACHED_STATEMENT_LENGTH)
-
 
     def test_the_plain_claims_take_their_values_in_the_order_their_rows_are_built(self):
         from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
