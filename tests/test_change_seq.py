@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from nova_lite import leaks
 from nova_lite.compute.resource_tracker import ResourceTracker
 from nova_lite.db import COMPUTE_BINARY, look, models, node_changes, queries
+from nova_lite.db import store as store_module
 from nova_lite.db.direct import observe as direct_observe, unobserve as direct_unobserve
 from nova_lite.db.node_changes import ChangeReader
 from nova_lite.objects import DELETED
@@ -333,6 +334,48 @@ class TestChangeSeqOnPostgreSQL(ChangeSeqTests, base.OnPostgreSQL, base.TestCase
         seen = reader.read(held).nodes
         self.assertEqual(["n1"], [n.nodename for n in seen])
         self.assertEqual(nodes["n1"].generation + 1, seen[0].generation)
+
+    def test_the_claims_one_statement_moves_the_change_seq_without_the_trigger(self):
+        # The trigger's function is made to write a sentinel: a claim's one
+        # statement must give the node its transaction's id itself (and so
+        # skip the trigger), every other writer still goes through it.
+        driver, rt = self.tracker("h1", ["n1"])
+        rt.update_available_resource()
+        with self.store.db.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "CREATE OR REPLACE FUNCTION nova_lite_change_seq() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$ BEGIN NEW.change_seq := -1; RETURN NEW; END $$")
+
+        def node_row():
+            return self.store.db.read("node", lambda conn: conn.execute(sa.text(
+                "SELECT generation, change_seq, xmin::text::bigint AS xmin "
+                "FROM compute_nodes WHERE nodename = 'n1'")).one())
+
+        class Seen:
+            statements = set()
+
+            def direct_statement(self, sql):
+                self.statements.add(sql.split(" AS", 1)[0].split()[-1])
+
+            def __getattr__(self, name):
+                return lambda *args: None
+
+        seen = Seen()
+        direct_observe(self.store.db.engine, seen)
+        self.addCleanup(direct_unobserve, self.store.db.engine, seen)
+        claimed = []
+        for _ in range(store_module.PLAIN_CLAIM_AFTER_SWAPS + 2):
+            before = node_row()
+            claimed.append(rt.instance_claim(base.instance(base.flavor(memory_mb=64)),
+                                             "n1").instance)
+            after = node_row()
+            self.assertEqual(before.generation + 1, after.generation)
+            # the transaction's id: the row version's xmin is its low 32 bits
+            self.assertEqual(after.xmin, after.change_seq % 2 ** 32, after)
+        # both one statements ran: the one on the usage row, then the plain one
+        self.assertLessEqual({"node_lock", "bump"}, seen.statements)
+        rt.update_usage(attrs.evolve(claimed[0], vm_state=DELETED))
+        self.assertEqual(-1, node_row().change_seq)   # a release: through the trigger
 
     def test_a_look_sums_the_changed_nodes_allocations_by_node_in_a_generic_plan(self):
         # psycopg prepares the look after its fifth run, and PostgreSQL may

@@ -811,6 +811,24 @@ MUTANTS = {
         "        result = conn.execute_row(statement, names, row) if conn.takes_row(statement, "
         "names) \\\n",
         "        result = conn.execute_row(statement, names, row) if False \\\n"),
+    "plain-claim-leaves-change-seq-to-the-trigger": (
+        "PostgreSQL's plain claim leaves the node's change sequence to its trigger",
+        "nova_lite/db/claim_writes.py",
+        "        unknown).values(generation=T_NODES.c.generation + one, change_seq=_CHANGE_SEQ)"
+        ".returning(\n",
+        "        unknown).values(generation=T_NODES.c.generation + one).returning(\n"),
+    "single-claim-leaves-change-seq-to-the-trigger": (
+        "PostgreSQL's one statement on the usage row leaves the node's change sequence to "
+        "its trigger",
+        "nova_lite/db/claim_writes.py",
+        "        generation=T_NODES.c.generation + one, change_seq=_CHANGE_SEQ).returning(\n",
+        "        generation=T_NODES.c.generation + one).returning(\n"),
+    "change-seq-trigger-overrides-the-statement": (
+        "the node's change-sequence trigger fires whatever the statement set",
+        "nova_lite/db/alembic/versions/0015_claims_set_change_seq.py",
+        "    op.execute(_create(f\"{_MOVED} AND OLD.change_seq IS NOT DISTINCT FROM "
+        "NEW.change_seq\"))\n",
+        "    op.execute(_create(_MOVED))\n"),
     "checkpoints-never-woken": (
         "a commit never wakes the thread that checkpoints the SQLite log",
         "nova_lite/db/wal_checkpoints.py",
@@ -844,6 +862,8 @@ _HOLDS, _HEAL = "tests.test_holds.TestHoldTableSQLite", "tests.test_heal.TestHea
 _WORK = "tests.test_work.TestWorkSQLite"
 _BUILDS = "tests.test_build_records"
 _PLAIN = "tests.test_claim_statements.TestPlainClaim"
+_CLAIMS_SET_CHANGE_SEQ = ("tests.test_change_seq.TestChangeSeqOnPostgreSQL.test_the_claims_one_"
+                          "statement_moves_the_change_seq_without_the_trigger")
 _CHECKED, _RACES, _USAGE = ("tests.test_claim_checked", "tests.test_claim_races",
                             "tests.test_claim_usage")
 
@@ -880,6 +900,9 @@ GUARDS = {
     "placed-names-never-checked": ("tests.test_decide",),
     "node-after-amounts-unsummed": ("tests.test_decide",),
     "instance-row-drops-the-zone": ("tests.test_rows",),
+    "plain-claim-leaves-change-seq-to-the-trigger": (_CLAIMS_SET_CHANGE_SEQ,),
+    "single-claim-leaves-change-seq-to-the-trigger": (_CLAIMS_SET_CHANGE_SEQ,),
+    "change-seq-trigger-overrides-the-statement": (_CLAIMS_SET_CHANGE_SEQ,),
     "plain-claim-values-by-name-only": (
         "tests.test_claim_statements.TestPlainClaim.test_its_values_go_as_a_row_or_by_name_"
         "and_write_the_general_steps_rows",),

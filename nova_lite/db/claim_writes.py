@@ -50,7 +50,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from nova_lite import holds
 from nova_lite.db import holds_sql, models, providers as provider_rows, rows, serialize as ser
-from nova_lite.db import task_writes
+from nova_lite.db import queries, task_writes
 from nova_lite.db.direct import DirectConnection
 from nova_lite.exception import (
     InstanceNotFound, InstanceStateConflict, InvalidInput, NodeNotFound)
@@ -589,9 +589,16 @@ def _build_pg_single_claim(with_task: bool = False) -> sa.Select[Any]:
         swapped, sa.exists().where(usage.c.generation == lock.c.generation + one))).cte("ok")
     bump = T_NODES.update().where(
         T_NODES.c.uuid == node, sa.exists(sa.select(ok.c.generation))).values(
-        generation=T_NODES.c.generation + one).returning(T_NODES.c.generation).cte("bump")
+        generation=T_NODES.c.generation + one, change_seq=_CHANGE_SEQ).returning(
+        T_NODES.c.generation).cte("bump")
     return _claim_with_bump(bump, (bump.c.generation, *[usage.c[f] for f in rows.USAGE_FIELDS]),
                             bump.outerjoin(usage, sa.true()), with_task)
+
+
+#: The one-statement claims move the node's change sequence themselves, to
+#: the value its trigger would give (so the trigger's PL/pgSQL function is
+#: not called for them: revision 0015).
+_CHANGE_SEQ = sa.literal_column(queries.PG_CHANGE_SEQ_SQL, type_=sa.BigInteger)
 
 
 def _claim_with_bump(bump: sa.CTE, columns: tuple[sa.ColumnElement[Any], ...],
@@ -642,7 +649,7 @@ def _build_pg_plain_claim(with_task: bool = False) -> sa.Select[Any]:
     unknown = ~sa.exists().where(T_INST.c.uuid == sa.bindparam("i_uuid"))
     bump = T_NODES.update().where(
         T_NODES.c.uuid == node, T_NODES.c.generation == sa.bindparam("expected", type_=sa.Integer),
-        unknown).values(generation=T_NODES.c.generation + one).returning(
+        unknown).values(generation=T_NODES.c.generation + one, change_seq=_CHANGE_SEQ).returning(
         T_NODES.c.generation).cte("bump")
     return _claim_with_bump(bump, (bump.c.generation,), bump, with_task)
 

@@ -54,6 +54,10 @@ class NodeVersion:
     described_seq: int = 0
 
 
+#: PostgreSQL's change sequence value: the writing transaction's id, as the
+#: triggers of revision 0010 give it.  A statement that sets ``change_seq``
+#: to it itself skips the node's trigger (revision 0015).
+PG_CHANGE_SEQ_SQL = "pg_current_xact_id()::text::bigint"
 #: PostgreSQL's mark: the oldest transaction id its snapshot could not see.
 PG_MARK_SQL = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 _PG_MARK = sa.text(f"SELECT {PG_MARK_SQL}")
@@ -99,5 +103,5 @@ def existing_nodes(conn: Connection, uuids: set[str]) -> set[str]:
     return found
 
 
-__all__ = ["NodeVersion", "PG_MARK_SQL", "SQLITE_MARK", "TOMBSTONE_KEEP_S", "change_mark",
-           "described_since", "existing_nodes", "since"]
+__all__ = ["NodeVersion", "PG_CHANGE_SEQ_SQL", "PG_MARK_SQL", "SQLITE_MARK", "TOMBSTONE_KEEP_S",
+           "change_mark", "described_since", "existing_nodes", "since"]
