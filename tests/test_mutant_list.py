@@ -2,24 +2,30 @@
 
 A mutant is a text replaced in one file; one whose text is gone (the code
 it breaks was rewritten) or found twice stops the mutant run at that
-mutant.  These checks say so in the suite, in a second, not at the end of
-the mutant run.
+mutant; and a guard that names no test that loads makes each run of its
+mutants a broken one.  These checks say so in the suite, in a second, not
+at the end of the mutant run.
 """
 
 import importlib.util
 import os
+import unittest
 
 from tests import base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _mutants_module():
+def _tool(name):
     spec = importlib.util.spec_from_file_location(
-        "nova_lite_mutants", os.path.join(ROOT, "tools", "mutants.py"))
+        f"nova_lite_{name}", os.path.join(ROOT, "tools", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _mutants_module():
+    return _tool("mutants")
 
 
 def _text(path):
@@ -52,3 +58,14 @@ class TestMutantList(base.TestCase):
                 missing = [t for t in self.mutants.GUARDS[name]
                            if not self.mutants._names_a_module(ROOT, t)]
                 self.assertEqual([], missing)
+
+    def test_each_guard_loads_and_names_a_test(self):
+        # As the mutant run loads them (tools/guard_run.py): a guard that
+        # does not load would make every mutant it guards a broken run.
+        load = _tool("guard_run").load
+        guards = set(self.mutants.GUARD_TESTS).union(*self.mutants.GUARDS.values())
+        for guard in sorted(guards):
+            with self.subTest(guard):
+                suite, errors = load(unittest.TestLoader(), [guard], [])
+                self.assertEqual([], errors)
+                self.assertGreater(suite.countTestCases(), 0)

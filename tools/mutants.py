@@ -1,34 +1,58 @@
 #!/usr/bin/env python3
 """Break each guard of the claim path and of heal on purpose and show that the tests fail.
 
-``python tools/mutants.py [--list] [--all-guards] [NAME ...]``: for each
-mutant, copy the tree to a temporary directory, apply the mutant (a textual
-change that must match exactly once), run the tests that guard it from the
-copy, and report whether they failed, as they must.  Exits 0 only if every
-mutant was caught ("killed"); the last line reads ``N passed, N failed`` (a
-passed mutant check is a killed mutant).
+``python tools/mutants.py [--list] [--all-guards] [--tests ID ...] [--jobs N]
+[--timeout SECONDS] [NAME ...]``: for each mutant, copy the tree to a
+temporary directory, apply the mutant (a textual change that must match
+exactly once), run the tests that guard it from the copy, and report
+whether they failed, as they must.  Exits 0 only if every mutant was
+caught ("killed"); the last line reads ``N passed, N failed`` (a passed
+mutant check is a killed mutant).
 
-Each mutant runs against its own guards (:data:`GUARDS`): the test modules
-or classes written to catch it, with the chaos history wherever it catches
-it too, so the whole run stays within the few minutes CI gives it.
-``--all-guards`` runs every mutant against every module of
-:data:`GUARD_TESTS` instead (``make mutants``).
+Each mutant runs against its own guards (:data:`GUARDS`): the test modules,
+classes or tests written to catch it, with the chaos history wherever it
+catches it too.  ``--all-guards`` runs every mutant against every module of
+:data:`GUARD_TESTS` instead (``make mutants``); ``--tests`` against the
+test ids given.
 
-The copy imports its own ``nova_lite`` (the current directory comes first
-on ``sys.path``); the installed entry points name the same modules, so the
+A mutant's tests run in one process (``tools/guard_run.py``; ids as
+``python -m unittest`` takes them), in the order named, and stop at the
+first failure, so a killed mutant costs the tests up to the first that
+catches it.  Two mutants run at a time (``--jobs``), each in its own copy
+(the PostgreSQL tests make databases of their own); each mutant's line
+gives its wall time, copy included.
+
+A mutant counts as killed only if at least one test failed or errored
+(:func:`judge`).  A run that proves nothing about the guards is a broken
+one: the mutated file does not compile, the mutated module or a guard
+module does not import, a guard id names no test, no test ran, or the test
+process ended (or was ended after ``--timeout`` seconds) before its report
+did with no test failed.  A broken run is reported as ``SURVIVED: NAME (...) in N s by ...;
+broken, which proves nothing: WHY`` followed by the run's output, and
+counts as failed.  So does a run whose tests all passed or all skipped
+(PostgreSQL absent, say): ``SURVIVED: ...; survived: ...``.
+
+The copy imports its own ``nova_lite`` (the copy comes first on
+``sys.path``); the installed entry points name the same modules, so the
 fake drivers load from the copy too.
 """
 
 import argparse
+import collections
+import concurrent.futures
+import json
 import os
-import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Runs a mutant's tests in its copy of the tree, stopping at the first failure.
+GUARD_RUN = os.path.join(ROOT, "tools", "guard_run.py")
 
 #: Every test module that guards the claim path (``--all-guards``).
 GUARD_TESTS = ("tests.reliability.test_history", "tests.test_claim_races",
@@ -944,7 +968,8 @@ GUARDS = {
     "outcome-by-any-worker": (_WORK,),
     "instance-change-without-outcome": (_WORK,),
     "retaken-build-spawns-again": (_WORK,),
-    "traits-ignored": ("tests.test_traits.TraitScheduling",),
+    "traits-ignored": ("tests.test_traits.TraitScheduling",
+                       "tests.test_traits.TraitSchedulingPostgreSQL"),
     "compute-node-entry-wins": ("tests.test_provider_config.ApplyTests",
                                 "tests.test_provider_config.TrackerTests"),
     "child-room-ignored": ("tests.test_providers.TestProviderClaimsSQLite",
@@ -1126,8 +1151,123 @@ def _names_a_module(tree, test_id):
                for i in range(1, len(parts) + 1))
 
 
-def run_mutant(name, tests):
+def _module_of(tree, path):
+    """The module ``path`` (relative to ``tree``) is, or None if it is not one.
+
+    A module only if every directory above it is a package (has an
+    ``__init__.py``), so that ``importlib.import_module`` finds it.
+    """
+    parts = path[:-len(".py")].split("/") if path.endswith(".py") else None
+    if not parts or not all(os.path.exists(os.path.join(tree, *parts[:i], "__init__.py"))
+                            for i in range(1, len(parts))):
+        return None
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+#: What a mutant's guard run comes to (:func:`judge`): ``kind`` is
+#: ``killed``, ``broken`` or ``survived``; ``failing`` the tests that failed
+#: or errored; ``note`` says why a mutant was not killed.
+Verdict = collections.namedtuple("Verdict", "kind failing note")
+
+#: Outcomes of a test that count against it (``tools/guard_run.py``).
+_FAILING = ("failure", "error", "unexpected_success")
+
+
+def judge(events, exit_note="ended"):
+    """The :data:`Verdict` of a guard run from the events ``tools/guard_run.py`` wrote.
+
+    Killed only if at least one test failed or errored.  Broken (which
+    proves nothing about the guards, and so is no kill) if anything did not
+    load: a guard module or the mutated module did not import, or a guard
+    id names no test; broken too if no test ran, or if the test process
+    ended (``exit_note`` says how) before the end of its report with no
+    test failed.  Survived otherwise: every test passed or skipped.
+    """
+    loads = [e["load_error"] for e in events if "load_error" in e]
+    if loads:
+        return Verdict("broken", [], f"did not load: {', '.join(loads)}")
+    failing = sorted({e["test"] for e in events if e.get("outcome") in _FAILING})
+    if failing:
+        return Verdict("killed", failing, "")
+    done = [e["done"] for e in events if "done" in e]
+    if not done:
+        ended = {e["test"] for e in events if "outcome" in e}
+        running = [e["start"] for e in events if "start" in e and e["start"] not in ended]
+        return Verdict("broken", [], f"the test process {exit_note} before the end of its "
+                       f"report" + (f", in {running[-1]}" if running else ""))
+    if not done[0]:
+        return Verdict("broken", [], "no test ran")
+    skipped = sum(1 for e in events if e.get("outcome") == "skip")
+    if skipped == done[0]:
+        return Verdict("survived", [], f"every one of the {skipped} tests skipped")
+    return Verdict("survived", [], f"{done[0]} tests passed or skipped ({skipped} skipped)")
+
+
+#: Running guard processes (their process groups), ended on an interrupt.
+_RUNNING = set()
+
+
+def _end_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_guards(tree, tests, imports=(), timeout=None):
+    """Run ``tests`` from ``tree`` with ``tools/guard_run.py``: ``(verdict, output)``.
+
+    The tests run in one process, in the order named, and stop at the
+    first failure; each of ``imports`` is imported first.  Whatever the
+    process left running is ended with it.
+    """
+    with tempfile.TemporaryDirectory(prefix="guard-run-") as scratch:
+        report, output = (os.path.join(scratch, n) for n in ("report", "output"))
+        command = [sys.executable, GUARD_RUN, report,
+                   *(f"--import={m}" for m in imports), *tests]
+        with open(output, "w") as out:
+            proc = subprocess.Popen(command, cwd=tree, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    env=dict(os.environ, PYTHONPATH=tree))
+        _RUNNING.add(proc.pid)
+        try:
+            proc.wait(timeout=timeout)
+            exit_note = f"exited with {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            exit_note = f"was ended after {timeout} s"
+        finally:
+            _end_group(proc.pid)
+            proc.wait()
+            _RUNNING.discard(proc.pid)
+        events = []
+        if os.path.exists(report):
+            with open(report) as f:
+                # A line cut short by the process's end is no event.
+                events = [json.loads(line) for line in f if line.endswith("\n")]
+        with open(output, errors="replace") as f:
+            return judge(events, exit_note), f.read()
+
+
+def _check_applies(name, tree=ROOT, tests=()):
+    """Stop the run if ``name``'s changes do not match exactly once in ``tree``,
+    or if one of ``tests`` names no test module there."""
+    _, path, old, _ = MUTANTS[name]
+    changes = [(path, old)] + ([SECOND[name][:2]] if name in SECOND else [])
+    for file, text in changes:
+        with open(os.path.join(tree, file)) as f:
+            found = f.read().count(text)
+        if found != 1:
+            raise SystemExit(f"mutant {name} does not apply: {file} has {found} copies of "
+                             f"{text!r}")
+    missing = [t for t in tests if not _names_a_module(tree, t)]
+    if missing:
+        raise SystemExit(f"mutant {name}: no test module for {', '.join(missing)}")
+
+
+def run_mutant(name, tests, timeout=None):
+    """Run mutant ``name`` against ``tests``: ``(killed, text to print)``."""
     description, path, old, new = MUTANTS[name]
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"mutant-{name}-") as tree:
         _copy(tree)
         _replace(tree, path, old, new)
@@ -1136,23 +1276,33 @@ def run_mutant(name, tests):
         missing = [t for t in tests if not _names_a_module(tree, t)]
         if missing:
             raise SystemExit(f"mutant {name}: no test module for {', '.join(missing)}")
-        started = time.monotonic()
-        out = subprocess.run([sys.executable, "-m", "stestr", "--test-path", "tests",
-                              "--top-dir", ".", "run", "--concurrency", "2", *tests],
-                             cwd=tree, capture_output=True, text=True,
-                             env=dict(os.environ, PYTHONPATH=tree))
-        failed = sorted(set(re.findall(r"^FAIL: (\S+)", out.stdout + out.stderr, re.MULTILINE)
-                            + re.findall(r"(tests\.\S+) \[[^]]*\] \.\.\. FAILED", out.stdout)))
-        counted = re.search(r"^ - Failed: (\d+)$", out.stdout, re.MULTILINE)
-        killed = out.returncode != 0 and counted is not None and int(counted.group(1)) > 0
-        print(f"{'killed' if killed else 'SURVIVED'}: {name} ({description}) in "
-              f"{time.monotonic() - started:.0f} s by {', '.join(tests)}; failing tests:")
-        for line in failed[:8]:
-            print(f"    {line}")
-        if not killed:
-            print(out.stdout[-3000:])
-            print(out.stderr[-2000:])
-        return killed
+        paths = [path] + ([SECOND[name][0]] if name in SECOND else [])
+        broken = []
+        for mutated in paths:
+            if mutated.endswith(".py"):
+                with open(os.path.join(tree, mutated)) as f:
+                    try:
+                        compile(f.read(), mutated, "exec")
+                    except SyntaxError:
+                        broken.append(traceback.format_exc(limit=0))
+        if broken:
+            verdict = Verdict("broken", [], "the mutated file does not compile")
+            output = "".join(broken)
+        else:
+            imports = [m for m in (_module_of(tree, p) for p in paths) if m]
+            verdict, output = run_guards(tree, tests, imports, timeout)
+    seconds = time.monotonic() - started
+    lines = []
+    if verdict.kind == "killed":
+        lines.append(f"killed: {name} ({description}) in {seconds:.0f} s by "
+                     f"{', '.join(tests)}; failing tests:")
+        lines += [f"    {test}" for test in verdict.failing[:8]]
+    else:
+        what = "broken, which proves nothing" if verdict.kind == "broken" else "survived"
+        lines.append(f"SURVIVED: {name} ({description}) in {seconds:.0f} s by "
+                     f"{', '.join(tests)}; {what}: {verdict.note}")
+        lines.append(output[-5000:])
+    return verdict.kind == "killed", "\n".join(lines)
 
 
 def main(argv=None):
@@ -1163,7 +1313,13 @@ def main(argv=None):
                         help="run every mutant against every module of GUARD_TESTS, "
                              "not only its own guards")
     parser.add_argument("--tests", nargs="+",
-                        help="test modules to run against each mutant instead")
+                        help="test modules, classes or tests to run against each mutant "
+                             "instead")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="mutants run at a time (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=900,
+                        help="seconds a mutant's tests may take before they are ended and "
+                             "the mutant counts as broken (default: %(default)s)")
     args = parser.parse_args(argv)
     if set(GUARDS) != set(MUTANTS):
         parser.error(f"mutants without guards or guards without a mutant: "
@@ -1181,9 +1337,25 @@ def main(argv=None):
         if args.tests:
             return args.tests
         return list(GUARD_TESTS) if args.all_guards else list(GUARDS[name])
+    for name in names:
+        _check_applies(name, ROOT, tests_of(name))
     started = time.monotonic()
-    killed = sum(run_mutant(name, tests_of(name)) for name in names)
-    print(f"mutants: {len(names)} run in {time.monotonic() - started:.0f} s")
+    killed = 0
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        runs = [pool.submit(run_mutant, name, tests_of(name), args.timeout) for name in names]
+        try:
+            for run in concurrent.futures.as_completed(runs):
+                caught, text = run.result()
+                killed += caught
+                print(text, flush=True)
+        except BaseException:
+            for run in runs:
+                run.cancel()
+            for pid in list(_RUNNING):
+                _end_group(pid)
+            raise
+    print(f"mutants: {len(names)} run in {time.monotonic() - started:.0f} s, "
+          f"{max(1, args.jobs)} at a time")
     print(f"{killed} passed, {len(names) - killed} failed")
     return 0 if killed == len(names) else 1
 
