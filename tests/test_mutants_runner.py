@@ -217,5 +217,6 @@ class TestGuardRuns(base.TestCase):
         self.write(sleeps=SLEEPS)
         verdict, _ = self.run_guards("sleeps", timeout=1)
         self.assertEqual(("broken", []), verdict[:2])
-        self.assertIn("was ended after 1 s before the end of its report, in "
-                      "sleeps.T.test_sleeps", verdict.note)
+        # Whether the test had started by then depends on the machine's
+        # speed (naming the running test is checked with a test that exits).
+        self.assertIn("was ended after 1 s before the end of its report", verdict.note)
